@@ -1,0 +1,83 @@
+// swift-tools-version: 6.1
+
+import PackageDescription
+
+let swiftSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
+]
+
+let package = Package(
+    name: "swift-realtime",
+    platforms: [.macOS(.v14), .iOS(.v17), .tvOS(.v17), .watchOS(.v10)],
+    products: [
+        .library(name: "RealtimeCore", targets: ["RealtimeCore"]),
+        .library(name: "EventSourceClient", targets: ["EventSourceClient"]),
+        .library(name: "SocketIOEngine", targets: ["SocketIOEngine"]),
+        .library(name: "SignalRHub", targets: ["SignalRHub"]),
+        .library(name: "SpreadbotClient", targets: ["SpreadbotClient"]),
+        .library(name: "RealtimeTesting", targets: ["RealtimeTesting"]),
+        .executable(name: "realtime", targets: ["realtime"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-collections.git", from: "1.6.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
+        .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/hummingbird-project/swift-websocket.git", from: "1.6.2"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird-websocket.git", from: "2.8.1"),
+    ],
+    targets: [
+        .target(
+            name: "RealtimeCore",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "DequeModule", package: "swift-collections"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "WSClient", package: "swift-websocket"),
+                .product(name: "WSCompression", package: "swift-websocket"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(name: "EventSourceClient", dependencies: ["RealtimeCore"], swiftSettings: swiftSettings),
+        .target(name: "SocketIOEngine", dependencies: ["RealtimeCore"], swiftSettings: swiftSettings),
+        .target(name: "SignalRHub", dependencies: ["RealtimeCore"], swiftSettings: swiftSettings),
+        .target(name: "SpreadbotClient", dependencies: ["RealtimeCore"], swiftSettings: swiftSettings),
+        .target(
+            name: "RealtimeTesting",
+            dependencies: [
+                "RealtimeCore",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdTLS", package: "hummingbird"),
+                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+                .product(name: "HummingbirdWSCompression", package: "hummingbird-websocket"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "realtime",
+            dependencies: [
+                "RealtimeCore", "EventSourceClient", "SocketIOEngine", "SignalRHub", "SpreadbotClient",
+                "RealtimeTesting",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+    ]
+)

@@ -1,0 +1,40 @@
+/// Where a realtime connection is in its life.
+public enum ConnectionState: Sendable, CustomStringConvertible {
+    case connecting
+    case connected
+    /// Waiting for, or making, reconnect attempt `attempt` (1-based) after a drop.
+    case reconnecting(attempt: Int)
+    /// Stopped. `error` is nil when the user closed the connection, else what ended it.
+    case disconnected(RealtimeError?)
+
+    public var isConnected: Bool {
+        if case .connected = self { return true }
+        return false
+    }
+
+    public var isDisconnected: Bool {
+        if case .disconnected = self { return true }
+        return false
+    }
+
+    public var description: String {
+        switch self {
+        case .connecting: "connecting"
+        case .connected: "connected"
+        case .reconnecting(let attempt): "reconnecting(attempt: \(attempt))"
+        case .disconnected(let error): error.map { "disconnected(\($0.code))" } ?? "disconnected"
+        }
+    }
+}
+
+extension ConnectionState: Equatable {
+    /// Two states are equal when their cases, attempts and error codes are.
+    public static func == (lhs: ConnectionState, rhs: ConnectionState) -> Bool {
+        switch (lhs, rhs) {
+        case (.connecting, .connecting), (.connected, .connected): true
+        case (.reconnecting(let a), .reconnecting(let b)): a == b
+        case (.disconnected(let a), .disconnected(let b)): a?.code == b?.code
+        default: false
+        }
+    }
+}

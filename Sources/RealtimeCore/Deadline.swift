@@ -1,0 +1,83 @@
+import NIOConcurrencyHelpers
+
+/// Runs an operation whose first phase (connect, handshake) must finish within a time limit,
+/// even if the operation itself does not react to cancellation during that phase.
+///
+/// If the limit passes while `isPastDeadlinePhase()` is still false, `abandon()` is called, the
+/// operation is cancelled and left to finish on its own, and the caller gets `timeoutError` at once.
+/// The same happens when the caller is cancelled. Nothing waits on a peer that never answers.
+package enum Deadline {
+    package static func run<T: Sendable>(
+        within limit: Duration,
+        runtime: RealtimeRuntime,
+        isPastDeadlinePhase: @escaping @Sendable () -> Bool,
+        abandon: @escaping @Sendable () -> Void,
+        timeoutError: RealtimeError,
+        _ operation: @escaping @Sendable () async throws -> T
+    ) async throws -> T {
+        let operationTask = Task { try await operation() }
+        let slot = NIOLockedValueBox(Slot<T>.empty)
+
+        @Sendable func finish(_ result: Result<T, any Error>) {
+            let continuation = slot.withLockedValue { slot -> CheckedContinuation<T, any Error>? in
+                switch slot {
+                case .empty:
+                    slot = .finished(result)
+                    return nil
+                case .waiting(let continuation):
+                    slot = .delivered
+                    return continuation
+                case .finished, .delivered:
+                    return nil
+                }
+            }
+            continuation?.resume(with: result)
+        }
+
+        let timer = Task {
+            do {
+                try await runtime.sleep(for: limit)
+            } catch {
+                return
+            }
+            if !isPastDeadlinePhase() {
+                abandon()
+                operationTask.cancel()
+                finish(.failure(timeoutError))
+            }
+        }
+        Task {
+            let result = await operationTask.result
+            timer.cancel()
+            finish(result)
+        }
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                let early = slot.withLockedValue { slot -> Result<T, any Error>? in
+                    if case .finished(let result) = slot {
+                        slot = .delivered
+                        return result
+                    }
+                    slot = .waiting(continuation)
+                    return nil
+                }
+                if let early { continuation.resume(with: early) }
+            }
+        } onCancel: {
+            operationTask.cancel()
+            timer.cancel()
+            // Once past the first phase the operation reacts to cancellation itself: wait for it.
+            if !isPastDeadlinePhase() {
+                abandon()
+                finish(.failure(CancellationError()))
+            }
+        }
+    }
+
+    private enum Slot<T: Sendable> {
+        case empty
+        case waiting(CheckedContinuation<T, any Error>)
+        case finished(Result<T, any Error>)
+        case delivered
+    }
+}

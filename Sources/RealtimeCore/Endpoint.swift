@@ -1,0 +1,37 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// A parsed server address: scheme, host, port and the path with its query.
+package struct Endpoint: Sendable, Equatable {
+    package var scheme: String
+    package var host: String
+    package var port: Int
+    /// Path and query, starting with `/`.
+    package var pathAndQuery: String
+
+    package var isSecure: Bool { scheme == "wss" || scheme == "https" }
+
+    package init(_ text: String, allowedSchemes: Set<String>) throws {
+        guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), allowedSchemes.contains(scheme),
+            let host = url.host, !host.isEmpty
+        else { throw RealtimeError.invalidURL(text) }
+        self.scheme = scheme
+        self.host = host
+        let secure = scheme == "wss" || scheme == "https"
+        self.port = url.port ?? (secure ? 443 : 80)
+        var path = url.path
+        if path.isEmpty { path = "/" }
+        if let query = url.query { path += "?" + query }
+        self.pathAndQuery = path
+    }
+
+    /// The URL with a `ws`/`wss` scheme, as WSClient wants it.
+    package var webSocketURL: String {
+        let wsScheme = isSecure ? "wss" : "ws"
+        let hostPart = host.contains(":") ? "[\(host)]" : host
+        return "\(wsScheme)://\(hostPart):\(port)\(pathAndQuery)"
+    }
+}

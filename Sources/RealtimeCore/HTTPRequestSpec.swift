@@ -1,0 +1,75 @@
+public import AsyncHTTPClient
+public import NIOCore
+public import NIOHTTP1
+
+/// One HTTP request as the protocol modules describe it; the core turns it into an
+/// async-http-client request with the TLS options and timeouts applied.
+public struct HTTPRequestSpec: Sendable {
+    public var url: String
+    public var method: HTTPMethod
+    /// Request headers. Never logged.
+    public var headers: HTTPHeaders
+    public var body: ByteBuffer?
+    public var tls: TLSOptions
+    /// Limit for receiving the response head (connect, TLS, request, status line and headers).
+    public var headTimeout: Duration
+    /// For streamed bodies: fail when no bytes arrive for this long (detected within twice this).
+    /// For whole bodies: the limit for the entire body. Nil means no limit.
+    public var idleTimeout: Duration?
+    /// The largest whole response body read into memory (streamed bodies are not limited here).
+    public var maxBodySize: Int
+
+    public init(
+        url: String,
+        method: HTTPMethod = .GET,
+        headers: HTTPHeaders = [:],
+        body: ByteBuffer? = nil,
+        tls: TLSOptions = .default,
+        headTimeout: Duration = .seconds(30),
+        idleTimeout: Duration? = nil,
+        maxBodySize: Int = 16 << 20
+    ) {
+        self.url = url
+        self.method = method
+        self.headers = headers
+        self.body = body
+        self.tls = tls
+        self.headTimeout = headTimeout
+        self.idleTimeout = idleTimeout
+        self.maxBodySize = maxBodySize
+    }
+
+    func makeClientRequest() throws -> HTTPClientRequest {
+        let endpoint = try Endpoint(url, allowedSchemes: ["http", "https"])
+        var request = HTTPClientRequest(url: url)
+        request.method = method
+        request.headers = headers
+        if let body { request.body = .bytes(body) }
+        if endpoint.isSecure { request.tlsConfiguration = try tls.makeTLSConfiguration() }
+        return request
+    }
+}
+
+/// A response whose head has arrived.
+public struct HTTPResponseHead: Sendable {
+    public let status: HTTPResponseStatus
+    public let headers: HTTPHeaders
+    /// The URL that answered, after redirects.
+    public let url: String
+
+    /// The media type of `Content-Type` in lower case, without parameters.
+    public var mediaType: String? {
+        headers.first(name: "content-type").map {
+            $0.split(separator: ";", maxSplits: 1).first.map { $0.trimmingSpaces().lowercased() } ?? ""
+        }
+    }
+}
+
+extension Substring {
+    func trimmingSpaces() -> Substring {
+        var slice = self
+        while slice.first == " " || slice.first == "\t" { slice.removeFirst() }
+        while slice.last == " " || slice.last == "\t" { slice.removeLast() }
+        return slice
+    }
+}

@@ -1,0 +1,145 @@
+public import AsyncHTTPClient
+public import NIOCore
+import NIOConcurrencyHelpers
+import NIOHTTP1
+import NIOSSL
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// The HTTP mechanics under SSE, long polling and POST sends, on async-http-client.
+/// It knows nothing of any protocol: status codes and bodies mean what the caller decides.
+public enum HTTPTransport {
+    /// Sends `request` and runs `body` with the response head and its body chunks as they arrive.
+    ///
+    /// When `request.idleTimeout` is set, a body that stays silent that long fails with
+    /// ``RealtimeError/Code/timeout``. The connection is released when `body` returns.
+    public static func stream<Result: Sendable>(
+        _ request: HTTPRequestSpec,
+        runtime: RealtimeRuntime = .shared,
+        _ body: @escaping @Sendable (HTTPResponseHead, HTTPBodyChunks) async throws -> Result
+    ) async throws -> Result {
+        let clientRequest = try request.makeClientRequest()
+        try await verifyPins(request, runtime: runtime)
+        let response: HTTPClientResponse
+        do {
+            response = try await runtime.httpClient.execute(
+                clientRequest, timeout: TimeAmount(request.headTimeout), logger: runtime.logger)
+        } catch {
+            throw mapError(error, url: request.url)
+        }
+        let head = HTTPResponseHead(status: response.status, headers: response.headers, url: response.url?.absoluteString ?? request.url)
+        guard let idleTimeout = request.idleTimeout else {
+            return try await body(head, HTTPBodyChunks(base: response.body, progress: nil))
+        }
+        let progress = NIOLockedValueBox(0)
+        return try await withThrowingTaskGroup(of: Result?.self) { group in
+            group.addTask {
+                try await body(head, HTTPBodyChunks(base: response.body, progress: progress))
+            }
+            group.addTask {
+                var seen = -1
+                while true {
+                    try await runtime.sleep(for: idleTimeout)
+                    let now = progress.withLockedValue { $0 }
+                    if now == seen {
+                        throw RealtimeError.timeout("no bytes from \(Redaction.url(request.url)) for \(idleTimeout)")
+                    }
+                    seen = now
+                }
+            }
+            defer { group.cancelAll() }
+            while let next = try await group.next() {
+                if let next { return next }
+            }
+            throw CancellationError()
+        }
+    }
+
+    /// Sends `request` and reads the whole body, up to `request.maxBodySize`.
+    public static func execute(_ request: HTTPRequestSpec, runtime: RealtimeRuntime = .shared) async throws -> (HTTPResponseHead, ByteBuffer) {
+        let clientRequest = try request.makeClientRequest()
+        try await verifyPins(request, runtime: runtime)
+        let total = request.headTimeout + (request.idleTimeout ?? .zero)
+        do {
+            let response = try await runtime.httpClient.execute(clientRequest, timeout: TimeAmount(total), logger: runtime.logger)
+            let head = HTTPResponseHead(status: response.status, headers: response.headers, url: response.url?.absoluteString ?? request.url)
+            let body = try await response.body.collect(upTo: request.maxBodySize)
+            return (head, body)
+        } catch let error as NIOTooManyBytesError {
+            throw RealtimeError(.messageTooLarge, "the response body from \(Redaction.url(request.url)) exceeds \(request.maxBodySize) bytes", underlying: error)
+        } catch {
+            throw mapError(error, url: request.url)
+        }
+    }
+
+    static func verifyPins(_ request: HTTPRequestSpec, runtime: RealtimeRuntime) async throws {
+        guard !request.tls.pinnedPublicKeySHA256.isEmpty else { return }
+        let endpoint = try Endpoint(request.url, allowedSchemes: ["http", "https"])
+        guard endpoint.isSecure else { return }
+        try await TLSPinning.verify(host: endpoint.host, port: endpoint.port, options: request.tls, runtime: runtime)
+    }
+
+    static func mapError(_ error: any Error, url: String) -> any Error {
+        switch error {
+        case let error as RealtimeError: return error
+        case is CancellationError: return error
+        case let error as NIOSSLError: return RealtimeError(.tlsFailure, "TLS handshake failed", underlying: error)
+        case let error as BoringSSLError: return RealtimeError(.tlsFailure, "TLS handshake failed", underlying: error)
+        case let error as HTTPClientError:
+            if error == .deadlineExceeded || error == .readTimeout || error == .connectTimeout {
+                return RealtimeError(.timeout, "request to \(Redaction.url(url)) timed out", underlying: error)
+            }
+            if error == .cancelled { return CancellationError() }
+            if error == .remoteConnectionClosed {
+                return RealtimeError(.connectionClosed, "the server closed the connection", underlying: error)
+            }
+            if "\(error)".contains("SSL") || "\(error)".contains("TLS") || "\(error)".contains("certificate") {
+                return RealtimeError(.tlsFailure, "TLS handshake failed", underlying: error)
+            }
+            return RealtimeError(.connectFailed, "request to \(Redaction.url(url)) failed", underlying: error)
+        default:
+            let text = String(describing: error)
+            if text.contains("SSL") || text.contains("certificate") {
+                return RealtimeError(.tlsFailure, "TLS handshake failed", underlying: error)
+            }
+            return RealtimeError(.connectFailed, "request to \(Redaction.url(url)) failed", underlying: error)
+        }
+    }
+}
+
+/// Body chunks of a streamed response, exactly as they arrive.
+public struct HTTPBodyChunks: AsyncSequence, Sendable {
+    public typealias Element = ByteBuffer
+    let base: HTTPClientResponse.Body
+    let progress: NIOLockedValueBox<Int>?
+
+    public struct AsyncIterator: AsyncIteratorProtocol {
+        var base: HTTPClientResponse.Body.AsyncIterator
+        let progress: NIOLockedValueBox<Int>?
+
+        public mutating func next() async throws -> ByteBuffer? {
+            let chunk: ByteBuffer?
+            do {
+                chunk = try await base.next()
+            } catch let error as HTTPClientError where error == .remoteConnectionClosed {
+                throw RealtimeError(.connectionClosed, "the server closed the connection mid-body", underlying: error)
+            }
+            if chunk != nil { progress?.withLockedValue { $0 &+= 1 } }
+            return chunk
+        }
+    }
+
+    public func makeAsyncIterator() -> AsyncIterator {
+        AsyncIterator(base: base.makeAsyncIterator(), progress: progress)
+    }
+}
+
+extension TimeAmount {
+    init(_ duration: Duration) {
+        let (seconds, attoseconds) = duration.components
+        self = .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+    }
+}

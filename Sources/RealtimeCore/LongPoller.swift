@@ -1,0 +1,48 @@
+public import NIOCore
+
+/// What a protocol decides after each poll.
+public enum PollDecision: Sendable {
+    /// Poll again at once.
+    case next
+    /// Poll again after a pause (a server that answered too early, a "come back later").
+    case nextAfter(Duration)
+    /// Stop polling: the session ended normally.
+    case stop
+}
+
+/// The long-polling loop: one GET in flight at a time, each answer handed to the protocol, until
+/// the protocol says stop, a request fails, or the task is cancelled.
+///
+/// The protocol supplies the policy: how to build each request (URL, query, headers) and what each
+/// response means (status codes, body framing). A failed request ends the loop with its error; the
+/// caller's reconnect driver decides what happens next.
+public struct LongPoller: Sendable {
+    public var makeRequest: @Sendable () async throws -> HTTPRequestSpec
+    public var handleResponse: @Sendable (HTTPResponseHead, ByteBuffer) async throws -> PollDecision
+    let runtime: RealtimeRuntime
+
+    public init(
+        runtime: RealtimeRuntime = .shared,
+        makeRequest: @escaping @Sendable () async throws -> HTTPRequestSpec,
+        handleResponse: @escaping @Sendable (HTTPResponseHead, ByteBuffer) async throws -> PollDecision
+    ) {
+        self.runtime = runtime
+        self.makeRequest = makeRequest
+        self.handleResponse = handleResponse
+    }
+
+    /// Polls until stopped. Throws the first failure (timeouts, transport errors, whatever the
+    /// protocol's response handler throws) and `CancellationError` when cancelled.
+    public func run() async throws {
+        while true {
+            try Task.checkCancellation()
+            let request = try await makeRequest()
+            let (head, body) = try await HTTPTransport.execute(request, runtime: runtime)
+            switch try await handleResponse(head, body) {
+            case .next: continue
+            case .nextAfter(let pause): try await runtime.sleep(for: pause)
+            case .stop: return
+            }
+        }
+    }
+}

@@ -1,0 +1,71 @@
+import DequeModule
+
+/// What an ``OfflineQueue`` does when it is full.
+public struct OverflowPolicy: Hashable, Sendable {
+    enum Base: Hashable, Sendable {
+        case rejectNewest
+        case dropOldest
+    }
+    let base: Base
+
+    /// The new element is refused and the caller gets ``RealtimeError/Code/queueFull``.
+    public static let rejectNewest = OverflowPolicy(base: .rejectNewest)
+    /// The oldest element is removed to make room and handed back to the caller to report.
+    public static let dropOldest = OverflowPolicy(base: .dropOldest)
+}
+
+/// A FIFO of messages sent while disconnected, flushed in order after reconnecting.
+///
+/// A value type: the owner decides what to do with each ``EnqueueResult``; nothing is dropped
+/// without the caller being told.
+public struct OfflineQueue<Element> {
+    public enum EnqueueResult {
+        case enqueued
+        /// The queue was full and the policy is ``OverflowPolicy/rejectNewest``: the element was not stored.
+        case rejected(Element)
+        /// The queue was full and the policy is ``OverflowPolicy/dropOldest``: this element was removed.
+        case droppedOldest(Element)
+    }
+
+    public let capacity: Int
+    public let overflowPolicy: OverflowPolicy
+    private var storage: Deque<Element> = []
+
+    /// - Parameter capacity: how many elements are kept; 100 by default, at least 0.
+    public init(capacity: Int = 100, overflowPolicy: OverflowPolicy = .rejectNewest) {
+        self.capacity = max(0, capacity)
+        self.overflowPolicy = overflowPolicy
+    }
+
+    public var count: Int { storage.count }
+    public var isEmpty: Bool { storage.isEmpty }
+
+    public mutating func enqueue(_ element: Element) -> EnqueueResult {
+        if storage.count < capacity {
+            storage.append(element)
+            return .enqueued
+        }
+        switch overflowPolicy.base {
+        case .rejectNewest:
+            return .rejected(element)
+        case .dropOldest:
+            guard let oldest = storage.popFirst() else { return .rejected(element) }
+            storage.append(element)
+            return .droppedOldest(oldest)
+        }
+    }
+
+    /// Removes and returns the oldest element.
+    public mutating func dequeue() -> Element? { storage.popFirst() }
+
+    /// Puts an element back at the front, for a flush that failed part-way.
+    public mutating func requeueFront(_ element: Element) { storage.prepend(element) }
+
+    /// Removes and returns every element, oldest first.
+    public mutating func drain() -> [Element] {
+        defer { storage.removeAll() }
+        return Array(storage)
+    }
+}
+
+extension OfflineQueue: Sendable where Element: Sendable {}

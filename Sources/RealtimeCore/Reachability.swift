@@ -1,0 +1,177 @@
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Something that can tell whether the network is usable, and wait until it is.
+///
+/// The reconnect driver asks it before every attempt, so a client does not burn its attempts while
+/// the machine is offline.
+public protocol Reachability: Sendable {
+    /// Whether the network looks usable right now.
+    func isReachable() async -> Bool
+    /// Returns once ``isReachable()`` is true; throws `CancellationError` when cancelled.
+    func waitUntilReachable() async throws
+}
+
+/// Polls the operating system every `interval` until an up, non-loopback interface has an address,
+/// and, if a probe target is set, a TCP connection to it succeeds.
+public struct PollingReachability: Reachability {
+    public var interval: Duration
+    /// A host and port to open (and close) a TCP connection to, as a stronger check than interfaces.
+    public var probe: (host: String, port: Int)?
+    /// Accept loopback interfaces as a usable network (for machines and tests with nothing else).
+    public var acceptLoopback: Bool
+    public var probeTimeout: Duration
+    let runtime: RealtimeRuntime
+
+    public init(
+        interval: Duration = .seconds(2),
+        probe: (host: String, port: Int)? = nil,
+        acceptLoopback: Bool = false,
+        probeTimeout: Duration = .seconds(3),
+        runtime: RealtimeRuntime = .shared
+    ) {
+        self.interval = interval
+        self.probe = probe
+        self.acceptLoopback = acceptLoopback
+        self.probeTimeout = probeTimeout
+        self.runtime = runtime
+    }
+
+    public func isReachable() async -> Bool {
+        guard Self.hasUsableInterface(acceptLoopback: acceptLoopback || Self.isLoopbackHost(probe?.host)) else {
+            return false
+        }
+        guard let probe else { return true }
+        return await tcpProbe(host: probe.host, port: probe.port)
+    }
+
+    public func waitUntilReachable() async throws {
+        while true {
+            try Task.checkCancellation()
+            if await isReachable() { return }
+            runtime.logger.debug("network unreachable, polling again", metadata: ["realtime.interval": "\(interval)"])
+            try await runtime.sleep(for: interval)
+        }
+    }
+
+    static func isLoopbackHost(_ host: String?) -> Bool {
+        guard let host else { return false }
+        return host == "localhost" || host.hasPrefix("127.") || host == "::1" || host == "[::1]"
+    }
+
+    private func tcpProbe(host: String, port: Int) async -> Bool {
+        let bootstrap = ClientBootstrap(group: runtime.eventLoopGroup)
+            .connectTimeout(.nanoseconds(Int64(probeTimeout.seconds * 1e9)))
+        do {
+            let channel = try await bootstrap.connect(host: host, port: port).get()
+            try? await channel.close()
+            return true
+        } catch {
+            return false
+        }
+    }
+
+    /// Whether the OS lists an interface that is up (and not loopback, unless accepted) with an IP address.
+    package static func hasUsableInterface(acceptLoopback: Bool) -> Bool {
+        #if canImport(Glibc) || canImport(Musl) || canImport(Darwin)
+        var list: UnsafeMutablePointer<ifaddrs>?
+        guard getifaddrs(&list) == 0, let first = list else { return true }  // cannot tell: do not block
+        defer { freeifaddrs(list) }
+        var cursor: UnsafeMutablePointer<ifaddrs>? = first
+        while let entry = cursor {
+            defer { cursor = entry.pointee.ifa_next }
+            let flags = Int32(entry.pointee.ifa_flags)
+            guard flags & Int32(IFF_UP) != 0, let address = entry.pointee.ifa_addr else { continue }
+            if flags & Int32(IFF_LOOPBACK) != 0 && !acceptLoopback { continue }
+            let family = Int32(address.pointee.sa_family)
+            if family == AF_INET || family == AF_INET6 { return true }
+        }
+        return false
+        #else
+        return true
+        #endif
+    }
+}
+
+/// A reachability you switch by hand: for tests, and for apps that learn about the network elsewhere.
+public final class ManualReachability: Reachability {
+    private struct State {
+        var reachable: Bool
+        var waiters: [Int: CheckedContinuation<Void, Never>] = [:]
+        var cancelled: Set<Int> = []
+        var nextWaiter = 0
+        var checks = 0
+    }
+    private let state: NIOLockedValueBox<State>
+
+    public init(reachable: Bool = true) {
+        state = NIOLockedValueBox(State(reachable: reachable))
+    }
+
+    /// How many times a reconnect loop has asked.
+    public var checkCount: Int { state.withLockedValue { $0.checks } }
+
+    public func set(reachable: Bool) {
+        let waiters = state.withLockedValue { state -> [CheckedContinuation<Void, Never>] in
+            state.reachable = reachable
+            guard reachable else { return [] }
+            defer { state.waiters.removeAll() }
+            return Array(state.waiters.values)
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    public func isReachable() async -> Bool {
+        state.withLockedValue {
+            $0.checks += 1
+            return $0.reachable
+        }
+    }
+
+    public func waitUntilReachable() async throws {
+        let isReachable = state.withLockedValue {
+            $0.checks += 1
+            return $0.reachable
+        }
+        if isReachable { return }
+        let id = state.withLockedValue { state -> Int in
+            defer { state.nextWaiter += 1 }
+            return state.nextWaiter
+        }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                let resumeNow = state.withLockedValue { state -> Bool in
+                    if state.reachable || state.cancelled.remove(id) != nil { return true }
+                    state.waiters[id] = continuation
+                    return false
+                }
+                if resumeNow { continuation.resume() }
+            }
+        } onCancel: {
+            let waiter = state.withLockedValue { state in
+                let waiter = state.waiters.removeValue(forKey: id)
+                if waiter == nil { state.cancelled.insert(id) }
+                return waiter
+            }
+            waiter?.resume()
+        }
+        try Task.checkCancellation()
+    }
+}
+
+/// Always reachable: for loopback-only use.
+public struct AlwaysReachable: Reachability {
+    public init() {}
+    public func isReachable() async -> Bool { true }
+    public func waitUntilReachable() async throws {}
+}

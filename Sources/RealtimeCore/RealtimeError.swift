@@ -1,0 +1,109 @@
+public import NIOHTTP1
+
+/// An error raised by any realtime client of this package.
+///
+/// A struct around an internal code so that new cases can be added without breaking users. Compare
+/// with the static members (`error.code == .badStatus`), read ``status`` and ``serverMessage`` where
+/// the peer said something, and ``underlying`` for the error that caused it.
+///
+/// Descriptions never contain credentials: URLs are printed with their query values and user info
+/// redacted, and no header value is ever printed.
+public struct RealtimeError: Error, Sendable, CustomStringConvertible {
+    /// What went wrong, as a comparable value.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        enum Base: String, Hashable, Sendable {
+            case invalidURL
+            case connectFailed
+            case tlsFailure
+            case certificatePinMismatch
+            case badStatus
+            case badContentType
+            case protocolViolation
+            case messageTooLarge
+            case invalidUTF8
+            case timeout
+            case connectionClosed
+            case webSocketClosed
+            case queueFull
+            case reconnectGaveUp
+            case cancelled
+            case notConnected
+        }
+        let base: Base
+
+        public static let invalidURL = Code(base: .invalidURL)
+        public static let connectFailed = Code(base: .connectFailed)
+        public static let tlsFailure = Code(base: .tlsFailure)
+        public static let certificatePinMismatch = Code(base: .certificatePinMismatch)
+        public static let badStatus = Code(base: .badStatus)
+        public static let badContentType = Code(base: .badContentType)
+        public static let protocolViolation = Code(base: .protocolViolation)
+        public static let messageTooLarge = Code(base: .messageTooLarge)
+        public static let invalidUTF8 = Code(base: .invalidUTF8)
+        public static let timeout = Code(base: .timeout)
+        public static let connectionClosed = Code(base: .connectionClosed)
+        public static let webSocketClosed = Code(base: .webSocketClosed)
+        public static let queueFull = Code(base: .queueFull)
+        public static let reconnectGaveUp = Code(base: .reconnectGaveUp)
+        public static let cancelled = Code(base: .cancelled)
+        public static let notConnected = Code(base: .notConnected)
+
+        public var description: String { base.rawValue }
+    }
+
+    public let code: Code
+    /// The HTTP status the server answered with, where there was one.
+    public let status: HTTPResponseStatus?
+    /// What the server said about the failure (a close reason, a response body excerpt, an error
+    /// payload), truncated to 512 bytes.
+    public let serverMessage: String?
+    /// The WebSocket close code, for ``Code/webSocketClosed``.
+    public let closeCode: UInt16?
+    /// A short, credential-free explanation.
+    public let detail: String
+    /// The error that caused this one.
+    public let underlying: (any Error)?
+
+    package init(
+        _ code: Code,
+        _ detail: String,
+        status: HTTPResponseStatus? = nil,
+        serverMessage: String? = nil,
+        closeCode: UInt16? = nil,
+        underlying: (any Error)? = nil
+    ) {
+        self.code = code
+        self.detail = detail
+        self.status = status
+        self.serverMessage = serverMessage.map { String($0.prefix(512)) }
+        self.closeCode = closeCode
+        self.underlying = underlying
+    }
+
+    public var description: String {
+        var text = "RealtimeError.\(code): \(detail)"
+        if let status { text += " (HTTP \(status.code))" }
+        if let closeCode { text += " (close code \(closeCode))" }
+        if let serverMessage, !serverMessage.isEmpty { text += " server said: \(serverMessage)" }
+        if let underlying { text += " caused by: \(Redaction.describe(underlying))" }
+        return text
+    }
+}
+
+extension RealtimeError {
+    package static func invalidURL(_ url: String) -> RealtimeError {
+        RealtimeError(.invalidURL, "invalid URL \(Redaction.url(url))")
+    }
+
+    package static func badStatus(_ status: HTTPResponseStatus, url: String, body: String? = nil) -> RealtimeError {
+        RealtimeError(.badStatus, "unexpected status from \(Redaction.url(url))", status: status, serverMessage: body)
+    }
+
+    package static func queueFull(capacity: Int) -> RealtimeError {
+        RealtimeError(.queueFull, "offline send queue is full (capacity \(capacity))")
+    }
+
+    package static func timeout(_ what: String) -> RealtimeError {
+        RealtimeError(.timeout, what)
+    }
+}

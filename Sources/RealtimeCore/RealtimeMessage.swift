@@ -1,0 +1,14 @@
+public import NIOCore
+
+/// One message on a duplex transport: text or binary.
+public enum RealtimeMessage: Sendable, Equatable, CustomStringConvertible {
+    case text(String)
+    case binary(ByteBuffer)
+
+    public var description: String {
+        switch self {
+        case .text(let text): "text(\(text.utf8.count) bytes)"
+        case .binary(let buffer): "binary(\(buffer.readableBytes) bytes)"
+        }
+    }
+}

@@ -1,0 +1,30 @@
+/// When and how a client reconnects after an unexpected drop.
+public struct ReconnectPolicy: Sendable {
+    /// The delays between attempts, and when to give up.
+    public var backoff: BackoffPolicy
+    /// Consulted before every attempt; the loop waits until it says the network is up.
+    public var reachability: any Reachability
+    /// Whether an error is worth another attempt. The default retries everything but invalid URLs,
+    /// certificate problems and cancellation.
+    public var shouldRetry: @Sendable (RealtimeError) -> Bool
+
+    public init(
+        backoff: BackoffPolicy = .exponential(),
+        reachability: any Reachability = PollingReachability(),
+        shouldRetry: @escaping @Sendable (RealtimeError) -> Bool = ReconnectPolicy.defaultShouldRetry
+    ) {
+        self.backoff = backoff
+        self.reachability = reachability
+        self.shouldRetry = shouldRetry
+    }
+
+    /// No reconnection at all.
+    public static var disabled: ReconnectPolicy { ReconnectPolicy(backoff: .never, reachability: AlwaysReachable()) }
+
+    public static let defaultShouldRetry: @Sendable (RealtimeError) -> Bool = { error in
+        switch error.code {
+        case .invalidURL, .tlsFailure, .certificatePinMismatch, .cancelled: false
+        default: true
+        }
+    }
+}

@@ -1,0 +1,117 @@
+public import NIOSSL
+
+/// TLS settings shared by every transport (WebSocket and HTTP alike).
+///
+/// The default verifies the certificate chain against the system's trust roots and checks the
+/// host name. Verification can only be turned off through
+/// ``dangerouslyDisableCertificateVerification()``, whose name says what it does.
+public struct TLSOptions: Sendable {
+    /// Where trusted root certificates come from.
+    public struct TrustRoots: Sendable {
+        enum Base: Sendable {
+            case system
+            case pem(String)
+            case pemFile(String)
+        }
+        let base: Base
+
+        /// The operating system's default trust store.
+        public static let system = TrustRoots(base: .system)
+        /// Only the certificates in this PEM text (one or more `BEGIN CERTIFICATE` blocks).
+        public static func pem(_ text: String) -> TrustRoots { TrustRoots(base: .pem(text)) }
+        /// Only the certificates in this PEM file.
+        public static func pemFile(_ path: String) -> TrustRoots { TrustRoots(base: .pemFile(path)) }
+    }
+
+    /// A client certificate for mutual TLS.
+    public struct ClientCertificate: Sendable {
+        enum Base: Sendable {
+            case pem(chain: String, privateKey: String)
+            case files(chain: String, privateKey: String)
+        }
+        let base: Base
+
+        /// A certificate chain (leaf first) and its private key, as PEM text.
+        public static func pem(chain: String, privateKey: String) -> ClientCertificate {
+            ClientCertificate(base: .pem(chain: chain, privateKey: privateKey))
+        }
+        /// A certificate chain file and a private key file, in PEM.
+        public static func files(chain: String, privateKey: String) -> ClientCertificate {
+            ClientCertificate(base: .files(chain: chain, privateKey: privateKey))
+        }
+    }
+
+    public var trustRoots: TrustRoots
+    /// Certificates trusted in addition to ``trustRoots`` (a private CA next to the public ones).
+    public var additionalTrustRootsPEM: [String]
+    public var clientCertificate: ClientCertificate?
+    /// Base64 SHA-256 digests of acceptable server SubjectPublicKeyInfo (as in HPKP `pin-sha256`).
+    /// Empty: no pinning. Non-empty: the server's leaf key must match one of them.
+    public var pinnedPublicKeySHA256: [String]
+    /// The host name sent in SNI and checked against the certificate; defaults to the URL's host.
+    public var serverName: String?
+    var verificationDisabled: Bool
+
+    public init(
+        trustRoots: TrustRoots = .system,
+        additionalTrustRootsPEM: [String] = [],
+        clientCertificate: ClientCertificate? = nil,
+        pinnedPublicKeySHA256: [String] = [],
+        serverName: String? = nil
+    ) {
+        self.trustRoots = trustRoots
+        self.additionalTrustRootsPEM = additionalTrustRootsPEM
+        self.clientCertificate = clientCertificate
+        self.pinnedPublicKeySHA256 = pinnedPublicKeySHA256
+        self.serverName = serverName
+        self.verificationDisabled = false
+    }
+
+    /// Full verification with the system trust roots.
+    public static var `default`: TLSOptions { TLSOptions() }
+
+    /// Accepts any certificate from any host. Only for development against a server whose
+    /// certificate you cannot fix: a connection made with this can be intercepted by anyone on the path.
+    public static func dangerouslyDisableCertificateVerification() -> TLSOptions {
+        var options = TLSOptions()
+        options.verificationDisabled = true
+        return options
+    }
+
+    /// Whether certificate verification is off.
+    public var isVerificationDisabled: Bool { verificationDisabled }
+
+    /// The swift-nio-ssl configuration these options describe.
+    public func makeTLSConfiguration() throws -> TLSConfiguration {
+        var configuration = TLSConfiguration.makeClientConfiguration()
+        configuration.certificateVerification = verificationDisabled ? .none : .fullVerification
+        do {
+            switch trustRoots.base {
+            case .system:
+                configuration.trustRoots = .default
+            case .pem(let text):
+                configuration.trustRoots = .certificates(try NIOSSLCertificate.fromPEMBytes(Array(text.utf8)))
+            case .pemFile(let path):
+                configuration.trustRoots = .file(path)
+            }
+            if !additionalTrustRootsPEM.isEmpty {
+                configuration.additionalTrustRoots = try additionalTrustRootsPEM.map {
+                    .certificates(try NIOSSLCertificate.fromPEMBytes(Array($0.utf8)))
+                }
+            }
+            switch clientCertificate?.base {
+            case .none:
+                break
+            case .pem(let chain, let key):
+                configuration.certificateChain = try NIOSSLCertificate.fromPEMBytes(Array(chain.utf8)).map { .certificate($0) }
+                configuration.privateKey = .privateKey(try NIOSSLPrivateKey(bytes: Array(key.utf8), format: .pem))
+            case .files(let chain, let key):
+                configuration.certificateChain = try NIOSSLCertificate.fromPEMFile(chain).map { .certificate($0) }
+                configuration.privateKey = .file(key)
+            }
+        } catch {
+            throw RealtimeError(.tlsFailure, "could not load the TLS certificates or key", underlying: error)
+        }
+        return configuration
+    }
+}

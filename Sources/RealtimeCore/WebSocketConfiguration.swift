@@ -1,0 +1,52 @@
+public import NIOHTTP1
+
+/// Options for ``WebSocketTransport``. Add options as fields here, never as initialiser overloads.
+public struct WebSocketConfiguration: Sendable {
+    /// Extra headers sent with the upgrade request (authorisation, cookies, ...). Never logged.
+    public var headers: HTTPHeaders
+    /// Subprotocols offered in `Sec-WebSocket-Protocol`, most preferred first.
+    public var subprotocols: [String]
+    /// Offer permessage-deflate (RFC 7692, zlib). The server decides whether it is used.
+    public var compression: Bool
+    /// The largest message accepted, after reassembly and decompression. A larger one closes the
+    /// connection with code 1009 and fails with ``RealtimeError/Code/messageTooLarge``. Default 1 MiB.
+    public var maxMessageSize: Int
+    /// Send a ping this often when idle and close the connection if no pong comes back; nil disables.
+    public var autoPing: Duration?
+    /// How long the TCP connect, TLS handshake and upgrade may take together.
+    public var connectTimeout: Duration
+    /// How long to wait for the server's close frame after sending one.
+    public var closeTimeout: Duration
+    /// Reject text messages that are not valid UTF-8 (with code 1007) instead of repairing them.
+    public var validateUTF8: Bool
+    public var tls: TLSOptions
+
+    public init(
+        headers: HTTPHeaders = [:],
+        subprotocols: [String] = [],
+        compression: Bool = false,
+        maxMessageSize: Int = 1 << 20,
+        autoPing: Duration? = .seconds(30),
+        connectTimeout: Duration = .seconds(10),
+        closeTimeout: Duration = .seconds(5),
+        validateUTF8: Bool = true,
+        tls: TLSOptions = .default
+    ) {
+        self.headers = headers
+        self.subprotocols = subprotocols
+        self.compression = compression
+        self.maxMessageSize = maxMessageSize
+        self.autoPing = autoPing
+        self.connectTimeout = connectTimeout
+        self.closeTimeout = closeTimeout
+        self.validateUTF8 = validateUTF8
+        self.tls = tls
+    }
+}
+
+/// How a WebSocket connection was closed by the server.
+public struct WebSocketCloseInfo: Sendable, Equatable {
+    /// The close code (1000 normal, 1001 going away, 1009 too big, 4000-4999 application codes...).
+    public let code: UInt16
+    public let reason: String?
+}

@@ -1,0 +1,169 @@
+public import NIOCore
+import HTTPTypes
+import NIOHTTP1
+import NIOConcurrencyHelpers
+import NIOSSL
+import NIOWebSocket
+import WSClient
+import WSCompression
+public import WSCore
+
+/// A live WebSocket connection, valid inside the closure given to ``WebSocketTransport/connect(to:configuration:runtime:_:)``.
+public struct WebSocketConnection: Sendable {
+    /// The messages the server sends, reassembled from frames.
+    public let inbound: WebSocketMessages
+    let outbound: WebSocketOutboundWriter
+
+    /// Sends one message; returns once it is written to the socket (this is the backpressure).
+    public func send(_ message: RealtimeMessage) async throws {
+        switch message {
+        case .text(let text): try await outbound.write(.text(text))
+        case .binary(let buffer): try await outbound.write(.binary(buffer))
+        }
+    }
+
+    public func send(text: String) async throws { try await outbound.write(.text(text)) }
+    public func send(binary: ByteBuffer) async throws { try await outbound.write(.binary(binary)) }
+
+    /// Starts the closing handshake. The inbound sequence ends when the server answers.
+    public func close(code: UInt16 = 1000, reason: String? = nil) async throws {
+        try await outbound.close(WebSocketErrorCode(codeNumber: Int(code)), reason: reason)
+    }
+}
+
+/// The inbound side of a ``WebSocketConnection``: complete messages, in order.
+public struct WebSocketMessages: AsyncSequence, Sendable {
+    public typealias Element = RealtimeMessage
+    let base: WebSocketInboundMessageStream
+
+    public struct AsyncIterator: AsyncIteratorProtocol {
+        var base: WebSocketInboundMessageStream.AsyncIterator
+
+        public mutating func next() async throws -> RealtimeMessage? {
+            switch try await base.next() {
+            case .none: return nil
+            case .text(let text): return .text(text)
+            case .binary(let buffer): return .binary(buffer)
+            }
+        }
+    }
+
+    public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(base: base.makeAsyncIterator()) }
+}
+
+/// WebSocket connections on swift-websocket's `WSClient`: ws and wss, headers, subprotocols,
+/// permessage-deflate, message size limits, automatic ping, and close codes surfaced as errors.
+public enum WebSocketTransport {
+    /// Connects, runs `body` with the connection, and closes it when `body` returns.
+    ///
+    /// - Returns: how the server closed the connection, if it sent a close frame.
+    /// - Throws: ``RealtimeError`` for connection, TLS and protocol failures (`invalidURL`,
+    ///   `connectFailed`, `tlsFailure`, `certificatePinMismatch`, `timeout`, `messageTooLarge`,
+    ///   `invalidUTF8`, `protocolViolation`), and whatever `body` throws.
+    @discardableResult
+    public static func connect(
+        to url: String,
+        configuration: WebSocketConfiguration = .init(),
+        runtime: RealtimeRuntime = .shared,
+        _ body: @escaping @Sendable (WebSocketConnection) async throws -> Void
+    ) async throws -> WebSocketCloseInfo? {
+        let target = try Endpoint(url, allowedSchemes: ["ws", "wss", "http", "https"])
+        let tlsConfiguration: TLSConfiguration? = target.isSecure ? try configuration.tls.makeTLSConfiguration() : nil
+        if target.isSecure {
+            try await TLSPinning.verify(host: target.host, port: target.port, options: configuration.tls, runtime: runtime)
+        }
+        var clientConfiguration = WebSocketClientConfiguration(
+            maxFrameSize: configuration.maxMessageSize,
+            additionalHeaders: HTTPFields(configuration.headers),
+            extensions: configuration.compression
+                ? [.perMessageDeflate(maxDecompressedFrameSize: configuration.maxMessageSize)] : [],
+            closeTimeout: configuration.closeTimeout,
+            autoPing: configuration.autoPing.map { .enabled(timePeriod: $0) } ?? .disabled,
+            validateUTF8: configuration.validateUTF8,
+            sniHostname: configuration.tls.serverName
+        )
+        if !configuration.subprotocols.isEmpty {
+            clientConfiguration.additionalHeaders[HTTPField.Name.secWebSocketProtocol] = configuration.subprotocols.joined(separator: ", ")
+        }
+        let phase = NIOLockedValueBox(ConnectPhase.connecting)
+        let maxMessageSize = configuration.maxMessageSize
+        let finalConfiguration = clientConfiguration
+        let closeFrame: WebSocketCloseFrame?
+        do {
+            closeFrame = try await Deadline.run(
+                within: configuration.connectTimeout,
+                runtime: runtime,
+                isPastDeadlinePhase: { phase.withLockedValue { $0 == .open } },
+                abandon: { phase.withLockedValue { $0 = .abandoned } },
+                timeoutError: RealtimeError.timeout("the WebSocket connection to \(Redaction.url(url)) was not open within \(configuration.connectTimeout)")
+            ) {
+                let client = WebSocketClient(
+                    url: target.webSocketURL,
+                    configuration: finalConfiguration,
+                    tlsConfiguration: tlsConfiguration,
+                    eventLoopGroup: runtime.eventLoopGroup,
+                    logger: runtime.logger
+                ) { inbound, outbound, _ in
+                    let abandoned = phase.withLockedValue { phase -> Bool in
+                        if phase == .abandoned { return true }
+                        phase = .open
+                        return false
+                    }
+                    if abandoned { return }
+                    try await body(WebSocketConnection(inbound: WebSocketMessages(base: inbound.messages(maxSize: maxMessageSize)), outbound: outbound))
+                }
+                return try await client.run()
+            }
+        } catch {
+            throw mapError(error, url: url)
+        }
+        guard let closeFrame else { return nil }
+        let info = WebSocketCloseInfo(code: UInt16(webSocketErrorCode: closeFrame.closeCode), reason: closeFrame.reason)
+        switch closeFrame.closeCode {
+        case .normalClosure, .goingAway:
+            return info
+        default:
+            throw RealtimeError(
+                .webSocketClosed, "the server closed the WebSocket", serverMessage: info.reason, closeCode: info.code)
+        }
+    }
+
+    private enum ConnectPhase: Sendable { case connecting, open, abandoned }
+
+    static func mapError(_ error: any Error, url: String) -> any Error {
+        switch error {
+        case let error as RealtimeError:
+            return error
+        case let error as WebSocketClientError:
+            switch error {
+            case .invalidURL: return RealtimeError.invalidURL(url)
+            case .serverSentMessageTooLarge:
+                return RealtimeError(.messageTooLarge, "the server sent a message larger than maxMessageSize", underlying: error)
+            case .serverSentDataInconsistentWithMessage:
+                return RealtimeError(.invalidUTF8, "the server sent a text message that is not valid UTF-8", underlying: error)
+            case .webSocketUpgradeFailed:
+                return RealtimeError(.connectFailed, "the server refused the WebSocket upgrade at \(Redaction.url(url))", underlying: error)
+            default:
+                return RealtimeError(.protocolViolation, "WebSocket protocol error", underlying: error)
+            }
+        case let error as NIOSSLError:
+            return RealtimeError(.tlsFailure, "TLS handshake failed", underlying: error)
+        case let error as BoringSSLError:
+            return RealtimeError(.tlsFailure, "TLS handshake failed", underlying: error)
+        case is CancellationError:
+            return error
+        default:
+            return RealtimeError(.connectFailed, "could not connect to \(Redaction.url(url))", underlying: error)
+        }
+    }
+}
+
+extension HTTPFields {
+    init(_ headers: HTTPHeaders) {
+        self.init()
+        for header in headers {
+            let (name, value) = (header.name, header.value)
+            if let field = HTTPField.Name(name) { self.append(HTTPField(name: field, value: value)) }
+        }
+    }
+}
