@@ -1,0 +1,29 @@
+@testable import RealtimeCore
+import NIOHTTP1
+import Testing
+
+@Suite struct RedactionTests {
+    @Test(arguments: [
+        ("https://api.example.com/hub?access_token=SECRET123&x=1", "https://api.example.com/hub?access_token=<redacted>&x=<redacted>"),
+        ("wss://user:SECRET123@host:8443/ws", "wss://<redacted>@host:8443/ws"),
+        ("http://host/path", "http://host/path"),
+        ("http://host/p?token=SECRET123#frag", "http://host/p?token=<redacted>#<redacted>"),
+    ])
+    func urlsLoseCredentials(input: String, expected: String) {
+        #expect(Redaction.url(input) == expected)
+    }
+
+    @Test func errorDescriptionsNeverContainTheToken() {
+        let error = RealtimeError.badStatus(.unauthorized, url: "https://h/negotiate?access_token=SECRET123")
+        #expect(!error.description.contains("SECRET123"))
+        #expect(error.status == .unauthorized)
+        let wrapped = RealtimeError(.connectFailed, "failed", underlying: RealtimeError.invalidURL("wss://u:SECRET123@h/?t=SECRET123"))
+        #expect(!wrapped.description.contains("SECRET123"))
+        #expect(!"\(wrapped)".contains("SECRET123"))
+    }
+
+    @Test func serverMessageIsTruncated() {
+        let error = RealtimeError(.badStatus, "x", serverMessage: String(repeating: "a", count: 5000))
+        #expect(error.serverMessage?.count == 512)
+    }
+}
