@@ -96,13 +96,12 @@ public enum HTTPTransport {
             if error == .remoteConnectionClosed {
                 return RealtimeError(.connectionClosed, "the server closed the connection", underlying: error)
             }
-            if "\(error)".contains("SSL") || "\(error)".contains("TLS") || "\(error)".contains("certificate") {
+            if TLSErrorDetection.isTLSFailure(error) {
                 return RealtimeError(.tlsFailure, "TLS handshake failed", underlying: error)
             }
             return RealtimeError(.connectFailed, "request to \(Redaction.url(url)) failed", underlying: error)
         default:
-            let text = String(describing: error)
-            if text.contains("SSL") || text.contains("certificate") {
+            if TLSErrorDetection.isTLSFailure(error) {
                 return RealtimeError(.tlsFailure, "TLS handshake failed", underlying: error)
             }
             return RealtimeError(.connectFailed, "request to \(Redaction.url(url)) failed", underlying: error)

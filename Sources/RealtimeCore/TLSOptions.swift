@@ -107,7 +107,7 @@ public struct TLSOptions: Sendable {
                 configuration.privateKey = .privateKey(try NIOSSLPrivateKey(bytes: Array(key.utf8), format: .pem))
             case .files(let chain, let key):
                 configuration.certificateChain = try NIOSSLCertificate.fromPEMFile(chain).map { .certificate($0) }
-                configuration.privateKey = .file(key)
+                configuration.privateKey = .privateKey(try NIOSSLPrivateKey(file: key, format: .pem))
             }
         } catch {
             throw RealtimeError(.tlsFailure, "could not load the TLS certificates or key", underlying: error)

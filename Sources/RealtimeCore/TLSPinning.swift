@@ -6,6 +6,7 @@ import Foundation
 #endif
 import NIOCore
 import NIOPosix
+import NIOTLS
 public import NIOSSL
 
 /// Checks a server's public key against ``TLSOptions/pinnedPublicKeySHA256``.
@@ -35,23 +36,27 @@ package enum TLSPinning {
         }
         let serverName = options.serverName ?? host
         let sniName: String? = serverName.first.map { $0.isNumber || serverName.contains(":") } == true ? nil : serverName
+        let handshake = runtime.eventLoopGroup.any().makePromise(of: Void.self)
         let bootstrap = ClientBootstrap(group: runtime.eventLoopGroup)
             .connectTimeout(.nanoseconds(Int64(timeout.seconds * 1e9)))
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let handler = try NIOSSLClientHandler(context: context, serverHostname: sniName)
                     try channel.pipeline.syncOperations.addHandler(handler)
+                    try channel.pipeline.syncOperations.addHandler(HandshakeWatcher(promise: handshake))
                 }
             }
         let channel: any Channel
         do {
             channel = try await bootstrap.connect(host: host, port: port).get()
         } catch {
+            handshake.fail(error)
             throw RealtimeError(.connectFailed, "could not connect to \(host):\(port) to check the pinned key", underlying: error)
         }
         defer { channel.close(promise: nil) }
         let certificate: NIOSSLCertificate?
         do {
+            try await handshake.futureResult.get()
             certificate = try await channel.nioSSL_peerCertificate().get()
         } catch {
             throw RealtimeError(.tlsFailure, "TLS handshake with \(host):\(port) failed", underlying: error)
@@ -64,5 +69,32 @@ package enum TLSPinning {
             throw RealtimeError(.certificatePinMismatch, "the server's public key matches no pinned key")
         }
     }
+}
 
+/// Completes a promise when the TLS handshake finishes, or fails it with the handshake's error.
+private final class HandshakeWatcher: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = NIOAny
+    private var promise: EventLoopPromise<Void>?
+
+    init(promise: EventLoopPromise<Void>) { self.promise = promise }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if case TLSUserEvent.handshakeCompleted = event {
+            promise?.succeed()
+            promise = nil
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        promise?.fail(error)
+        promise = nil
+        context.close(promise: nil)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        promise?.fail(ChannelError.eof)
+        promise = nil
+        context.fireChannelInactive()
+    }
 }

@@ -13,6 +13,7 @@ public struct WebSocketConnection: Sendable {
     /// The messages the server sends, reassembled from frames.
     public let inbound: WebSocketMessages
     let outbound: WebSocketOutboundWriter
+    let closeRequested: NIOLockedValueBox<Bool>
 
     /// Sends one message; returns once it is written to the socket (this is the backpressure).
     public func send(_ message: RealtimeMessage) async throws {
@@ -27,6 +28,7 @@ public struct WebSocketConnection: Sendable {
 
     /// Starts the closing handshake. The inbound sequence ends when the server answers.
     public func close(code: UInt16 = 1000, reason: String? = nil) async throws {
+        closeRequested.withLockedValue { $0 = true }
         try await outbound.close(WebSocketErrorCode(codeNumber: Int(code)), reason: reason)
     }
 }
@@ -35,20 +37,37 @@ public struct WebSocketConnection: Sendable {
 public struct WebSocketMessages: AsyncSequence, Sendable {
     public typealias Element = RealtimeMessage
     let base: WebSocketInboundMessageStream
+    let outbound: WebSocketOutboundWriter
+    let maxMessageSize: Int
 
     public struct AsyncIterator: AsyncIteratorProtocol {
         var base: WebSocketInboundMessageStream.AsyncIterator
+        let outbound: WebSocketOutboundWriter
+        let maxMessageSize: Int
 
         public mutating func next() async throws -> RealtimeMessage? {
+            let message: RealtimeMessage
+            let size: Int
             switch try await base.next() {
             case .none: return nil
-            case .text(let text): return .text(text)
-            case .binary(let buffer): return .binary(buffer)
+            case .text(let text):
+                size = text.utf8.count
+                message = .text(text)
+            case .binary(let buffer):
+                size = buffer.readableBytes
+                message = .binary(buffer)
             }
+            if size > maxMessageSize {
+                try? await outbound.close(.messageTooLarge, reason: nil)
+                throw RealtimeError(.messageTooLarge, "the server sent a \(size)-byte message; maxMessageSize is \(maxMessageSize)", closeCode: 1009)
+            }
+            return message
         }
     }
 
-    public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(base: base.makeAsyncIterator()) }
+    public func makeAsyncIterator() -> AsyncIterator {
+        AsyncIterator(base: base.makeAsyncIterator(), outbound: outbound, maxMessageSize: maxMessageSize)
+    }
 }
 
 /// WebSocket connections on swift-websocket's `WSClient`: ws and wss, headers, subprotocols,
@@ -73,7 +92,9 @@ public enum WebSocketTransport {
             try await TLSPinning.verify(host: target.host, port: target.port, options: configuration.tls, runtime: runtime)
         }
         var clientConfiguration = WebSocketClientConfiguration(
-            maxFrameSize: configuration.maxMessageSize,
+            // Frames up to twice the limit are read so an oversized message gets a precise error
+            // (close 1009 + messageTooLarge); larger frames are cut off by the frame decoder.
+            maxFrameSize: configuration.maxMessageSize.multipliedReportingOverflow(by: 2).overflow ? .max : configuration.maxMessageSize * 2,
             additionalHeaders: HTTPFields(configuration.headers),
             extensions: configuration.compression
                 ? [.perMessageDeflate(maxDecompressedFrameSize: configuration.maxMessageSize)] : [],
@@ -86,6 +107,7 @@ public enum WebSocketTransport {
             clientConfiguration.additionalHeaders[HTTPField.Name.secWebSocketProtocol] = configuration.subprotocols.joined(separator: ", ")
         }
         let phase = NIOLockedValueBox(ConnectPhase.connecting)
+        let closeRequested = NIOLockedValueBox(false)
         let maxMessageSize = configuration.maxMessageSize
         let finalConfiguration = clientConfiguration
         let closeFrame: WebSocketCloseFrame?
@@ -110,14 +132,20 @@ public enum WebSocketTransport {
                         return false
                     }
                     if abandoned { return }
-                    try await body(WebSocketConnection(inbound: WebSocketMessages(base: inbound.messages(maxSize: maxMessageSize)), outbound: outbound))
+                    try await body(WebSocketConnection(
+                inbound: WebSocketMessages(base: inbound.messages(maxSize: maxMessageSize), outbound: outbound, maxMessageSize: maxMessageSize),
+                outbound: outbound, closeRequested: closeRequested))
                 }
                 return try await client.run()
             }
         } catch {
             throw mapError(error, url: url)
         }
-        guard let closeFrame else { return nil }
+        guard let closeFrame else {
+            if closeRequested.withLockedValue({ $0 }) { return nil }
+            throw RealtimeError(
+                .connectionClosed, "the WebSocket connection ended without a close frame (abnormal closure)", closeCode: 1006)
+        }
         let info = WebSocketCloseInfo(code: UInt16(webSocketErrorCode: closeFrame.closeCode), reason: closeFrame.reason)
         switch closeFrame.closeCode {
         case .normalClosure, .goingAway:
@@ -153,6 +181,9 @@ public enum WebSocketTransport {
         case is CancellationError:
             return error
         default:
+            if TLSErrorDetection.isTLSFailure(error) {
+                return RealtimeError(.tlsFailure, "TLS handshake with \(Redaction.url(url)) failed", underlying: error)
+            }
             return RealtimeError(.connectFailed, "could not connect to \(Redaction.url(url))", underlying: error)
         }
     }

@@ -49,7 +49,9 @@ public final class LoopbackServer: Sendable {
         var iterator = portStream.makeAsyncIterator()
         guard let port = await iterator.next(), port > 0 else {
             task.cancel()
-            _ = await task.result
+            if case .failure(let error) = await task.result {
+                throw LoopbackServerError(message: "the loopback server did not start: \(error)")
+            }
             throw LoopbackServerError(message: "the loopback server did not start")
         }
         return LoopbackServer(port: port, scheme: secure ? "https" : "http", task: task)
