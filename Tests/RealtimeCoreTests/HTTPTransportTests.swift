@@ -1,0 +1,135 @@
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOHTTP1
+import RealtimeCore
+import RealtimeTesting
+import Testing
+
+@Suite struct HTTPTransportTests {
+    @Test func streamsChunksAsTheServerSendsThem() async throws {
+        let server = try await ScriptedHTTPServer.start()
+        defer { Task { await server.stop() } }
+        let feed = ChunkFeed()
+        server.route("/stream") { _ in ScriptedResponse(headers: [("Content-Type", "text/event-stream")], body: .feed(feed)) }
+        let received = try await HTTPTransport.stream(HTTPRequestSpec(url: server.baseURL + "/stream")) { head, body in
+            #expect(head.status == .ok)
+            #expect(head.mediaType == "text/event-stream")
+            var collected = ""
+            var iterator = body.makeAsyncIterator()
+            for chunk in ["first ", "second ", "third"] {
+                feed.send(chunk)
+                // Each chunk arrives before the next is even written.
+                while !collected.hasSuffix(chunk), let next = try await iterator.next() { collected += String(buffer: next) }
+            }
+            feed.finish()
+            while let next = try await iterator.next() { collected += String(buffer: next) }
+            return collected
+        }
+        #expect(received == "first second third")
+    }
+
+    @Test func aSilentBodyFailsWithTheIdleTimeout() async throws {
+        let server = try await ScriptedHTTPServer.start()
+        defer { Task { await server.stop() } }
+        let feed = ChunkFeed()
+        server.route("/stall") { _ in ScriptedResponse(body: .feed(feed)) }
+        feed.send("one chunk then silence")
+        let error = await #expect(throws: RealtimeError.self) {
+            try await HTTPTransport.stream(HTTPRequestSpec(url: server.baseURL + "/stall", idleTimeout: .milliseconds(200))) { _, body in
+                for try await _ in body {}
+            }
+        }
+        #expect(error?.code == .timeout)
+        feed.finish()
+    }
+
+    @Test func executeLimitsTheBodySize() async throws {
+        let server = try await ScriptedHTTPServer.start()
+        defer { Task { await server.stop() } }
+        server.route("/big") { _ in .text(String(repeating: "x", count: 10_000)) }
+        let error = await #expect(throws: RealtimeError.self) {
+            _ = try await HTTPTransport.execute(HTTPRequestSpec(url: server.baseURL + "/big", maxBodySize: 1000))
+        }
+        #expect(error?.code == .messageTooLarge)
+    }
+
+    @Test func requestsCarryMethodHeadersAndBody() async throws {
+        let server = try await ScriptedHTTPServer.start()
+        defer { Task { await server.stop() } }
+        server.route("/echo") { request in .text("\(request.method) \(request.headers["x-token"] ?? "") \(String(buffer: request.body))") }
+        let (_, body) = try await HTTPTransport.execute(
+            HTTPRequestSpec(url: server.baseURL + "/echo", method: .POST, headers: ["X-Token": "t1"], body: ByteBuffer(string: "payload")))
+        #expect(String(buffer: body) == "POST t1 payload")
+    }
+
+    @Test func longPollerKeepsOneGetInFlightAndDeliversPushedMessages() async throws {
+        let server = try await LongPollServer.start(holdTime: .milliseconds(300))
+        defer { Task { await server.stop() } }
+        let received = NIOLockedValueBox<[String]>([])
+        let poller = LongPoller(
+            makeRequest: { HTTPRequestSpec(url: server.url) },
+            handleResponse: { head, body in
+                guard head.status == .ok else { throw RealtimeError.badStatus(head.status, url: server.url) }
+                let lines = String(buffer: body).split(separator: "\n").map(String.init)
+                let total = received.withLockedValue { $0.append(contentsOf: lines); return $0.count }
+                return total >= 3 ? .stop : .next
+            })
+        server.push("a")
+        let polling = Task { try await poller.run() }
+        try await Task.sleep(for: .milliseconds(50))
+        server.push("b")
+        server.push("c")
+        try await polling.value
+        #expect(received.withLockedValue { $0 } == ["a", "b", "c"])
+        // Polls never overlapped: the server saw them one after another.
+        #expect(server.http.requests(to: "/poll").allSatisfy { $0.method == "GET" })
+    }
+
+    @Test func longPollerStopsWithTheProtocolsError() async throws {
+        let server = try await LongPollServer.start()
+        defer { Task { await server.stop() } }
+        let poller = LongPoller(
+            makeRequest: { HTTPRequestSpec(url: server.url + "?fail=1") },
+            handleResponse: { head, _ in
+                guard head.status == .ok else { throw RealtimeError.badStatus(head.status, url: server.url) }
+                return .next
+            })
+        let error = await #expect(throws: RealtimeError.self) { try await poller.run() }
+        #expect(error?.status == .internalServerError)
+    }
+
+    @Test func batchingSenderPostsOneAtATimeAndBatchesTheRestInOrder() async throws {
+        let server = try await LongPollServer.start()
+        defer { Task { await server.stop() } }
+        let inFlight = NIOLockedValueBox(0)
+        let maxInFlight = NIOLockedValueBox(0)
+        let sender = BatchingSender<String>(maxBatchSize: 5) { batch in
+            inFlight.withLockedValue { $0 += 1; maxInFlight.withLockedValue { [n = $0] in $0 = max($0, n) } }
+            defer { inFlight.withLockedValue { $0 -= 1 } }
+            let body = ByteBuffer(string: batch.joined(separator: ","))
+            let (head, _) = try await HTTPTransport.execute(HTTPRequestSpec(url: server.url, method: .POST, body: body))
+            guard head.status == .ok else { throw RealtimeError.badStatus(head.status, url: server.url) }
+        }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for index in 0..<20 {
+                try await Task.sleep(for: .milliseconds(1))
+                group.addTask { try await sender.send("m\(index)") }
+            }
+            try await group.waitForAll()
+        }
+        let posts = server.received
+        #expect(maxInFlight.withLockedValue { $0 } == 1)
+        #expect(posts.count < 20, "sends that arrive during a POST are batched")
+        #expect(posts.allSatisfy { $0.split(separator: ",").count <= 5 })
+        let all = posts.flatMap { $0.split(separator: ",").map(String.init) }
+        #expect(Set(all) == Set((0..<20).map { "m\($0)" }))
+        #expect(all.count == 20)
+    }
+
+    @Test func batchingSenderFailsEverySendOfAFailedBatch() async throws {
+        struct Boom: Error {}
+        let sender = BatchingSender<Int> { _ in throw Boom() }
+        await #expect(throws: Boom.self) { try await sender.send(1) }
+        #expect(sender.pendingCount == 0)
+    }
+}
