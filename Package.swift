@@ -80,6 +80,9 @@ let package = Package(
                 "RealtimeCore", "EventSourceClient", "SocketIOEngine", "SignalRHub", "SpreadbotClient",
                 "RealtimeTesting",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings
         ),

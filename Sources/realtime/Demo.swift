@@ -1,0 +1,163 @@
+import ArgumentParser
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOHTTP1
+import RealtimeCore
+import RealtimeTesting
+
+/// Runs every client against servers started in this process on 127.0.0.1 and prints what happened.
+struct Demo: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Run every client against loopback servers started in-process, and print what happened.")
+
+    func run() async throws {
+        var failures = 0
+        for (name, step) in Self.steps {
+            print("== \(name)")
+            do {
+                try await step()
+            } catch {
+                failures += 1
+                print("   FAILED: \(error)")
+            }
+        }
+        print(failures == 0 ? "demo: all \(Self.steps.count) steps succeeded" : "demo: \(failures) of \(Self.steps.count) steps failed")
+        if failures > 0 { throw ExitCode.failure }
+    }
+
+    static let steps: [(String, @Sendable () async throws -> Void)] = [
+        ("WebSocket echo (ws://, text and binary)", webSocketEcho),
+        ("WebSocket with permessage-deflate", webSocketCompressed),
+        ("WebSocket close code surfaced as a typed error", webSocketCloseCode),
+        ("HTTP streaming GET parsed as Server-Sent Events", httpStreamAsSSE),
+        ("HTTP long polling with a batching POST sender", longPolling),
+        ("Reconnect driver: drop, backoff, reconnect, offline queue flushed in order", reconnect),
+    ] + EventSourceDemo.steps
+
+    static func webSocketEcho() async throws {
+        let server = try await WebSocketEchoServer.start()
+        defer { Task { await server.stop() } }
+        let replies = NIOLockedValueBox<[String]>([])
+        try await WebSocketTransport.connect(to: server.webSocketBaseURL + "/echo") { connection in
+            try await connection.send(text: "hello from swift-realtime")
+            try await connection.send(binary: ByteBuffer(bytes: [1, 2, 3]))
+            var iterator = connection.inbound.makeAsyncIterator()
+            for _ in 0..<2 {
+                if let message = try await iterator.next() { replies.withLockedValue { $0.append("\(message)") } }
+            }
+            try await connection.close()
+        }
+        print("   sent 2 messages to \(server.webSocketBaseURL)/echo, echoed back: \(replies.withLockedValue { $0 })")
+    }
+
+    static func webSocketCompressed() async throws {
+        let server = try await WebSocketEchoServer.start(compression: true)
+        defer { Task { await server.stop() } }
+        let text = String(repeating: "realtime ", count: 10_000)
+        let ok = NIOLockedValueBox(false)
+        try await WebSocketTransport.connect(to: server.webSocketBaseURL, configuration: .init(compression: true)) { connection in
+            try await connection.send(text: text)
+            var iterator = connection.inbound.makeAsyncIterator()
+            if case .text(let reply) = try await iterator.next() { ok.withLockedValue { $0 = reply == text } }
+            try await connection.close()
+        }
+        print("   \(text.utf8.count)-byte message round trip with compression: \(ok.withLockedValue { $0 } ? "identical" : "DIFFERENT")")
+        guard ok.withLockedValue({ $0 }) else { throw RealtimeError(.protocolViolation, "compressed echo differed") }
+    }
+
+    static func webSocketCloseCode() async throws {
+        let server = try await WebSocketEchoServer.start()
+        defer { Task { await server.stop() } }
+        do {
+            try await WebSocketTransport.connect(to: server.webSocketBaseURL) { connection in
+                try await connection.send(text: "!close 4003 demo says goodbye")
+                for try await _ in connection.inbound {}
+            }
+            throw RealtimeError(.protocolViolation, "expected a close error")
+        } catch let error as RealtimeError where error.code == .webSocketClosed {
+            print("   server closed with code \(error.closeCode ?? 0), reason \"\(error.serverMessage ?? "")\"")
+        }
+    }
+
+    static func httpStreamAsSSE() async throws {
+        let server = try await ScriptedHTTPServer.start()
+        defer { Task { await server.stop() } }
+        let feed = ChunkFeed()
+        server.route("/events") { _ in ScriptedResponse(headers: [("Content-Type", "text/event-stream")], body: .feed(feed)) }
+        feed.send("id: 1\nevent: greeting\ndata: hello\n\n")
+        feed.send("data: split across")
+        feed.send(" chunks\r\n\r")
+        feed.send("\n: a comment\ndata: last\n\n")
+        feed.finish()
+        let events = try await HTTPTransport.stream(HTTPRequestSpec(url: server.baseURL + "/events")) { _, body in
+            var parser = SSEParser()
+            var events: [ServerSentEvent] = []
+            for try await chunk in body {
+                try parser.parse(chunk) { if case .event(let event) = $0 { events.append(event) } }
+            }
+            return events
+        }
+        for event in events { print("   event type=\(event.type) id=\(event.lastEventId) data=\"\(event.data)\"") }
+    }
+
+    static func longPolling() async throws {
+        let server = try await LongPollServer.start(holdTime: .milliseconds(500))
+        defer { Task { await server.stop() } }
+        let received = NIOLockedValueBox<[String]>([])
+        let poller = LongPoller(
+            makeRequest: { HTTPRequestSpec(url: server.url) },
+            handleResponse: { head, body in
+                guard head.status == .ok else { throw RealtimeError.badStatus(head.status, url: server.url) }
+                let lines = String(buffer: body).split(separator: "\n").map(String.init)
+                return received.withLockedValue { $0.append(contentsOf: lines); return $0.count } >= 3 ? .stop : .next
+            })
+        let sender = BatchingSender<String> { batch in
+            _ = try await HTTPTransport.execute(HTTPRequestSpec(url: server.url, method: .POST, body: ByteBuffer(string: batch.joined(separator: "|"))))
+        }
+        server.push("poll-1")
+        async let polled: Void = poller.run()
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for index in 1...5 { group.addTask { try await sender.send("post-\(index)") } }
+            try await group.waitForAll()
+        }
+        server.push("poll-2")
+        server.push("poll-3")
+        try await polled
+        print("   polled: \(received.withLockedValue { $0 })")
+        print("   5 sends went out as \(server.received.count) POST(s): \(server.received)")
+    }
+
+    static func reconnect() async throws {
+        let server = try await ScriptedHTTPServer.start()
+        defer { Task { await server.stop() } }
+        let connections = NIOLockedValueBox(0)
+        server.route("/feed") { _ in
+            let number = connections.withLockedValue { $0 += 1; return $0 }
+            return number == 1 ? .text("dropping", status: 503) : .text("welcome back")
+        }
+        let driver = ReconnectDriver<String>(
+            policy: ReconnectPolicy(backoff: .fixed([.milliseconds(100)]), reachability: AlwaysReachable()))
+        let states = Task {
+            var seen: [String] = []
+            for await state in driver.state.updates() {
+                seen.append("\(state)")
+                if state.isDisconnected && seen.count > 1 { break }
+            }
+            return seen
+        }
+        try await driver.send("queued-1")
+        try await driver.send("queued-2")
+        let delivered = NIOLockedValueBox<[String]>([])
+        let url = server.baseURL + "/feed"
+        let error = await driver.run { context in
+            let (head, body) = try await HTTPTransport.execute(HTTPRequestSpec(url: url))
+            guard head.status == .ok else { throw RealtimeError.badStatus(head.status, url: url) }
+            try await context.connected { message in delivered.withLockedValue { $0.append(message) } }
+            print("   attempt \(context.attempt): server said \"\(String(buffer: body))\"")
+            return .closed
+        }
+        print("   states: \(await states.value.joined(separator: " -> "))")
+        print("   offline queue flushed in order: \(delivered.withLockedValue { $0 })")
+        if let error { throw error }
+    }
+}
