@@ -97,5 +97,11 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        .testTarget(
+            name: "EventSourceConformanceTests",
+            dependencies: ["RealtimeCore", "EventSourceClient"],
+            resources: [.copy("Resources/sse-vectors.json"), .copy("Resources/sse-vectors.md")],
+            swiftSettings: swiftSettings
+        ),
     ]
 )
