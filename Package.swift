@@ -55,7 +55,17 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        .target(name: "EventSourceClient", dependencies: ["RealtimeCore"], swiftSettings: swiftSettings),
+        .target(
+            name: "EventSourceClient",
+            dependencies: [
+                "RealtimeCore",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .target(name: "SocketIOEngine", dependencies: ["RealtimeCore"], swiftSettings: swiftSettings),
         .target(name: "SignalRHub", dependencies: ["RealtimeCore"], swiftSettings: swiftSettings),
         .target(name: "SpreadbotClient", dependencies: ["RealtimeCore"], swiftSettings: swiftSettings),
@@ -93,6 +103,16 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "EventSourceClientTests",
+            dependencies: [
+                "EventSourceClient", "RealtimeCore", "RealtimeTesting",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings

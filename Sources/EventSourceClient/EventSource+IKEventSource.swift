@@ -1,0 +1,99 @@
+public import Foundation
+import NIOConcurrencyHelpers
+import NIOHTTP1
+import RealtimeCore
+
+/// The call shapes of IKEventSource (inaka/EventSource), over the same client: code written for it
+/// works with `import EventSourceClient` in place of `import IKEventSource`.
+///
+/// As in IKEventSource 3, a source created with ``init(url:headers:)`` does not reconnect by itself:
+/// when the connection ends, ``onComplete(_:)`` reports the status, whether reconnecting makes sense
+/// (false only after a 204) and the error, and the app calls ``connect(lastEventId:)`` again.
+extension EventSource {
+    struct Callbacks {
+        var onOpen: (@Sendable () -> Void)?
+        var onMessage: (@Sendable (_ id: String?, _ event: String?, _ data: String?) -> Void)?
+        var onComplete: (@Sendable (Int?, Bool?, NSError?) -> Void)?
+        var listeners: [String: @Sendable (_ id: String?, _ event: String?, _ data: String?) -> Void] = [:]
+    }
+
+    /// An IKEventSource-style source: these headers, no automatic reconnection.
+    public convenience init(url: URL, headers: [String: String] = [:]) {
+        var httpHeaders = HTTPHeaders()
+        for (name, value) in headers { httpHeaders.add(name: name, value: value) }
+        self.init(url: url, configuration: EventSourceConfiguration(headers: httpHeaders, maxReconnectAttempts: 0))
+    }
+
+    /// The reconnection time in milliseconds; the server changes it with `retry:`.
+    public var retryTime: Int { Int(reconnectionTime.components.seconds * 1000 + reconnectionTime.components.attoseconds / 1_000_000_000_000_000) }
+
+    /// Connects, sending `lastEventId` as `Last-Event-ID` when given.
+    public func connect(lastEventId: String? = nil) {
+        state.withLockedValue { state in
+            if let lastEventId { state.lastEventId = lastEventId }
+        }
+        startIfNeeded()
+    }
+
+    /// Closes the connection.
+    public func disconnect() { close() }
+
+    public func onOpen(_ onOpenCallback: @escaping @Sendable () -> Void) {
+        callbacks.withLockedValue { $0.onOpen = onOpenCallback }
+    }
+
+    /// Called when the connection ends: the HTTP status (if any), whether reconnecting makes sense,
+    /// and the error (if any).
+    public func onComplete(_ onComplete: @escaping @Sendable (Int?, Bool?, NSError?) -> Void) {
+        callbacks.withLockedValue { $0.onComplete = onComplete }
+    }
+
+    /// Called for every event of type `message` (events without an `event:` field).
+    public func onMessage(_ onMessageCallback: @escaping @Sendable (_ id: String?, _ event: String?, _ data: String?) -> Void) {
+        callbacks.withLockedValue { $0.onMessage = onMessageCallback }
+    }
+
+    /// Called for every event of type `event`.
+    public func addEventListener(
+        _ event: String, handler: @escaping @Sendable (_ id: String?, _ event: String?, _ data: String?) -> Void
+    ) {
+        callbacks.withLockedValue { $0.listeners[event] = handler }
+    }
+
+    public func removeEventListener(_ event: String) {
+        callbacks.withLockedValue { _ = $0.listeners.removeValue(forKey: event) }
+    }
+
+    /// The event types with a listener (IKEventSource's `events()`, reached through
+    /// ``EventSourceEvents/callAsFunction()``).
+    func listenedEventTypes() -> [String] {
+        callbacks.withLockedValue { Array($0.listeners.keys).sorted() }
+    }
+
+    func notifyOpen() {
+        callbacks.withLockedValue { $0.onOpen }?()
+    }
+
+    func notifyEvent(_ event: ServerSentEvent) {
+        let (onMessage, listener) = callbacks.withLockedValue { ($0.onMessage, $0.listeners[event.type]) }
+        let id: String? = event.lastEventId.isEmpty ? nil : event.lastEventId
+        if event.type == "message" { onMessage?(id, event.type, event.data) }
+        listener?(id, event.type, event.data)
+    }
+
+    func notifyComplete(status: Int?, reconnect: Bool, error: RealtimeError?) {
+        guard let onComplete = callbacks.withLockedValue({ $0.onComplete }) else { return }
+        var cause = error
+        if let error, error.code == .reconnectGaveUp, let underlying = error.underlying as? RealtimeError { cause = underlying }
+        let nsError = cause.map {
+            NSError(domain: "EventSourceClient", code: Int($0.status?.code ?? 0), userInfo: [NSLocalizedDescriptionKey: $0.description])
+        }
+        onComplete(status, status != 204, nsError)
+    }
+}
+
+extension EventSourceEvents {
+    /// IKEventSource's `events()`: the event types that have a listener. `source.events()` calls
+    /// this, while `source.events` without the call is the event sequence.
+    public func callAsFunction() -> [String] { source.listenedEventTypes() }
+}

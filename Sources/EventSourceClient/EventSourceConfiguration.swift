@@ -1,0 +1,88 @@
+public import NIOCore
+public import NIOHTTP1
+public import RealtimeCore
+
+/// Options for ``EventSource``. Add options as fields here, never as initialiser overloads.
+public struct EventSourceConfiguration: Sendable {
+    /// Extra request headers (authorisation, cookies...). Never logged. `Accept`,
+    /// `Cache-Control` and `Last-Event-ID` are set by the client.
+    public var headers: HTTPHeaders
+    /// GET by default; POST, REPORT or any other method with ``body``.
+    public var method: HTTPMethod
+    public var body: ByteBuffer?
+    /// The last event ID to send on the first connection (`Last-Event-ID`), for resuming.
+    public var lastEventId: String?
+    /// The reconnection time before a server sets one with `retry:`. Default 3 s.
+    public var reconnectionTime: Duration
+    /// The longest wait between attempts: consecutive failures double the wait up to this.
+    public var maxReconnectionTime: Duration
+    /// Spread of each wait, 0...1 (0.5 = ±50 %).
+    public var randomizationFactor: Double
+    /// Give up after this many consecutive failed attempts; nil retries forever.
+    public var maxReconnectAttempts: Int?
+    /// Reconnect when no bytes (not even comments) arrive for this long. Default 5 minutes; nil disables.
+    public var idleTimeout: Duration?
+    /// Limit for the response head (connect, TLS, status, headers).
+    public var connectTimeout: Duration
+    /// Consulted before every reconnect attempt.
+    public var reachability: any Reachability
+    public var tls: TLSOptions
+    /// The largest event held in memory; a larger one ends the stream with `messageTooLarge`.
+    public var maxEventSize: Int
+    /// Called with every comment line (`: keep-alive`), which are otherwise ignored.
+    public var onComment: (@Sendable (String) -> Void)?
+    /// Decides whether an error is retried. The default retries network failures, clean ends of
+    /// stream and idle timeouts; it does not retry a bad status, a wrong content type, an oversized
+    /// event, a TLS failure or an invalid URL (the standard says fail the connection).
+    public var shouldRetry: @Sendable (RealtimeError) -> Bool
+
+    public init(
+        headers: HTTPHeaders = [:],
+        method: HTTPMethod = .GET,
+        body: ByteBuffer? = nil,
+        lastEventId: String? = nil,
+        reconnectionTime: Duration = .seconds(3),
+        maxReconnectionTime: Duration = .seconds(30),
+        randomizationFactor: Double = 0.5,
+        maxReconnectAttempts: Int? = nil,
+        idleTimeout: Duration? = .seconds(300),
+        connectTimeout: Duration = .seconds(30),
+        reachability: any Reachability = PollingReachability(),
+        tls: TLSOptions = .default,
+        maxEventSize: Int = 8 << 20,
+        onComment: (@Sendable (String) -> Void)? = nil,
+        shouldRetry: @escaping @Sendable (RealtimeError) -> Bool = EventSourceConfiguration.defaultShouldRetry
+    ) {
+        self.headers = headers
+        self.method = method
+        self.body = body
+        self.lastEventId = lastEventId
+        self.reconnectionTime = reconnectionTime
+        self.maxReconnectionTime = maxReconnectionTime
+        self.randomizationFactor = randomizationFactor
+        self.maxReconnectAttempts = maxReconnectAttempts
+        self.idleTimeout = idleTimeout
+        self.connectTimeout = connectTimeout
+        self.reachability = reachability
+        self.tls = tls
+        self.maxEventSize = maxEventSize
+        self.onComment = onComment
+        self.shouldRetry = shouldRetry
+    }
+
+    public static let defaultShouldRetry: @Sendable (RealtimeError) -> Bool = { error in
+        switch error.code {
+        case .badStatus, .badContentType, .messageTooLarge, .invalidURL, .tlsFailure, .certificatePinMismatch, .cancelled:
+            false
+        default:
+            true
+        }
+    }
+}
+
+/// The WHATWG `readyState`.
+public enum EventSourceState: Int, Sendable {
+    case connecting = 0
+    case open = 1
+    case closed = 2
+}
