@@ -5,6 +5,7 @@ import Foundation
 #endif
 import NIOConcurrencyHelpers
 import NIOCore
+import Logging
 import NIOHTTP1
 import RealtimeCore
 
@@ -63,6 +64,7 @@ extension EventSource {
             state.withLockedValue { $0.lastEventId = lastEventId }
         }
         for try await chunk in body {
+            runtime.logger.trace("event stream chunk", metadata: ["realtime.bytes": "\(chunk.readableBytes)"])
             var outputs: [SSEParser.Output] = []
             try parser.parse(chunk) { outputs.append($0) }
             for output in outputs {
@@ -80,6 +82,7 @@ extension EventSource {
             if state.withLockedValue({ $0.closed }) { return .closed }
         }
         // A clean end of the body: reconnect after the reconnection time.
+        runtime.logger.debug("event stream ended by the server")
         return .dropped(RealtimeError(.connectionClosed, "the server ended the event stream"))
     }
 }

@@ -1,0 +1,35 @@
+import EventSourceClient
+import Foundation
+import RealtimeCore
+import Testing
+
+/// Against an SSE server written by others: sse-starlette 3.7.0 on uvicorn (Scripts/requirements.txt).
+@Suite(.serialized) struct SSEStarletteInteropTests {
+    @Test func reconnectsAndResumesFromLastEventIdAgainstSSEStarlette() async throws {
+        let peer = try PythonPeer(script: "sse_peer.py")
+        defer { peer.stop() }
+        let comments = NSLock()
+        nonisolated(unsafe) var commentCount = 0
+        let source = EventSource(
+            url: URL(string: "http://127.0.0.1:\(peer.port)/numbers?total=9&per=3")!,
+            configuration: fastConfiguration {
+                $0.onComment = { _ in comments.withLock { commentCount += 1 } }
+            })
+        let events = try await collect(source, count: 9)
+        source.close()
+        #expect(events.map(\.data) == (1...9).map { "number \($0)" })
+        #expect(events.map(\.type) == Array(repeating: "number", count: 9))
+        #expect(events.map(\.lastEventId) == (1...9).map(String.init))
+        #expect(source.retryTime == 50)
+        #expect(comments.withLock { commentCount } >= 3, "one hello comment per connection")
+    }
+
+    @Test func multiLineUnicodeData() async throws {
+        let peer = try PythonPeer(script: "sse_peer.py")
+        defer { peer.stop() }
+        let source = EventSource(url: URL(string: "http://127.0.0.1:\(peer.port)/unicode")!, configuration: fastConfiguration())
+        let events = try await collect(source, count: 1)
+        source.close()
+        #expect(events == [ServerSentEvent(type: "text", data: "grüße\n豆腐 €\nlast line")])
+    }
+}

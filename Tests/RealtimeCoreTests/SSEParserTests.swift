@@ -1,0 +1,62 @@
+import NIOCore
+import RealtimeCore
+import Testing
+
+@Suite struct SSEParserTests {
+    func events(_ text: String, chunkSize: Int? = nil, configuration: SSEParser.Configuration = .init()) throws -> [SSEParser.Output] {
+        var parser = SSEParser(configuration: configuration)
+        var outputs: [SSEParser.Output] = []
+        let bytes = Array(text.utf8)
+        let size = chunkSize ?? max(bytes.count, 1)
+        var offset = 0
+        while offset < bytes.count {
+            let chunk = Array(bytes[offset..<min(offset + size, bytes.count)])
+            try parser.parse(ByteBuffer(bytes: chunk)) { outputs.append($0) }
+            offset += size
+        }
+        return outputs
+    }
+
+    @Test func crlfMultiLineUnicodeInOneChunk() throws {
+        let text = "event: text\r\ndata: grüße\r\ndata: 豆腐 €\r\ndata: last line\r\n\r\n"
+        #expect(try events(text) == [.event(ServerSentEvent(type: "text", data: "grüße\n豆腐 €\nlast line"))])
+    }
+
+    @Test func commentsAreEmittedOnlyOnRequest() throws {
+        let text = ": keep-alive\ndata: x\n\n"
+        #expect(try events(text) == [.event(ServerSentEvent(data: "x"))])
+        #expect(try events(text, configuration: .init(emitsComments: true)) == [.comment("keep-alive"), .event(ServerSentEvent(data: "x"))])
+    }
+
+    @Test func anEventLargerThanTheLimitFailsWithATypedError() throws {
+        let text = "data: " + String(repeating: "a", count: 5000) + "\n\n"
+        for chunk in [nil, 100] as [Int?] {
+            let error = #expect(throws: RealtimeError.self) { _ = try events(text, chunkSize: chunk, configuration: .init(maxEventSize: 1000)) }
+            #expect(error?.code == .messageTooLarge)
+        }
+    }
+
+    @Test func manyDataLinesAddUpAgainstTheLimit() throws {
+        let text = String(repeating: "data: 0123456789\n", count: 200) + "\n"
+        let error = #expect(throws: RealtimeError.self) { _ = try events(text, configuration: .init(maxEventSize: 1000)) }
+        #expect(error?.code == .messageTooLarge)
+    }
+
+    @Test func aSevenMegabyteSingleLineArrivesWhole() throws {
+        let payload = String(repeating: "x", count: 7 << 20)
+        let outputs = try events("data: " + payload + "\n\n", chunkSize: 64 * 1024)
+        #expect(outputs.count == 1)
+        if case .event(let event) = outputs.first { #expect(event.data.utf8.count == 7 << 20) }
+    }
+
+    @Test func crOnlyLineEndsAcrossManyLinesInOneChunk() throws {
+        let text = String(repeating: "data: a\r\r", count: 1000)
+        #expect(try events(text).count == 1000)
+    }
+
+    @Test func retryValuesAreReported() throws {
+        #expect(try events("retry: 1500\n\n") == [.retry(1500)])
+        #expect(try events("retry: +5\nretry: 5 \nretry:\n\n").isEmpty)
+        #expect(try events("retry: 99999999999999999999999\n\n") == [.retry(Int.max)])
+    }
+}
