@@ -67,7 +67,9 @@ let benchmarks: @Sendable () -> Void = {
         metrics: [.wallClock, .throughput, .mallocCountTotal], warmupIterations: 100, scalingFactor: .kilo,
         maxDuration: .seconds(5), maxIterations: 20)
 
-    Benchmark("WebSocket echo round trip: RealtimeCore WebSocketTransport", configuration: roundTrip) { benchmark in
+    Benchmark("WebSocket echo round trip: RealtimeCore WebSocketTransport", configuration: roundTrip) { benchmarkRef in
+        // The handler closure is @Sendable; the benchmark object is only used from this one task.
+        nonisolated(unsafe) let benchmark = benchmarkRef
         let url = try await EchoServerHolder.shared.url()
         try await WebSocketTransport.connect(to: url, configuration: .init(autoPing: nil)) { connection in
             var iterator = connection.inbound.makeAsyncIterator()
@@ -81,7 +83,8 @@ let benchmarks: @Sendable () -> Void = {
         }
     }
 
-    Benchmark("WebSocket echo round trip: swift-websocket WSClient direct", configuration: roundTrip) { benchmark in
+    Benchmark("WebSocket echo round trip: swift-websocket WSClient direct", configuration: roundTrip) { benchmarkRef in
+        nonisolated(unsafe) let benchmark = benchmarkRef
         let url = try await EchoServerHolder.shared.url()
         let logger = Logger(label: "bench", factory: { _ in SwiftLogNoOpLogHandler() })
         try await WebSocketClient.connect(url: url, configuration: .init(maxFrameSize: 1 << 21, validateUTF8: true), logger: logger) {
