@@ -18,6 +18,7 @@ let package = Package(
             dependencies: [
                 .product(name: "Benchmark", package: "benchmark"),
                 .product(name: "RealtimeCore", package: "swift-realtime"),
+                .product(name: "EventSourceClient", package: "swift-realtime"),
                 .product(name: "RealtimeTesting", package: "swift-realtime"),
                 .product(name: "WSClient", package: "swift-websocket"),
                 .product(name: "NIOCore", package: "swift-nio"),

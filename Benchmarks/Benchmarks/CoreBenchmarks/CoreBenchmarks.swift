@@ -1,4 +1,5 @@
 import Benchmark
+import EventSourceClient
 import Foundation
 import Logging
 import NIOConcurrencyHelpers
@@ -144,5 +145,27 @@ let benchmarks: @Sendable () -> Void = {
             benchmark.stopMeasurement()
             blackHole(lines)
         }
+    }
+
+    // MARK: EventSource end to end: the LF corpus served by a loopback HTTP server, parsed and delivered.
+
+    Benchmark("EventSource end to end: 50 MiB LF corpus from a loopback server", configuration: corpus) { benchmark in
+        let server = try await ScriptedHTTPServer.start()
+        let body = ByteBuffer(bytes: Corpus.lf)
+        server.route("/corpus") { _ in ScriptedResponse(headers: [("Content-Type", "text/event-stream")], body: .bytes(body)) }
+        let expected = 246_631  // manifest.json expected_events for seed 20261121, 50 MiB
+        for _ in benchmark.scaledIterations {
+            let source = EventSource(
+                url: URL(string: server.baseURL + "/corpus")!,
+                configuration: EventSourceConfiguration(reachability: AlwaysReachable()))
+            var events = 0
+            for try await _ in source.events {
+                events += 1
+                if events == expected { break }
+            }
+            source.close()
+            blackHole(events)
+        }
+        await server.stop()
     }
 }
