@@ -26,7 +26,7 @@ func collect(_ source: EventSource, count: Int) async throws -> [ServerSentEvent
     return events
 }
 
-@Suite struct EventSourceTests {
+@Suite(.timeLimit(.minutes(1))) struct EventSourceTests {
     @Test func deliversTypedEventsWithIdsAndSendsTheRightHeaders() async throws {
         let server = try await ScriptedHTTPServer.start()
         defer { Task { await server.stop() } }
@@ -69,8 +69,10 @@ func collect(_ source: EventSource, count: Int) async throws -> [ServerSentEvent
         defer { Task { await server.stop() } }
         server.route("/events") { _ in .init(headers: sseHeaders, body: .bytes(ByteBuffer(string: "retry: 2500\ndata: x\n\n"))) }
         let clock = ManualClock()
+        // No idle watchdog: the backoff must be the only sleeper on the manual clock.
         let source = EventSource(
-            url: URL(string: server.baseURL + "/events")!, configuration: fastConfiguration(), runtime: RealtimeRuntime(clock: clock))
+            url: URL(string: server.baseURL + "/events")!, configuration: fastConfiguration { $0.idleTimeout = nil },
+            runtime: RealtimeRuntime(clock: clock))
         var iterator = source.events.makeAsyncIterator()
         _ = try await iterator.next()
         try await clock.waitForSleepers(1)

@@ -7,7 +7,7 @@ import NIOCore
 import RealtimeTesting
 import Testing
 
-@Suite struct IKEventSourceCompatibilityTests {
+@Suite(.timeLimit(.minutes(1))) struct IKEventSourceCompatibilityTests {
     @Test func theSeedsUsageWorksWithOnlyTheImportChanged() async throws {
         let server = try await ScriptedHTTPServer.start()
         defer { Task { await server.stop() } }

@@ -4,7 +4,7 @@ import RealtimeCore
 import Testing
 
 /// Against an SSE server written by others: sse-starlette 3.7.0 on uvicorn (Scripts/requirements.txt).
-@Suite(.serialized) struct SSEStarletteInteropTests {
+@Suite(.serialized, .timeLimit(.minutes(1))) struct SSEStarletteInteropTests {
     @Test func reconnectsAndResumesFromLastEventIdAgainstSSEStarlette() async throws {
         let peer = try PythonPeer(script: "sse_peer.py")
         defer { peer.stop() }

@@ -5,7 +5,7 @@ import RealtimeCore
 import RealtimeTesting
 import Testing
 
-@Suite struct HTTPTransportTests {
+@Suite(.timeLimit(.minutes(1))) struct HTTPTransportTests {
     @Test func streamsChunksAsTheServerSendsThem() async throws {
         let server = try await ScriptedHTTPServer.start()
         defer { Task { await server.stop() } }

@@ -3,7 +3,7 @@ import RealtimeCore
 import RealtimeTesting
 import Testing
 
-@Suite struct ReconnectDriverTests {
+@Suite(.timeLimit(.minutes(1))) struct ReconnectDriverTests {
     func runtime(_ clock: ManualClock) -> RealtimeRuntime { RealtimeRuntime(clock: clock) }
 
     @Test func reconnectsWithBackoffAndFlushesTheQueueInOrder() async throws {

@@ -8,7 +8,7 @@ import Foundation
 import Testing
 
 /// Real TLS on loopback with certificates made by `openssl` for each run.
-@Suite(.serialized) struct TLSTests {
+@Suite(.serialized, .timeLimit(.minutes(2))) struct TLSTests {
     let certificates: TestCertificates
 
     init() throws {

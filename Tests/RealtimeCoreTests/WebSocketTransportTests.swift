@@ -5,7 +5,7 @@ import RealtimeCore
 import RealtimeTesting
 import Testing
 
-@Suite struct WebSocketTransportTests {
+@Suite(.timeLimit(.minutes(1))) struct WebSocketTransportTests {
     @Test func echoesTextAndBinary() async throws {
         let server = try await WebSocketEchoServer.start()
         defer { Task { await server.stop() } }
