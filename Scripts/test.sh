@@ -53,8 +53,8 @@ set +e
 swift test --skip-build "$@" 2>&1 | tee "$out" | grep -E "^(✘|✔ Suite|✔ Test run|✘ Test run)|error:|Expectation failed|Caught error"
 status=${PIPESTATUS[0]}
 set -e
-passed=$(grep -cE "^✔ Test .* passed" "$out" || true)
-failed=$(grep -cE "^✘ Test .* failed" "$out" || true)
+passed=$(grep -E "^✔ Test .* passed" "$out" | grep -vc "^✔ Test run" || true)
+failed=$(grep -E "^✘ Test .* failed" "$out" | grep -vc "^✘ Test run" || true)
 grep -E "^(✔|✘) Test run" "$out" | tail -1 || true
 rm -f "$out"
 if [ "$status" != 0 ] && [ "$failed" = 0 ]; then failed=1; fi
