@@ -2,7 +2,6 @@ public import AsyncHTTPClient
 public import NIOCore
 import NIOConcurrencyHelpers
 import NIOHTTP1
-import NIOSSL
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -86,8 +85,8 @@ public enum HTTPTransport {
         switch error {
         case let error as RealtimeError: return error
         case is CancellationError: return error
-        case let error as NIOSSLError: return RealtimeError(.tlsFailure, "TLS handshake failed", underlying: error)
-        case let error as BoringSSLError: return RealtimeError(.tlsFailure, "TLS handshake failed", underlying: error)
+        case let error where TLSErrorDetection.isTLSFailure(error):
+            return RealtimeError(.tlsFailure, "TLS handshake with \(Redaction.url(url)) failed", underlying: error)
         case let error as HTTPClientError:
             if error == .deadlineExceeded || error == .readTimeout || error == .connectTimeout {
                 return RealtimeError(.timeout, "request to \(Redaction.url(url)) timed out", underlying: error)
@@ -96,14 +95,8 @@ public enum HTTPTransport {
             if error == .remoteConnectionClosed {
                 return RealtimeError(.connectionClosed, "the server closed the connection", underlying: error)
             }
-            if TLSErrorDetection.isTLSFailure(error) {
-                return RealtimeError(.tlsFailure, "TLS handshake failed", underlying: error)
-            }
             return RealtimeError(.connectFailed, "request to \(Redaction.url(url)) failed", underlying: error)
         default:
-            if TLSErrorDetection.isTLSFailure(error) {
-                return RealtimeError(.tlsFailure, "TLS handshake failed", underlying: error)
-            }
             return RealtimeError(.connectFailed, "request to \(Redaction.url(url)) failed", underlying: error)
         }
     }

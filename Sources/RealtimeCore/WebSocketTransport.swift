@@ -174,16 +174,11 @@ public enum WebSocketTransport {
             default:
                 return RealtimeError(.protocolViolation, "WebSocket protocol error", underlying: error)
             }
-        case let error as NIOSSLError:
-            return RealtimeError(.tlsFailure, "TLS handshake failed", underlying: error)
-        case let error as BoringSSLError:
-            return RealtimeError(.tlsFailure, "TLS handshake failed", underlying: error)
         case is CancellationError:
             return error
+        case let error where TLSErrorDetection.isTLSFailure(error):
+            return RealtimeError(.tlsFailure, "TLS handshake with \(Redaction.url(url)) failed", underlying: error)
         default:
-            if TLSErrorDetection.isTLSFailure(error) {
-                return RealtimeError(.tlsFailure, "TLS handshake with \(Redaction.url(url)) failed", underlying: error)
-            }
             return RealtimeError(.connectFailed, "could not connect to \(Redaction.url(url))", underlying: error)
         }
     }
