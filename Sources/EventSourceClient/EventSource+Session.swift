@@ -65,9 +65,8 @@ extension EventSource {
         }
         for try await chunk in body {
             runtime.logger.trace("event stream chunk", metadata: ["realtime.bytes": "\(chunk.readableBytes)"])
-            var outputs: [SSEParser.Output] = []
-            try parser.parse(chunk) { outputs.append($0) }
-            for output in outputs {
+            // Outputs are handled as the parser produces them: no per-chunk collection.
+            try parser.parse(chunk) { output in
                 switch output {
                 case .event(let event):
                     state.withLockedValue { $0.lastEventId = event.lastEventId }

@@ -49,14 +49,12 @@ public final class EventSource: Service, Sendable {
         self.url = url
         self.configuration = configuration
         self.runtime = runtime
-        let reconnectionTime = NIOLockedValueBox(configuration.reconnectionTime)
         self.state = NIOLockedValueBox(LoopState(
             lastEventId: configuration.lastEventId ?? "", reconnectionTime: configuration.reconnectionTime))
         let state = self.state
         let cap = configuration.maxReconnectionTime
         let factor = configuration.randomizationFactor
         let maxAttempts = configuration.maxReconnectAttempts
-        _ = reconnectionTime
         self.driver = ReconnectDriver(
             policy: ReconnectPolicy(
                 backoff: .custom { attempt in
