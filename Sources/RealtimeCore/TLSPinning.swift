@@ -35,7 +35,9 @@ package enum TLSPinning {
             throw RealtimeError(.tlsFailure, "could not build the TLS context", underlying: error)
         }
         let serverName = options.serverName ?? host
-        let sniName: String? = serverName.first.map { $0.isNumber || serverName.contains(":") } == true ? nil : serverName
+        // SNI carries host names only; an IP literal (v4 or v6) is sent without it.
+        let isIPLiteral = (try? SocketAddress(ipAddress: String(serverName.filter { $0 != "[" && $0 != "]" }), port: 0)) != nil
+        let sniName: String? = isIPLiteral ? nil : serverName
         let handshake = runtime.eventLoopGroup.any().makePromise(of: Void.self)
         let bootstrap = ClientBootstrap(group: runtime.eventLoopGroup)
             .connectTimeout(.nanoseconds(Int64(timeout.seconds * 1e9)))
