@@ -71,36 +71,25 @@ import Testing
         #expect(error?.serverMessage == "kicked out")
     }
 
-    @Test func oversizedMessagesFailWithMessageTooLarge() async throws {
+    /// Up to twice maxMessageSize arrives and is refused with close 1009 + messageTooLarge; a single
+    /// frame beyond that never reaches memory: the frame decoder drops the connection (1006).
+    @Test(arguments: [
+        (1500, RealtimeError.Code.messageTooLarge, UInt16(1009)),
+        (5000, RealtimeError.Code.connectionClosed, UInt16(1006)),
+    ])
+    func oversizedMessagesFailWithATypedError(size: Int, code: RealtimeError.Code, closeCode: UInt16) async throws {
         let server = try await WebSocketEchoServer.start()
         defer { Task { await server.stop() } }
         let error = await #expect(throws: RealtimeError.self) {
             try await WebSocketTransport.connect(
                 to: server.webSocketBaseURL, configuration: WebSocketConfiguration(maxMessageSize: 1024)
             ) { connection in
-                try await connection.send(text: "!send 1500")
+                try await connection.send(text: "!send \(size)")
                 for try await _ in connection.inbound {}
             }
         }
-        #expect(error?.closeCode == 1009)
-        #expect(error?.code == .messageTooLarge, "\(String(describing: error))")
-    }
-
-    @Test func framesFarOverTheLimitAreCutOffByTheDecoder() async throws {
-        // A single frame over twice maxMessageSize never reaches memory: the frame decoder drops the
-        // connection, which surfaces as an abnormal closure.
-        let server = try await WebSocketEchoServer.start()
-        defer { Task { await server.stop() } }
-        let error = await #expect(throws: RealtimeError.self) {
-            try await WebSocketTransport.connect(
-                to: server.webSocketBaseURL, configuration: WebSocketConfiguration(maxMessageSize: 1024)
-            ) { connection in
-                try await connection.send(text: "!send 5000")
-                for try await _ in connection.inbound {}
-            }
-        }
-        #expect(error?.code == .connectionClosed)
-        #expect(error?.closeCode == 1006)
+        #expect(error?.code == code, "\(String(describing: error))")
+        #expect(error?.closeCode == closeCode)
     }
 
     @Test func aServerThatNeverAnswersTheUpgradeTimesOut() async throws {
