@@ -67,7 +67,19 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        .target(name: "SocketIOEngine", dependencies: ["RealtimeCore"], swiftSettings: swiftSettings),
+        .target(
+            name: "SocketIOEngine",
+            dependencies: [
+                "RealtimeCore",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "DequeModule", package: "swift-collections"),
+                .product(name: "OrderedCollections", package: "swift-collections"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .target(name: "SignalRHub", dependencies: ["RealtimeCore"], swiftSettings: swiftSettings),
         .target(name: "SpreadbotClient", dependencies: ["RealtimeCore"], swiftSettings: swiftSettings),
         .target(
@@ -123,6 +135,15 @@ let package = Package(
             name: "EventSourceConformanceTests",
             dependencies: ["RealtimeCore", "EventSourceClient"],
             resources: [.copy("Resources/sse-vectors.json"), .copy("Resources/sse-vectors.md")],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "SocketIOConformanceTests",
+            dependencies: [
+                "SocketIOEngine",
+                .product(name: "OrderedCollections", package: "swift-collections"),
+            ],
+            resources: [.copy("Resources/socketio-vectors.json"), .copy("Resources/socketio-vectors.md")],
             swiftSettings: swiftSettings
         ),
     ]

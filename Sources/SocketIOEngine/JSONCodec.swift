@@ -1,0 +1,380 @@
+import Foundation
+import OrderedCollections
+
+/// Writes `JSONValue`s as JSON text the way JavaScript's `JSON.stringify` does (the format
+/// socket.io-parser produces): no spaces, `\uXXXX` in lower case for control characters, integral
+/// numbers without a fraction, non-finite numbers as `null`.
+enum JSONWriter {
+    static func bytes(_ value: JSONValue) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(64)
+        var attachments: [Data]? = nil
+        write(value, into: &out, attachments: &attachments)
+        return out
+    }
+
+    static func string(_ value: JSONValue) -> String {
+        String(decoding: bytes(value), as: UTF8.self)
+    }
+
+    /// Writes `value`, replacing each `.binary` with a placeholder and collecting its bytes in order.
+    static func string(_ value: JSONValue, attachments: inout [Data]) -> String {
+        var out: [UInt8] = []
+        out.reserveCapacity(64)
+        var collected: [Data]? = attachments
+        write(value, into: &out, attachments: &collected)
+        attachments = collected ?? []
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    static func write(_ value: JSONValue, into out: inout [UInt8], attachments: inout [Data]?) {
+        switch value {
+        case .null: out.append(contentsOf: "null".utf8)
+        case .bool(let flag): out.append(contentsOf: (flag ? "true" : "false").utf8)
+        case .number(let number): writeNumber(number, into: &out)
+        case .string(let text): writeString(text, into: &out)
+        case .array(let elements):
+            out.append(UInt8(ascii: "["))
+            for (index, element) in elements.enumerated() {
+                if index > 0 { out.append(UInt8(ascii: ",")) }
+                write(element, into: &out, attachments: &attachments)
+            }
+            out.append(UInt8(ascii: "]"))
+        case .object(let members):
+            out.append(UInt8(ascii: "{"))
+            var first = true
+            for (key, member) in members {
+                if !first { out.append(UInt8(ascii: ",")) }
+                first = false
+                writeString(key, into: &out)
+                out.append(UInt8(ascii: ":"))
+                write(member, into: &out, attachments: &attachments)
+            }
+            out.append(UInt8(ascii: "}"))
+        case .binary(let data):
+            if attachments != nil {
+                out.append(contentsOf: #"{"_placeholder":true,"num":"#.utf8)
+                writeInteger(attachments!.count, into: &out)
+                out.append(UInt8(ascii: "}"))
+                attachments!.append(data)
+            } else {
+                // Outside a packet (descriptions, Codable bridges): JSON has no bytes; write an
+                // object like Node's Buffer.toJSON.
+                out.append(contentsOf: #"{"type":"Buffer","data":["#.utf8)
+                for (index, byte) in data.enumerated() {
+                    if index > 0 { out.append(UInt8(ascii: ",")) }
+                    writeInteger(Int(byte), into: &out)
+                }
+                out.append(contentsOf: "]}".utf8)
+            }
+        }
+    }
+
+    static func writeInteger(_ value: Int, into out: inout [UInt8]) {
+        if value >= 0 && value < 10 {
+            out.append(UInt8(ascii: "0") + UInt8(value))
+            return
+        }
+        out.append(contentsOf: String(value).utf8)
+    }
+
+    static func writeNumber(_ number: Double, into out: inout [UInt8]) {
+        guard number.isFinite else {
+            out.append(contentsOf: "null".utf8)
+            return
+        }
+        if number.rounded() == number && abs(number) < 1e15 {
+            if number == 0 { out.append(UInt8(ascii: "0")); return }
+            writeInteger(Int(number), into: &out)
+            return
+        }
+        // Swift's shortest round-trip form, adjusted to JSON: "1e+20" is fine, "inf" cannot occur.
+        out.append(contentsOf: "\(number)".utf8)
+    }
+
+    private static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
+
+    static func writeString(_ text: String, into out: inout [UInt8]) {
+        out.append(UInt8(ascii: "\""))
+        var text = text
+        text.withUTF8 { bytes in
+            var runStart = 0
+            for index in 0..<bytes.count {
+                let byte = bytes[index]
+                guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else { continue }
+                if runStart < index { out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<index])) }
+                runStart = index + 1
+                out.append(UInt8(ascii: "\\"))
+                switch byte {
+                case UInt8(ascii: "\""): out.append(UInt8(ascii: "\""))
+                case UInt8(ascii: "\\"): out.append(UInt8(ascii: "\\"))
+                case 0x08: out.append(UInt8(ascii: "b"))
+                case 0x0C: out.append(UInt8(ascii: "f"))
+                case 0x0A: out.append(UInt8(ascii: "n"))
+                case 0x0D: out.append(UInt8(ascii: "r"))
+                case 0x09: out.append(UInt8(ascii: "t"))
+                default:
+                    out.append(contentsOf: "u00".utf8)
+                    out.append(hexDigits[Int(byte >> 4)])
+                    out.append(hexDigits[Int(byte & 0xF)])
+                }
+            }
+            if runStart < bytes.count { out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart...])) }
+        }
+        out.append(UInt8(ascii: "\""))
+    }
+}
+
+/// A strict JSON parser (RFC 8259) over UTF-8 bytes, with a nesting limit so hostile input cannot
+/// exhaust the stack. Errors are ``SocketIOParseError/invalidPayload(_:)``.
+struct JSONReader {
+    static let maxDepth = 256
+
+    private let bytes: UnsafeRawBufferPointer
+    private var index: Int
+    private var depth = 0
+
+    private init(_ bytes: UnsafeRawBufferPointer, index: Int) {
+        self.bytes = bytes
+        self.index = index
+    }
+
+    /// Parses one JSON value that must fill `bytes` (surrounding whitespace allowed).
+    static func parse(_ bytes: UnsafeRawBufferPointer) throws(SocketIOParseError) -> JSONValue {
+        var reader = JSONReader(bytes, index: 0)
+        reader.skipWhitespace()
+        let value = try reader.parseValue()
+        reader.skipWhitespace()
+        guard reader.index == bytes.count else { throw reader.failure("unexpected data after the JSON value") }
+        return value
+    }
+
+    static func parse(_ text: String) throws(SocketIOParseError) -> JSONValue {
+        return try withUTF8Bytes(text) { bytes throws(SocketIOParseError) in try parse(bytes) }
+    }
+
+    private func failure(_ what: String) -> SocketIOParseError {
+        .invalidPayload("\(what) at byte \(index)")
+    }
+
+    private mutating func skipWhitespace() {
+        while index < bytes.count {
+            switch bytes[index] {
+            case 0x20, 0x09, 0x0A, 0x0D: index += 1
+            default: return
+            }
+        }
+    }
+
+    private mutating func parseValue() throws(SocketIOParseError) -> JSONValue {
+        guard index < bytes.count else { throw failure("unexpected end of JSON") }
+        switch bytes[index] {
+        case UInt8(ascii: "{"): return try parseObject()
+        case UInt8(ascii: "["): return try parseArray()
+        case UInt8(ascii: "\""): return .string(try parseString())
+        case UInt8(ascii: "t"): try expect("true"); return .bool(true)
+        case UInt8(ascii: "f"): try expect("false"); return .bool(false)
+        case UInt8(ascii: "n"): try expect("null"); return .null
+        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return .number(try parseNumber())
+        default: throw failure("unexpected character")
+        }
+    }
+
+    private mutating func expect(_ literal: StaticString) throws(SocketIOParseError) {
+        let count = literal.utf8CodeUnitCount
+        guard index + count <= bytes.count else { throw failure("unexpected end of JSON") }
+        let base = literal.utf8Start
+        for offset in 0..<count where bytes[index + offset] != base[offset] {
+            throw failure("invalid literal")
+        }
+        index += count
+    }
+
+    private mutating func enter() throws(SocketIOParseError) {
+        depth += 1
+        if depth > Self.maxDepth { throw failure("JSON nested deeper than \(Self.maxDepth)") }
+    }
+
+    private mutating func parseArray() throws(SocketIOParseError) -> JSONValue {
+        try enter()
+        defer { depth -= 1 }
+        index += 1
+        var elements: [JSONValue] = []
+        skipWhitespace()
+        if index < bytes.count && bytes[index] == UInt8(ascii: "]") {
+            index += 1
+            return .array(elements)
+        }
+        while true {
+            skipWhitespace()
+            elements.append(try parseValue())
+            skipWhitespace()
+            guard index < bytes.count else { throw failure("unterminated array") }
+            let byte = bytes[index]
+            index += 1
+            if byte == UInt8(ascii: "]") { return .array(elements) }
+            guard byte == UInt8(ascii: ",") else { throw failure("expected ',' or ']'") }
+        }
+    }
+
+    private mutating func parseObject() throws(SocketIOParseError) -> JSONValue {
+        try enter()
+        defer { depth -= 1 }
+        index += 1
+        var members = OrderedDictionary<String, JSONValue>()
+        skipWhitespace()
+        if index < bytes.count && bytes[index] == UInt8(ascii: "}") {
+            index += 1
+            return .object(members)
+        }
+        while true {
+            skipWhitespace()
+            guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw failure("expected a member name") }
+            let key = try parseString()
+            skipWhitespace()
+            guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw failure("expected ':'") }
+            index += 1
+            skipWhitespace()
+            members[key] = try parseValue()
+            skipWhitespace()
+            guard index < bytes.count else { throw failure("unterminated object") }
+            let byte = bytes[index]
+            index += 1
+            if byte == UInt8(ascii: "}") { return .object(members) }
+            guard byte == UInt8(ascii: ",") else { throw failure("expected ',' or '}'") }
+        }
+    }
+
+    private mutating func parseString() throws(SocketIOParseError) -> String {
+        index += 1
+        let start = index
+        // Fast path: no escapes.
+        while index < bytes.count {
+            let byte = bytes[index]
+            if byte == UInt8(ascii: "\"") {
+                let text = String(decoding: UnsafeRawBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
+                index += 1
+                return text
+            }
+            if byte == UInt8(ascii: "\\") { break }
+            if byte < 0x20 { throw failure("control character in string") }
+            index += 1
+        }
+        var scratch: [UInt8] = Array(UnsafeRawBufferPointer(rebasing: bytes[start..<min(index, bytes.count)]))
+        while index < bytes.count {
+            let byte = bytes[index]
+            index += 1
+            switch byte {
+            case UInt8(ascii: "\""):
+                return String(decoding: scratch, as: UTF8.self)
+            case UInt8(ascii: "\\"):
+                guard index < bytes.count else { throw failure("unterminated escape") }
+                let escape = bytes[index]
+                index += 1
+                switch escape {
+                case UInt8(ascii: "\""): scratch.append(UInt8(ascii: "\""))
+                case UInt8(ascii: "\\"): scratch.append(UInt8(ascii: "\\"))
+                case UInt8(ascii: "/"): scratch.append(UInt8(ascii: "/"))
+                case UInt8(ascii: "b"): scratch.append(0x08)
+                case UInt8(ascii: "f"): scratch.append(0x0C)
+                case UInt8(ascii: "n"): scratch.append(0x0A)
+                case UInt8(ascii: "r"): scratch.append(0x0D)
+                case UInt8(ascii: "t"): scratch.append(0x09)
+                case UInt8(ascii: "u"):
+                    var scalar = try parseHex4()
+                    if (0xD800..<0xDC00).contains(scalar) {
+                        // A high surrogate must be followed by an escaped low surrogate; a lone one
+                        // becomes U+FFFD, as a JavaScript string would show it.
+                        if index + 1 < bytes.count, bytes[index] == UInt8(ascii: "\\"), bytes[index + 1] == UInt8(ascii: "u") {
+                            index += 2
+                            let low = try parseHex4()
+                            if (0xDC00..<0xE000).contains(low) {
+                                scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
+                            } else {
+                                appendScalar(0xFFFD, to: &scratch)
+                                scalar = low
+                            }
+                        } else {
+                            scalar = 0xFFFD
+                        }
+                    } else if (0xDC00..<0xE000).contains(scalar) {
+                        scalar = 0xFFFD
+                    }
+                    appendScalar(scalar, to: &scratch)
+                default: throw failure("invalid escape")
+                }
+            default:
+                if byte < 0x20 { throw failure("control character in string") }
+                scratch.append(byte)
+            }
+        }
+        throw failure("unterminated string")
+    }
+
+    private mutating func parseHex4() throws(SocketIOParseError) -> UInt32 {
+        guard index + 4 <= bytes.count else { throw failure("short \\u escape") }
+        var value: UInt32 = 0
+        for _ in 0..<4 {
+            let byte = bytes[index]
+            index += 1
+            let digit: UInt8
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = byte - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = byte - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = byte - UInt8(ascii: "A") + 10
+            default: throw failure("invalid \\u escape")
+            }
+            value = value << 4 | UInt32(digit)
+        }
+        return value
+    }
+
+    private func appendScalar(_ value: UInt32, to out: inout [UInt8]) {
+        let scalar = Unicode.Scalar(value) ?? "\u{FFFD}"
+        out.append(contentsOf: UTF8.encode(scalar)!)
+    }
+
+    private mutating func parseNumber() throws(SocketIOParseError) -> Double {
+        let start = index
+        var negative = false
+        if bytes[index] == UInt8(ascii: "-") {
+            negative = true
+            index += 1
+        }
+        guard index < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[index]) else {
+            throw failure("invalid number")
+        }
+        var integer: Int64 = 0
+        var digits = 0
+        if bytes[index] == UInt8(ascii: "0") {
+            index += 1
+            digits = 1
+        } else {
+            while index < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[index]) {
+                if digits < 18 { integer = integer * 10 + Int64(bytes[index] - UInt8(ascii: "0")) }
+                digits += 1
+                index += 1
+            }
+        }
+        var isInteger = digits <= 15
+        if index < bytes.count && bytes[index] == UInt8(ascii: ".") {
+            isInteger = false
+            index += 1
+            let fractionStart = index
+            while index < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[index]) { index += 1 }
+            if index == fractionStart { throw failure("invalid number") }
+        }
+        if index < bytes.count && (bytes[index] == UInt8(ascii: "e") || bytes[index] == UInt8(ascii: "E")) {
+            isInteger = false
+            index += 1
+            if index < bytes.count && (bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-")) { index += 1 }
+            let exponentStart = index
+            while index < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[index]) { index += 1 }
+            if index == exponentStart { throw failure("invalid number") }
+        }
+        if isInteger { return Double(negative ? -integer : integer) }
+        let text = String(decoding: UnsafeRawBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
+        guard let value = Double(text) else { throw failure("invalid number") }
+        return value
+    }
+}

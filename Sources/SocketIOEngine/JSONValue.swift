@@ -1,0 +1,167 @@
+public import Foundation
+public import OrderedCollections
+
+/// A JSON value as Socket.IO carries it, plus binary buffers (Socket.IO attachments).
+///
+/// Objects keep their key order, so what you build is what goes on the wire. Numbers are doubles, as
+/// in JavaScript: integers beyond 2^53 lose precision, and integral values are written without a
+/// fraction (`1`, not `1.0`). `.binary` values travel as attachments
+/// (`{"_placeholder":true,"num":i}` in the JSON, the bytes in a separate Engine.IO message) and may
+/// sit at any depth in the arguments.
+public enum JSONValue: Sendable {
+    case null
+    case bool(Bool)
+    case number(Double)
+    case string(String)
+    case array([JSONValue])
+    case object(OrderedDictionary<String, JSONValue>)
+    case binary(Data)
+
+    public var stringValue: String? { if case .string(let value) = self { value } else { nil } }
+    public var boolValue: Bool? { if case .bool(let value) = self { value } else { nil } }
+    public var doubleValue: Double? { if case .number(let value) = self { value } else { nil } }
+    /// The number as an `Int` when it is integral and in range.
+    public var intValue: Int? {
+        guard case .number(let value) = self, value.rounded() == value, abs(value) < 9.007_199_254_740_992e15 else { return nil }
+        return Int(value)
+    }
+    public var arrayValue: [JSONValue]? { if case .array(let value) = self { value } else { nil } }
+    public var objectValue: OrderedDictionary<String, JSONValue>? { if case .object(let value) = self { value } else { nil } }
+    public var binaryValue: Data? { if case .binary(let value) = self { value } else { nil } }
+    public var isNull: Bool { self == .null }
+
+    /// The member `key` of an object, nil otherwise.
+    public subscript(key: String) -> JSONValue? {
+        if case .object(let members) = self { members[key] } else { nil }
+    }
+
+    /// The element at `index` of an array, nil when out of range or not an array.
+    public subscript(index: Int) -> JSONValue? {
+        guard case .array(let elements) = self, elements.indices.contains(index) else { return nil }
+        return elements[index]
+    }
+
+    /// Whether a `.binary` value appears anywhere inside.
+    public var containsBinary: Bool {
+        switch self {
+        case .binary: true
+        case .array(let elements): elements.contains { $0.containsBinary }
+        case .object(let members): members.values.contains { $0.containsBinary }
+        default: false
+        }
+    }
+}
+
+extension JSONValue: Hashable {
+    /// Objects compare as JSON objects: the same members, in any order.
+    public static func == (lhs: JSONValue, rhs: JSONValue) -> Bool {
+        switch (lhs, rhs) {
+        case (.null, .null): true
+        case (.bool(let a), .bool(let b)): a == b
+        case (.number(let a), .number(let b)): a == b
+        case (.string(let a), .string(let b)): a == b
+        case (.array(let a), .array(let b)): a == b
+        case (.binary(let a), .binary(let b)): a == b
+        case (.object(let a), .object(let b)):
+            a.count == b.count && a.allSatisfy { key, value in b[key] == value }
+        default: false
+        }
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        switch self {
+        case .null: hasher.combine(0)
+        case .bool(let value): hasher.combine(value)
+        case .number(let value): hasher.combine(value)
+        case .string(let value): hasher.combine(value)
+        case .array(let value): hasher.combine(value)
+        case .binary(let value): hasher.combine(value)
+        case .object(let members):
+            // Order-independent, to agree with ==.
+            var sum = 0
+            for (key, value) in members {
+                var inner = Hasher()
+                inner.combine(key)
+                inner.combine(value)
+                sum &+= inner.finalize()
+            }
+            hasher.combine(members.count)
+            hasher.combine(sum)
+        }
+    }
+}
+
+extension JSONValue: ExpressibleByNilLiteral, ExpressibleByBooleanLiteral, ExpressibleByIntegerLiteral,
+    ExpressibleByFloatLiteral, ExpressibleByStringLiteral, ExpressibleByArrayLiteral,
+    ExpressibleByDictionaryLiteral
+{
+    public init(nilLiteral: ()) { self = .null }
+    public init(booleanLiteral value: Bool) { self = .bool(value) }
+    public init(integerLiteral value: Int) { self = .number(Double(value)) }
+    public init(floatLiteral value: Double) { self = .number(value) }
+    public init(stringLiteral value: String) { self = .string(value) }
+    public init(arrayLiteral elements: JSONValue...) { self = .array(elements) }
+    public init(dictionaryLiteral elements: (String, JSONValue)...) {
+        self = .object(OrderedDictionary(elements, uniquingKeysWith: { _, last in last }))
+    }
+}
+
+extension JSONValue: CustomStringConvertible {
+    /// The JSON text (binary values shown as `<N bytes>`).
+    public var description: String {
+        if containsBinary {
+            var attachments: [Data] = []
+            var text = JSONWriter.string(self, attachments: &attachments)
+            text += attachments.isEmpty ? "" : " + \(attachments.map { "<\($0.count) bytes>" }.joined(separator: ", "))"
+            return text
+        }
+        return JSONWriter.string(self)
+    }
+}
+
+// MARK: - Codable bridges
+
+extension JSONValue {
+    /// Encodes any `Encodable` value (through `JSONEncoder`) into a `JSONValue`.
+    public init(encoding value: some Encodable, encoder: JSONEncoder = JSONEncoder()) throws {
+        let data = try encoder.encode(value)
+        self = try data.withUnsafeBytes { try JSONReader.parse($0) }
+    }
+
+    /// Decodes this value (through `JSONDecoder`) as `T`. Binary values cannot be decoded this way.
+    public func decode<T: Decodable>(_ type: T.Type = T.self, decoder: JSONDecoder = JSONDecoder()) throws -> T {
+        if containsBinary {
+            throw SocketIOParseError.invalidPayload("binary values cannot be decoded with JSONDecoder; read them with binaryValue")
+        }
+        return try decoder.decode(T.self, from: Data(JSONWriter.bytes(self)))
+    }
+}
+
+extension JSONValue: Codable {
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        if container.decodeNil() { self = .null }
+        else if let value = try? container.decode(Bool.self) { self = .bool(value) }
+        else if let value = try? container.decode(Double.self) { self = .number(value) }
+        else if let value = try? container.decode(String.self) { self = .string(value) }
+        else if let value = try? container.decode([JSONValue].self) { self = .array(value) }
+        else if let value = try? container.decode([String: JSONValue].self) {
+            self = .object(OrderedDictionary(uniqueKeysWithValues: value.sorted { $0.key < $1.key }))
+        } else {
+            throw DecodingError.dataCorruptedError(in: container, debugDescription: "not a JSON value")
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        switch self {
+        case .null: try container.encodeNil()
+        case .bool(let value): try container.encode(value)
+        case .number(let value): try container.encode(value)
+        case .string(let value): try container.encode(value)
+        case .array(let value): try container.encode(value)
+        case .object(let value): try container.encode(Dictionary(uniqueKeysWithValues: value.map { ($0.key, $0.value) }))
+        case .binary(let value): try container.encode(value)
+        }
+    }
+}

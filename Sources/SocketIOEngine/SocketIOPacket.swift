@@ -1,0 +1,221 @@
+public import Foundation
+import OrderedCollections
+
+/// Socket.IO v5 packet types.
+public enum SocketIOPacketType: UInt8, Sendable, CaseIterable {
+    case connect = 0, disconnect, event, ack, connectError, binaryEvent, binaryAck
+}
+
+/// One Socket.IO v5 packet: `<type>[<attachments>-][<nsp>,][<ackId>][JSON]`.
+///
+/// `data` may contain `.binary` values anywhere; encoding turns them into placeholders plus
+/// attachments (and an EVENT into a BINARY_EVENT, an ACK into a BINARY_ACK), and decoding puts them
+/// back.
+public struct SocketIOPacket: Sendable, Hashable {
+    public var type: SocketIOPacketType
+    public var namespace: String
+    public var id: Int?
+    public var data: JSONValue?
+
+    public init(type: SocketIOPacketType, namespace: String = "/", id: Int? = nil, data: JSONValue? = nil) {
+        self.type = type
+        self.namespace = namespace
+        self.id = id
+        self.data = data
+    }
+
+    /// EVENT or BINARY_EVENT.
+    public var isEvent: Bool { type == .event || type == .binaryEvent }
+    /// ACK or BINARY_ACK.
+    public var isAck: Bool { type == .ack || type == .binaryAck }
+
+    /// Event names a server may not send, because the client reserves them for its own events.
+    public static let reservedEventNames: Set<String> = [
+        "connect", "connect_error", "disconnect", "disconnecting", "newListener", "removeListener",
+    ]
+}
+
+/// An encoded Socket.IO packet: the text message, then the binary attachments, each one Engine.IO message.
+public struct EncodedSocketIOPacket: Sendable, Hashable {
+    public var text: String
+    public var attachments: [Data]
+
+    /// The Engine.IO messages that carry it, in order.
+    public var engineIOPackets: [EngineIOPacket] {
+        [.message(text)] + attachments.map { .message($0) }
+    }
+}
+
+public enum SocketIOCodec {
+    /// Encodes a packet as socket.io-parser 4 does.
+    public static func encode(_ packet: SocketIOPacket) -> EncodedSocketIOPacket {
+        var type = packet.type
+        let hasBinary = packet.data?.containsBinary ?? false
+        if hasBinary {
+            if type == .event { type = .binaryEvent }
+            if type == .ack { type = .binaryAck }
+        }
+        var out: [UInt8] = []
+        out.reserveCapacity(32)
+        out.append(UInt8(ascii: "0") + type.rawValue)
+        var attachments: [Data]? = (type == .binaryEvent || type == .binaryAck) ? [] : nil
+        var json: [UInt8] = []
+        if let data = packet.data {
+            JSONWriter.write(data, into: &json, attachments: &attachments)
+        }
+        if let attachments {
+            JSONWriter.writeInteger(attachments.count, into: &out)
+            out.append(UInt8(ascii: "-"))
+        }
+        if packet.namespace != "/" && !packet.namespace.isEmpty {
+            out.append(contentsOf: packet.namespace.utf8)
+            out.append(UInt8(ascii: ","))
+        }
+        if let id = packet.id { JSONWriter.writeInteger(id, into: &out) }
+        out.append(contentsOf: json)
+        return EncodedSocketIOPacket(text: String(decoding: out, as: UTF8.self), attachments: attachments ?? [])
+    }
+
+    /// Decodes the text part of a packet. A BINARY_EVENT/BINARY_ACK comes back with its placeholders
+    /// still in `data` and the number of attachments to wait for.
+    public static func decode(text: String) throws(SocketIOParseError) -> (packet: SocketIOPacket, attachments: Int) {
+        return try withUTF8Bytes(text) { bytes throws(SocketIOParseError) in try decode(bytes: bytes) }
+    }
+
+    static func decode(bytes: UnsafeRawBufferPointer) throws(SocketIOParseError) -> (packet: SocketIOPacket, attachments: Int) {
+        guard let first = bytes.first else { throw .unknownPacketType("(empty)") }
+        guard first >= UInt8(ascii: "0"), let type = SocketIOPacketType(rawValue: first &- UInt8(ascii: "0")) else {
+            throw .unknownPacketType(String(decoding: [first], as: UTF8.self))
+        }
+        var index = 1
+        var attachments = 0
+        if type == .binaryEvent || type == .binaryAck {
+            let start = index
+            while index < bytes.count && bytes[index] != UInt8(ascii: "-") { index += 1 }
+            let digits = UnsafeRawBufferPointer(rebasing: bytes[start..<index])
+            guard index < bytes.count, !digits.isEmpty, digits.count <= 9,
+                digits.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) })
+            else {
+                throw .illegalAttachments("expected a count followed by '-'")
+            }
+            attachments = digits.reduce(0) { $0 * 10 + Int($1 - UInt8(ascii: "0")) }
+            index += 1
+        }
+        var namespace = "/"
+        if index < bytes.count && bytes[index] == UInt8(ascii: "/") {
+            let start = index
+            while index < bytes.count && bytes[index] != UInt8(ascii: ",") { index += 1 }
+            namespace = String(decoding: UnsafeRawBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
+            if index < bytes.count { index += 1 }
+        }
+        var id: Int?
+        if index < bytes.count && (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[index]) {
+            var value = 0
+            while index < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[index]) {
+                value = value &* 10 &+ Int(bytes[index] - UInt8(ascii: "0"))
+                guard value <= Int(Int32.max) else { throw .invalidPayload("ack id out of range") }
+                index += 1
+            }
+            id = value
+        }
+        var data: JSONValue?
+        if index < bytes.count {
+            data = try JSONReader.parse(UnsafeRawBufferPointer(rebasing: bytes[index...]))
+        }
+        let packet = SocketIOPacket(type: type, namespace: namespace, id: id, data: data)
+        try validate(packet)
+        return (packet, attachments)
+    }
+
+    /// socket.io-parser's payload rules per type.
+    static func validate(_ packet: SocketIOPacket) throws(SocketIOParseError) {
+        let valid: Bool
+        switch packet.type {
+        case .connect:
+            valid = packet.data == nil || packet.data?.objectValue != nil
+        case .disconnect:
+            valid = packet.data == nil
+        case .connectError:
+            valid = packet.data?.stringValue != nil || packet.data?.objectValue != nil
+        case .event, .binaryEvent:
+            guard let arguments = packet.data?.arrayValue, let first = arguments.first else {
+                valid = false
+                break
+            }
+            switch first {
+            case .number: valid = true
+            case .string(let name): valid = !SocketIOPacket.reservedEventNames.contains(name)
+            default: valid = false
+            }
+        case .ack, .binaryAck:
+            valid = packet.data?.arrayValue != nil
+        }
+        if !valid { throw .invalidPayload("not a valid payload for a \(packet.type) packet") }
+    }
+
+    /// Puts attachments back in place of their placeholders.
+    static func reconstruct(_ value: JSONValue, attachments: [Data]) throws(SocketIOParseError) -> JSONValue {
+        switch value {
+        case .array(let elements):
+            var result: [JSONValue] = []
+            result.reserveCapacity(elements.count)
+            for element in elements { result.append(try reconstruct(element, attachments: attachments)) }
+            return .array(result)
+        case .object(var members):
+            if members["_placeholder"] == .bool(true), let number = members["num"]?.intValue {
+                guard attachments.indices.contains(number) else {
+                    throw .unexpectedAttachment("placeholder \(number) but only \(attachments.count) attachments")
+                }
+                return .binary(attachments[number])
+            }
+            for (key, member) in members { members[key] = try reconstruct(member, attachments: attachments) }
+            return .object(members)
+        default:
+            return value
+        }
+    }
+}
+
+/// Reassembles Socket.IO packets from Engine.IO messages: a text message, then as many binary messages
+/// as the packet announced.
+public struct SocketIOPacketDecoder: Sendable {
+    private var pending: SocketIOPacket?
+    private var expected = 0
+    private var buffers: [Data] = []
+
+    public init() {}
+
+    /// Whether a binary packet is waiting for attachments.
+    public var isWaitingForAttachments: Bool { pending != nil }
+
+    /// Feeds a text message; returns the packet when it needs no attachments.
+    public mutating func receive(text: String) throws(SocketIOParseError) -> SocketIOPacket? {
+        if pending != nil { throw .unexpectedAttachment("a text packet arrived while \(expected - buffers.count) attachments were still expected") }
+        let (packet, attachments) = try SocketIOCodec.decode(text: text)
+        guard packet.type == .binaryEvent || packet.type == .binaryAck else { return packet }
+        if attachments == 0 { return try finish(packet, with: []) }
+        pending = packet
+        expected = attachments
+        buffers = []
+        buffers.reserveCapacity(attachments)
+        return nil
+    }
+
+    /// Feeds a binary message; returns the packet once its last attachment has arrived.
+    public mutating func receive(binary data: Data) throws(SocketIOParseError) -> SocketIOPacket? {
+        guard let packet = pending else { throw .unexpectedAttachment("a binary message arrived with no binary packet pending") }
+        buffers.append(data)
+        guard buffers.count == expected else { return nil }
+        let collected = buffers
+        pending = nil
+        expected = 0
+        buffers = []
+        return try finish(packet, with: collected)
+    }
+
+    private func finish(_ packet: SocketIOPacket, with attachments: [Data]) throws(SocketIOParseError) -> SocketIOPacket {
+        var packet = packet
+        if let data = packet.data { packet.data = try SocketIOCodec.reconstruct(data, attachments: attachments) }
+        return packet
+    }
+}
