@@ -77,6 +77,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "OrderedCollections", package: "swift-collections"),
+                .product(name: "NIOFoundationCompat", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -135,6 +136,17 @@ let package = Package(
             name: "EventSourceConformanceTests",
             dependencies: ["RealtimeCore", "EventSourceClient"],
             resources: [.copy("Resources/sse-vectors.json"), .copy("Resources/sse-vectors.md")],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "SocketIOEngineTests",
+            dependencies: [
+                "SocketIOEngine", "RealtimeCore", "RealtimeTesting",
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "OrderedCollections", package: "swift-collections"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            exclude: ["Peers"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -22,9 +22,12 @@ package struct Endpoint: Sendable, Equatable {
         self.host = host
         let secure = scheme == "wss" || scheme == "https"
         self.port = url.port ?? (secure ? 443 : 80)
-        var path = url.path
+        // URL.path drops a trailing slash ("/socket.io/" -> "/socket.io"), which servers route
+        // differently: take the path as written.
+        let components = URLComponents(url: url, resolvingAgainstBaseURL: false)
+        var path = components?.percentEncodedPath ?? url.path
         if path.isEmpty { path = "/" }
-        if let query = url.query { path += "?" + query }
+        if let query = components?.percentEncodedQuery ?? url.query { path += "?" + query }
         self.pathAndQuery = path
     }
 

@@ -28,6 +28,7 @@ public struct RealtimeError: Error, Sendable, CustomStringConvertible {
             case reconnectGaveUp
             case cancelled
             case notConnected
+            case refused
         }
         let base: Base
 
@@ -47,6 +48,9 @@ public struct RealtimeError: Error, Sendable, CustomStringConvertible {
         public static let reconnectGaveUp = Code(base: .reconnectGaveUp)
         public static let cancelled = Code(base: .cancelled)
         public static let notConnected = Code(base: .notConnected)
+        /// The server refused the session at the protocol level (a Socket.IO CONNECT_ERROR, a
+        /// SignalR handshake error); ``RealtimeError/serverMessage`` says why.
+        public static let refused = Code(base: .refused)
 
         public var description: String { base.rawValue }
     }

@@ -1,12 +1,13 @@
 import EventSourceClient
 import Foundation
 import RealtimeCore
+import RealtimeTesting
 import Testing
 
 /// Against an SSE server written by others: sse-starlette 3.7.0 on uvicorn (Scripts/requirements.txt).
 @Suite(.serialized, .timeLimit(.minutes(1))) struct SSEStarletteInteropTests {
     @Test func reconnectsAndResumesFromLastEventIdAgainstSSEStarlette() async throws {
-        let peer = try PythonPeer(script: "sse_peer.py")
+        let peer = try PythonPeer(scriptPath: peerScript("sse_peer.py"))
         defer { peer.stop() }
         let comments = NSLock()
         nonisolated(unsafe) var commentCount = 0
@@ -25,11 +26,15 @@ import Testing
     }
 
     @Test func multiLineUnicodeData() async throws {
-        let peer = try PythonPeer(script: "sse_peer.py")
+        let peer = try PythonPeer(scriptPath: peerScript("sse_peer.py"))
         defer { peer.stop() }
         let source = EventSource(url: URL(string: "http://127.0.0.1:\(peer.port)/unicode")!, configuration: fastConfiguration())
         let events = try await collect(source, count: 1)
         source.close()
         #expect(events == [ServerSentEvent(type: "text", data: "grüße\n豆腐 €\nlast line")])
     }
+}
+
+func peerScript(_ name: String) -> String {
+    URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Peers/\(name)").path
 }

@@ -1,0 +1,96 @@
+public import Foundation
+
+/// Runs a Python interop peer (a server or a client script) with the project's virtual environment.
+/// Fails with instructions when the environment is missing: it never skips silently.
+///
+/// The interpreter is `$REALTIME_PYTHON` (set by `Scripts/test.sh`) or `<repo>/.venv/bin/python`.
+public final class PythonPeer: @unchecked Sendable {
+    // @unchecked: `process` and `port` are set once in init and only read afterwards; Process itself
+    // is thread-safe for terminate/waitUntilExit.
+
+    /// The port a server peer printed (`PORT <n>`), or 0 for peers that print none.
+    public let port: Int
+    private let process: Process
+    private let output: Pipe
+
+    public struct Missing: Error, CustomStringConvertible {
+        public let description: String
+    }
+
+    public static var python: String {
+        if let configured = ProcessInfo.processInfo.environment["REALTIME_PYTHON"] { return configured }
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        return root.appendingPathComponent(".venv/bin/python").path
+    }
+
+    /// Starts `script` with `arguments`. With `waitForPort`, waits for the "PORT <n>" line a server
+    /// peer prints once it listens.
+    public init(scriptPath: String, arguments: [String] = [], waitForPort: Bool = true) throws {
+        let python = Self.python
+        guard FileManager.default.isExecutableFile(atPath: python) else {
+            throw Missing(description: "the interop peers are not installed (\(python) is missing): run Scripts/test.sh, which creates .venv from Scripts/requirements.txt")
+        }
+        process = Process()
+        process.executableURL = URL(fileURLWithPath: python)
+        process.arguments = ["-u", scriptPath] + arguments
+        output = Pipe()
+        let errors = Pipe()
+        process.standardOutput = output
+        process.standardError = errors
+        process.standardInput = Pipe()  // the peer exits when this closes, even if the test is killed
+        try process.run()
+        guard waitForPort else {
+            port = 0
+            return
+        }
+        let text = Self.readLine(output.fileHandleForReading)
+        guard text.hasPrefix("PORT "), let port = Int(text.dropFirst(5)) else {
+            process.terminate()
+            let stderr = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            throw Missing(description: "the peer \(scriptPath) did not start: \(text) \(stderr) (run Scripts/test.sh to install the pinned peers)")
+        }
+        self.port = port
+    }
+
+    private static func readLine(_ handle: FileHandle) -> String {
+        var line = Data()
+        while true {
+            let byte = handle.readData(ofLength: 1)
+            if byte.isEmpty || byte.first == UInt8(ascii: "\n") { break }
+            line.append(byte)
+        }
+        return String(decoding: line, as: UTF8.self)
+    }
+
+    /// Reads the next line the peer prints (blocking; run it off the cooperative pool for long waits).
+    public func nextLine() async -> String {
+        let handle = output.fileHandleForReading
+        return await withCheckedContinuation { continuation in
+            DispatchQueue.global().async { continuation.resume(returning: Self.readLine(handle)) }
+        }
+    }
+
+    /// Waits for the peer to exit on its own, up to `limit`, then kills it. Returns everything it
+    /// printed after the port line and its exit status.
+    public func waitForExit(limit: Duration) async -> (output: String, status: Int32) {
+        let handle = output.fileHandleForReading
+        let process = process
+        let collected: Data = await withCheckedContinuation { continuation in
+            DispatchQueue.global().async { continuation.resume(returning: handle.readDataToEndOfFile()) }
+            DispatchQueue.global().asyncAfter(deadline: .now() + Double(limit.components.seconds)) {
+                if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+            }
+        }
+        process.waitUntilExit()
+        return (String(decoding: collected, as: UTF8.self), process.terminationStatus)
+    }
+
+    /// Asks the peer to stop, and kills it if it is still running a second later.
+    public func stop() {
+        process.terminate()
+        let deadline = Date().addingTimeInterval(1)
+        while process.isRunning && Date() < deadline { usleep(10_000) }
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        process.waitUntilExit()
+    }
+}

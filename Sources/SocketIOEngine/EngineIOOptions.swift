@@ -1,0 +1,105 @@
+public import Foundation
+public import NIOHTTP1
+public import RealtimeCore
+
+/// How an Engine.IO v4 connection is made.
+public struct EngineIOOptions: Sendable {
+    public enum Transport: String, Sendable, CaseIterable {
+        case polling
+        case websocket
+    }
+
+    /// The server path; Socket.IO's default is `/socket.io/`.
+    public var path: String = "/socket.io/"
+    /// Extra query parameters for every request (after `EIO`, `transport` and `sid`).
+    public var query: [String: String] = [:]
+    /// Extra headers for every HTTP request and the WebSocket upgrade.
+    public var headers: HTTPHeaders = [:]
+    /// The transports to try, in order: the first one opens the session. With `upgrade`, a polling
+    /// session moves to WebSocket when the server offers it and `.websocket` is in this list.
+    public var transports: [Transport] = [.polling, .websocket]
+    /// Whether to upgrade from polling to WebSocket.
+    public var upgrade: Bool = true
+    /// The limit for opening the session (HTTP or WebSocket handshake plus the Engine.IO open packet).
+    public var connectTimeout: Duration = .seconds(20)
+    /// TLS settings for https/wss servers.
+    public var tls: TLSOptions = .default
+    /// permessage-deflate on the WebSocket transport.
+    public var compression: Bool = false
+    /// The largest message accepted from the server (a WebSocket message, or a whole polling response).
+    public var maxMessageSize: Int = 16 << 20
+
+    public init() {}
+
+    public static var websocketOnly: EngineIOOptions {
+        var options = EngineIOOptions()
+        options.transports = [.websocket]
+        return options
+    }
+
+    public static var pollingOnly: EngineIOOptions {
+        var options = EngineIOOptions()
+        options.transports = [.polling]
+        options.upgrade = false
+        return options
+    }
+}
+
+/// What the server said in its open packet.
+public struct EngineIOHandshake: Sendable, Equatable {
+    public var sid: String
+    public var upgrades: [String]
+    public var pingInterval: Duration
+    public var pingTimeout: Duration
+    public var maxPayload: Int
+
+    init(json: JSONValue) throws(SocketIOParseError) {
+        guard let sid = json["sid"]?.stringValue else { throw .engineIOParserError("the open packet has no sid") }
+        self.sid = sid
+        upgrades = json["upgrades"]?.arrayValue?.compactMap(\.stringValue) ?? []
+        // Some servers send fractional milliseconds; use what is there.
+        pingInterval = .milliseconds(json["pingInterval"]?.doubleValue ?? 25_000)
+        pingTimeout = .milliseconds(json["pingTimeout"]?.doubleValue ?? 20_000)
+        maxPayload = json["maxPayload"]?.intValue ?? 1_000_000
+    }
+}
+
+/// Builds the Engine.IO URLs for one server.
+struct EngineIOURLs: Sendable {
+    let secure: Bool
+    let authority: String
+    let path: String
+    let baseQuery: String
+
+    init(url: String, options: EngineIOOptions) throws {
+        guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased(),
+            ["http", "https", "ws", "wss"].contains(scheme), let host = components.host, !host.isEmpty
+        else {
+            throw RealtimeError.invalidURL(url)
+        }
+        secure = scheme == "https" || scheme == "wss"
+        let hostPart = host.contains(":") ? "[\(host)]" : host
+        authority = components.port.map { "\(hostPart):\($0)" } ?? hostPart
+        var path = options.path.isEmpty ? "/socket.io/" : options.path
+        if !path.hasPrefix("/") { path = "/" + path }
+        if !path.hasSuffix("/") { path += "/" }
+        self.path = path
+        var items = components.queryItems ?? []
+        for key in options.query.keys.sorted() { items.append(URLQueryItem(name: key, value: options.query[key])) }
+        var encoder = URLComponents()
+        encoder.queryItems = items
+        baseQuery = items.isEmpty ? "" : "&" + (encoder.percentEncodedQuery ?? "")
+    }
+
+    func polling(sid: String?) -> String {
+        "\(secure ? "https" : "http")://\(authority)\(path)?EIO=4&transport=polling\(sid.map { "&sid=\(Self.escape($0))" } ?? "")\(baseQuery)"
+    }
+
+    func websocket(sid: String?) -> String {
+        "\(secure ? "wss" : "ws")://\(authority)\(path)?EIO=4&transport=websocket\(sid.map { "&sid=\(Self.escape($0))" } ?? "")\(baseQuery)"
+    }
+
+    static func escape(_ text: String) -> String {
+        text.addingPercentEncoding(withAllowedCharacters: .urlQueryAllowed.subtracting(CharacterSet(charactersIn: "&=+"))) ?? text
+    }
+}

@@ -1,0 +1,443 @@
+import Foundation
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOFoundationCompat
+import NIOHTTP1
+import RealtimeCore
+
+/// Told about what happens on one Engine.IO session, in order, from the session's reading task.
+protocol EngineIODelegate: AnyObject, Sendable {
+    /// The open packet arrived: the session can carry messages now.
+    func engineIOOpened(_ handshake: EngineIOHandshake, transport: EngineIOOptions.Transport) async throws
+    /// A message packet (text or binary).
+    func engineIOReceived(_ payload: EngineIOPacket.Payload) async throws
+    /// The session moved from polling to WebSocket.
+    func engineIOUpgraded() async
+    /// The server pinged (the pong is already queued).
+    func engineIOPinged()
+}
+
+/// How a session ended when it did not fail.
+enum EngineIOSessionEnd: Sendable, Equatable {
+    /// We sent the close packet.
+    case closedByClient
+    /// The server sent a close packet.
+    case closedByServer
+}
+
+/// One Engine.IO v4 session: handshake, polling and WebSocket transports, the upgrade between them,
+/// the heartbeat, and close. A new session is made for every (re)connection.
+final class EngineIOSession: Sendable {
+    private enum ChildEnd: Sendable {
+        case sessionOver(EngineIOSessionEnd)
+        case keepGoing
+    }
+
+    private struct State {
+        var handshake: EngineIOHandshake?
+        var transport: EngineIOOptions.Transport = .polling
+        var closing = false
+        var pauseRequested = false
+        var readerParked: CheckedContinuation<Void, Never>?
+        var parkedReaderWaiter: CheckedContinuation<Void, Never>?
+        var readerDecision: CheckedContinuation<Bool, Never>?
+    }
+
+    let options: EngineIOOptions
+    let runtime: RealtimeRuntime
+    private let urls: EngineIOURLs
+    private let outbox = EngineIOOutbox()
+    private let state = NIOLockedValueBox(State())
+    private let heartbeat: HeartbeatTracker
+    private weak let delegateBox: (any EngineIODelegate)?
+
+    init(url: String, options: EngineIOOptions, runtime: RealtimeRuntime, delegate: any EngineIODelegate) throws {
+        self.options = options
+        self.runtime = runtime
+        self.urls = try EngineIOURLs(url: url, options: options)
+        self.heartbeat = HeartbeatTracker(clock: runtime.clock)
+        self.delegateBox = delegate
+    }
+
+    private var delegate: any EngineIODelegate {
+        get throws {
+            guard let delegate = delegateBox else { throw CancellationError() }
+            return delegate
+        }
+    }
+
+    var handshake: EngineIOHandshake? { state.withLockedValue { $0.handshake } }
+    var transport: EngineIOOptions.Transport { state.withLockedValue { $0.transport } }
+
+    /// Queues a frame for sending. Returns false once the session is over.
+    @discardableResult
+    func send(_ frame: EngineIOFrame) -> Bool { outbox.push(frame) }
+
+    /// Sends the close packet; ``run()`` returns ``EngineIOSessionEnd/closedByClient`` once it is written.
+    func close() {
+        state.withLockedValue { $0.closing = true }
+        outbox.push(EngineIOFrame(packets: [EngineIOPacket(.close)], requeueNamespace: nil))
+    }
+
+    /// Ends the session for good and returns the frames that were never written.
+    func collectUnsent() -> [EngineIOFrame] { outbox.close() }
+
+    /// Runs the session until it ends. Throws ``RealtimeError`` when it fails (handshake, transport,
+    /// heartbeat timeout, protocol violation).
+    func run() async throws -> EngineIOSessionEnd {
+        defer { _ = outbox.close() }
+        switch options.transports.first ?? .polling {
+        case .websocket: return try await runWebSocketOnly()
+        case .polling: return try await runPolling()
+        }
+    }
+
+    // MARK: Polling
+
+    private func pollingRequest(method: HTTPMethod, body: String? = nil, handshake: EngineIOHandshake?) -> HTTPRequestSpec {
+        var headers = options.headers
+        if body != nil { headers.replaceOrAdd(name: "Content-Type", value: "text/plain;charset=UTF-8") }
+        let headLimit = handshake.map { $0.pingInterval + $0.pingTimeout + .seconds(5) } ?? options.connectTimeout
+        return HTTPRequestSpec(
+            url: urls.polling(sid: handshake?.sid),
+            method: method,
+            headers: headers,
+            body: body.map { ByteBuffer(string: $0) },
+            tls: options.tls,
+            headTimeout: headLimit,
+            idleTimeout: headLimit,
+            maxBodySize: options.maxMessageSize)
+    }
+
+    private func decodePolling(_ head: RealtimeCore.HTTPResponseHead, _ body: ByteBuffer) throws -> [EngineIOPacket] {
+        guard head.status == .ok else {
+            throw RealtimeError.badStatus(head.status, url: head.url, body: String(buffer: body))
+        }
+        do {
+            return try body.withUnsafeReadableBytes { bytes in try EngineIOCodec.decodePayload(bytes) }
+        } catch {
+            throw RealtimeError(.protocolViolation, "the server sent an invalid polling payload", underlying: error)
+        }
+    }
+
+    private func runPolling() async throws -> EngineIOSessionEnd {
+        let (head, body) = try await HTTPTransport.execute(pollingRequest(method: .GET, handshake: nil), runtime: runtime)
+        var packets = try decodePolling(head, body)
+        guard let first = packets.first, first.type == .open, case .text(let json) = first.payload else {
+            throw RealtimeError(.protocolViolation, "the server's first polling answer is not an Engine.IO open packet")
+        }
+        let handshake = try Self.parseHandshake(json)
+        packets.removeFirst()
+        state.withLockedValue {
+            $0.handshake = handshake
+            $0.transport = .polling
+        }
+        heartbeat.reset()
+        try await delegate.engineIOOpened(handshake, transport: .polling)
+        for packet in packets {
+            if let end = try await handle(packet) { return end }
+        }
+        let upgrade = options.upgrade && options.transports.contains(.websocket) && handshake.upgrades.contains("websocket")
+        return try await withThrowingTaskGroup(of: ChildEnd.self) { group in
+            group.addTask { try await self.pollingReader(handshake) }
+            group.addTask { try await self.pollingWriter(handshake, generation: self.outbox.generation) }
+            group.addTask { try await self.heartbeatMonitor(handshake) }
+            if upgrade { group.addTask { try await self.upgradeToWebSocket(handshake) } }
+            for try await end in group {
+                if case .sessionOver(let reason) = end {
+                    group.cancelAll()
+                    return reason
+                }
+            }
+            throw RealtimeError(.connectionClosed, "the Engine.IO session ended")
+        }
+    }
+
+    private func pollingReader(_ handshake: EngineIOHandshake) async throws -> ChildEnd {
+        while true {
+            try Task.checkCancellation()
+            if await parkIfPaused() { return .keepGoing }
+            let (head, body) = try await HTTPTransport.execute(pollingRequest(method: .GET, handshake: handshake), runtime: runtime)
+            for packet in try decodePolling(head, body) {
+                if let end = try await handle(packet) { return .sessionOver(end) }
+            }
+        }
+    }
+
+    private func pollingWriter(_ handshake: EngineIOHandshake, generation: Int) async throws -> ChildEnd {
+        while let frames = await outbox.take(maxBytes: max(handshake.maxPayload, 1), generation: generation) {
+            let packets = frames.flatMap(\.packets)
+            let request = pollingRequest(method: .POST, body: EngineIOCodec.encodePayload(packets), handshake: handshake)
+            do {
+                let (head, body) = try await HTTPTransport.execute(request, runtime: runtime)
+                guard head.status == .ok else {
+                    throw RealtimeError.badStatus(head.status, url: head.url, body: String(buffer: body))
+                }
+            } catch {
+                outbox.requeueFront(frames)
+                outbox.finishedWrite()
+                throw error
+            }
+            outbox.finishedWrite()
+            if packets.contains(where: { $0.type == .close }) { return .sessionOver(.closedByClient) }
+        }
+        return .keepGoing
+    }
+
+    /// Called by the polling reader before each GET: while an upgrade holds polling, parks and waits
+    /// for the outcome. Returns true when the session moved to WebSocket (the reader stops).
+    private func parkIfPaused() async -> Bool {
+        let paused = state.withLockedValue { $0.pauseRequested }
+        guard paused else { return false }
+        return await withCheckedContinuation { (decision: CheckedContinuation<Bool, Never>) in
+            let waiter = state.withLockedValue { state -> CheckedContinuation<Void, Never>? in
+                state.readerDecision = decision
+                defer { state.parkedReaderWaiter = nil }
+                return state.parkedReaderWaiter
+            }
+            waiter?.resume()
+        }
+    }
+
+    /// Holds polling: no new GET, no new POST; returns when the pending GET and POST are done.
+    private func pausePolling() async {
+        await withCheckedContinuation { (parked: CheckedContinuation<Void, Never>) in
+            let alreadyParked = state.withLockedValue { state -> Bool in
+                state.pauseRequested = true
+                if state.readerDecision != nil { return true }
+                state.parkedReaderWaiter = parked
+                return false
+            }
+            if alreadyParked { parked.resume() }
+        }
+        await outbox.pauseAndDrain()
+    }
+
+    private func decideReader(upgraded: Bool) {
+        let decision = state.withLockedValue { state -> CheckedContinuation<Bool, Never>? in
+            state.pauseRequested = false
+            defer { state.readerDecision = nil }
+            return state.readerDecision
+        }
+        decision?.resume(returning: upgraded)
+    }
+
+    // MARK: WebSocket
+
+    private var webSocketConfiguration: WebSocketConfiguration {
+        WebSocketConfiguration(
+            headers: options.headers,
+            compression: options.compression,
+            maxMessageSize: options.maxMessageSize,
+            // Engine.IO has its own heartbeat.
+            autoPing: nil,
+            connectTimeout: options.connectTimeout,
+            tls: options.tls)
+    }
+
+    /// Probes the WebSocket while polling goes on, then pauses polling, completes the upgrade and
+    /// carries the rest of the session. A failed probe leaves the session on polling.
+    private func upgradeToWebSocket(_ handshake: EngineIOHandshake) async throws -> ChildEnd {
+        let upgraded = NIOLockedValueBox(false)
+        let result = NIOLockedValueBox<ChildEnd>(.keepGoing)
+        do {
+            try await WebSocketTransport.connect(
+                to: urls.websocket(sid: handshake.sid), configuration: webSocketConfiguration, runtime: runtime
+            ) { connection in
+                var inbound = connection.inbound.makeAsyncIterator()
+                // Pause polling first (spec order): the server ends the pending GET with a noop once
+                // it sees the probe.
+                try await connection.send(text: "2probe")
+                guard let answer = try await inbound.next(), answer == .text("3probe") else {
+                    throw RealtimeError(.protocolViolation, "the server did not answer the WebSocket probe")
+                }
+                await self.pausePolling()
+                try Task.checkCancellation()
+                try await connection.send(text: "5")
+                upgraded.withLockedValue { $0 = true }
+                self.state.withLockedValue { $0.transport = .websocket }
+                self.decideReader(upgraded: true)
+                let generation = self.outbox.resume(retireWriter: true)
+                try await self.delegate.engineIOUpgraded()
+                self.runtime.logger.debug("Engine.IO session upgraded to WebSocket")
+                let end = try await self.runWebSocket(connection, inbound: &inbound, generation: generation)
+                result.withLockedValue { $0 = .sessionOver(end) }
+            }
+        } catch {
+            if upgraded.withLockedValue({ $0 }) { throw error }
+            if error is CancellationError || Task.isCancelled { throw CancellationError() }
+            runtime.logger.debug("Engine.IO WebSocket upgrade failed; staying on polling", metadata: ["error": "\(error)"])
+            decideReader(upgraded: false)
+            outbox.resume(retireWriter: false)
+            return .keepGoing
+        }
+        let end = result.withLockedValue { $0 }
+        if case .keepGoing = end {
+            // The server closed the WebSocket without a close packet.
+            throw RealtimeError(.connectionClosed, "the WebSocket closed without an Engine.IO close packet")
+        }
+        return end
+    }
+
+    private func runWebSocketOnly() async throws -> EngineIOSessionEnd {
+        let result = NIOLockedValueBox<EngineIOSessionEnd?>(nil)
+        let timedOut = NIOLockedValueBox(false)
+        let connectTimeout = options.connectTimeout
+        try await WebSocketTransport.connect(
+            to: urls.websocket(sid: nil), configuration: webSocketConfiguration, runtime: runtime
+        ) { connection in
+            var inbound = connection.inbound.makeAsyncIterator()
+            let timer = Task {
+                try await self.runtime.sleep(for: connectTimeout)
+                timedOut.withLockedValue { $0 = true }
+                try? await connection.close(code: 1000, reason: nil)
+            }
+            let first = try await inbound.next()
+            timer.cancel()
+            guard let first else {
+                if timedOut.withLockedValue({ $0 }) {
+                    throw RealtimeError.timeout("no Engine.IO open packet within \(connectTimeout)")
+                }
+                throw RealtimeError(.connectionClosed, "the WebSocket closed before the Engine.IO open packet")
+            }
+            guard case .text(let text) = first, let packet = try? EngineIOCodec.decode(text: text), packet.type == .open,
+                case .text(let json) = packet.payload
+            else {
+                throw RealtimeError(.protocolViolation, "the server's first WebSocket message is not an Engine.IO open packet")
+            }
+            let handshake = try Self.parseHandshake(json)
+            self.state.withLockedValue {
+                $0.handshake = handshake
+                $0.transport = .websocket
+            }
+            self.heartbeat.reset()
+            try await self.delegate.engineIOOpened(handshake, transport: .websocket)
+            let end = try await withThrowingTaskGroup(of: ChildEnd.self) { group in
+                group.addTask { try await self.heartbeatMonitor(handshake) }
+                defer { group.cancelAll() }
+                return try await self.runWebSocket(connection, inbound: &inbound, generation: self.outbox.generation)
+            }
+            result.withLockedValue { $0 = end }
+        }
+        guard let end = result.withLockedValue({ $0 }) else {
+            throw RealtimeError(.connectionClosed, "the WebSocket closed without an Engine.IO close packet")
+        }
+        return end
+    }
+
+    /// Reads and writes over an open WebSocket until the session ends.
+    private func runWebSocket(
+        _ connection: WebSocketConnection, inbound: inout WebSocketMessages.AsyncIterator, generation: Int
+    ) async throws -> EngineIOSessionEnd {
+        try await withThrowingTaskGroup(of: ChildEnd.self) { group in
+            group.addTask { try await self.webSocketWriter(connection, generation: generation) }
+            defer { group.cancelAll() }
+            while let message = try await inbound.next() {
+                let packet: EngineIOPacket
+                switch message {
+                case .text(let text):
+                    do { packet = try EngineIOCodec.decode(text: text) } catch {
+                        throw RealtimeError(.protocolViolation, "the server sent an invalid Engine.IO packet", underlying: error)
+                    }
+                case .binary(let buffer):
+                    packet = EngineIOCodec.decode(binary: Data(buffer: buffer, byteTransferStrategy: .noCopy))
+                }
+                if let end = try await handle(packet) {
+                    if end == .closedByServer { try? await connection.close(code: 1000, reason: nil) }
+                    return end
+                }
+            }
+            if state.withLockedValue({ $0.closing }) { return .closedByClient }
+            throw RealtimeError(.connectionClosed, "the WebSocket closed without an Engine.IO close packet", closeCode: 1006)
+        }
+    }
+
+    private func webSocketWriter(_ connection: WebSocketConnection, generation: Int) async throws -> ChildEnd {
+        while let frames = await outbox.take(maxBytes: .max, generation: generation) {
+            for (index, frame) in frames.enumerated() {
+                do {
+                    for packet in frame.packets {
+                        switch EngineIOCodec.encode(packet, supportsBinary: true) {
+                        case .text(let text): try await connection.send(text: text)
+                        case .binary(let data): try await connection.send(binary: ByteBuffer(data: data))
+                        }
+                    }
+                } catch {
+                    outbox.requeueFront(Array(frames[index...]))
+                    outbox.finishedWrite()
+                    throw error
+                }
+                if frame.packets.contains(where: { $0.type == .close }) {
+                    outbox.finishedWrite()
+                    try? await connection.close(code: 1000, reason: nil)
+                    return .sessionOver(.closedByClient)
+                }
+            }
+            outbox.finishedWrite()
+        }
+        return .keepGoing
+    }
+
+    // MARK: Packets and heartbeat
+
+    /// Handles one inbound packet; returns how the session ends if this packet ends it.
+    private func handle(_ packet: EngineIOPacket) async throws -> EngineIOSessionEnd? {
+        switch packet.type {
+        case .ping:
+            heartbeat.reset()
+            outbox.push(EngineIOFrame(packets: [EngineIOPacket(.pong, packet.payload)], requeueNamespace: nil))
+            try delegate.engineIOPinged()
+        case .message:
+            try await delegate.engineIOReceived(packet.payload)
+        case .close:
+            return .closedByServer
+        case .noop, .pong, .upgrade:
+            break
+        case .open:
+            throw RealtimeError(.protocolViolation, "the server sent a second Engine.IO open packet")
+        }
+        return nil
+    }
+
+    private func heartbeatMonitor(_ handshake: EngineIOHandshake) async throws -> ChildEnd {
+        let limit = handshake.pingInterval + handshake.pingTimeout
+        try await heartbeat.monitor(limit: limit)
+        throw RealtimeError.timeout("no ping from the server within pingInterval + pingTimeout (\(limit))")
+    }
+
+    static func parseHandshake(_ json: String) throws -> EngineIOHandshake {
+        do {
+            return try EngineIOHandshake(json: try JSONReader.parse(json))
+        } catch {
+            throw RealtimeError(.protocolViolation, "invalid Engine.IO open packet", underlying: error)
+        }
+    }
+}
+
+/// The heartbeat clock: when the last ping arrived, on the runtime's clock (a ManualClock in tests).
+final class HeartbeatTracker: Sendable {
+    private let elapsed: @Sendable () -> Duration
+    private let sleepUntil: @Sendable (Duration) async throws -> Void
+    private let lastPing = NIOLockedValueBox<Duration>(.zero)
+
+    init(clock: some Clock<Duration>) {
+        let start = clock.now
+        elapsed = { start.duration(to: clock.now) }
+        sleepUntil = { offset in try await clock.sleep(until: start.advanced(by: offset), tolerance: nil) }
+    }
+
+    func reset() {
+        let now = elapsed()
+        lastPing.withLockedValue { $0 = now }
+    }
+
+    /// Returns when `limit` passed since the last ping; throws when cancelled.
+    func monitor(limit: Duration) async throws {
+        while true {
+            let deadline = lastPing.withLockedValue { $0 } + limit
+            if elapsed() >= deadline { return }
+            try await sleepUntil(deadline)
+        }
+    }
+}

@@ -1,0 +1,535 @@
+public import Foundation
+import Logging
+import OrderedCollections
+import NIOConcurrencyHelpers
+public import RealtimeCore
+
+/// One namespace on a ``SocketManager``'s connection: connect with auth, emit, acks both ways,
+/// handlers, an offline queue, and connection state recovery.
+///
+/// Handlers run in order on the connection's reading task; keep them short (start a `Task` for
+/// slow work), since the next packet is read after they return.
+public final class SocketIOClient: Sendable {
+    typealias Handler = @Sendable (SocketIOEvent) -> Void
+
+    struct HandlerEntry: Sendable {
+        let id: UUID
+        let once: Bool
+        let call: Handler
+    }
+
+    private struct AckEntry: Sendable {
+        let deliver: @Sendable (Result<[JSONValue], RealtimeError>) -> Void
+        var timer: Task<Void, Never>?
+    }
+
+    private struct State {
+        var status: SocketIOStatus = .notConnected
+        var wantsConnection = false
+        var sid: String?
+        var pid: String?
+        var lastOffset: String?
+        var recovered = false
+        var auth: SocketIOAuth = .none
+        var nextAckID = 0
+        var acks: [Int: AckEntry] = [:]
+        var handlers: [String: [HandlerEntry]] = [:]
+        var anyHandlers: [(id: UUID, call: @Sendable (SocketAnyEvent) -> Void)] = []
+        var queue: OfflineQueue<EngineIOFrame>
+        var receiveBuffer: [SocketIOPacket] = []
+        var connectWaiters: [UUID: CheckedContinuation<Void, any Error>] = [:]
+    }
+
+    public let namespace: String
+    weak let manager: SocketManager?
+    private let state: NIOLockedValueBox<State>
+    private let statusBroadcaster = StateBroadcaster<SocketIOStatus>(.notConnected)
+    private let runtime: RealtimeRuntime
+
+    init(manager: SocketManager, namespace: String) {
+        self.manager = manager
+        self.namespace = namespace
+        self.runtime = manager.configuration.runtime
+        self.state = NIOLockedValueBox(State(queue: OfflineQueue(
+            capacity: manager.configuration.offlineQueueCapacity,
+            overflowPolicy: manager.configuration.offlineQueueOverflow)))
+    }
+
+    // MARK: State
+
+    public var status: SocketIOStatus { state.withLockedValue { $0.status } }
+    /// Status changes as a sequence (the current value first).
+    public var statusUpdates: AsyncStream<SocketIOStatus> { statusBroadcaster.updates() }
+    /// The session id the server gave this namespace.
+    public var sid: String? { state.withLockedValue { $0.sid } }
+    /// Whether the last connect recovered the previous session (connection state recovery).
+    public var recovered: Bool { state.withLockedValue { $0.recovered } }
+    /// The recovery session id and the offset of the last event received, sent on reconnect.
+    public var recoveryState: (pid: String?, offset: String?) { state.withLockedValue { ($0.pid, $0.lastOffset) } }
+    /// Emits waiting in the offline queue.
+    public var queuedEmitCount: Int { state.withLockedValue { $0.queue.count } }
+    var isActive: Bool { state.withLockedValue { $0.wantsConnection } }
+
+    private func setStatus(_ status: SocketIOStatus, in state: inout State) -> Bool {
+        guard state.status != status else { return false }
+        state.status = status
+        return true
+    }
+
+    private func publish(_ status: SocketIOStatus, changed: Bool) {
+        guard changed else { return }
+        statusBroadcaster.update(status)
+        fire(.statusChange, [.number(Double(status.rawValue))])
+    }
+
+    func setAuth(_ auth: SocketIOAuth) { state.withLockedValue { $0.auth = auth } }
+
+    // MARK: Connect and disconnect
+
+    /// Starts connecting this namespace (and the manager's connection if needed). Returns at once;
+    /// watch ``status`` or the `connect` event. Emits made meanwhile are queued.
+    public func connect() { connect(auth: nil) }
+
+    /// Starts connecting with `auth` as the CONNECT payload (kept for reconnects).
+    public func connect(auth: SocketIOAuth?) {
+        let changed = state.withLockedValue { state -> Bool in
+            if let auth { state.auth = auth }
+            state.wantsConnection = true
+            if state.status == .connected { return false }
+            return setStatus(.connecting, in: &state)
+        }
+        publish(.connecting, changed: changed)
+        manager?.open(for: self)
+    }
+
+    /// Connects and waits until the server accepted the namespace.
+    ///
+    /// - Throws: ``RealtimeCore/RealtimeError`` `refused` (CONNECT_ERROR, with the server's message in
+    ///   `serverMessage`), `timeout`, `reconnectGaveUp`, or `notConnected` after ``disconnect()``.
+    public func connect(auth: SocketIOAuth? = nil, timeout: Duration) async throws {
+        let id = UUID()
+        let timer = Task { [runtime] in
+            try? await runtime.sleep(for: timeout)
+            if !Task.isCancelled {
+                self.resumeConnectWaiter(id, with: .failure(RealtimeError.timeout("namespace \(self.namespace) not connected within \(timeout)")))
+            }
+        }
+        defer { timer.cancel() }
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                let connected = state.withLockedValue { state -> Bool in
+                    if state.status == .connected { return true }
+                    state.connectWaiters[id] = continuation
+                    return false
+                }
+                if connected { continuation.resume() } else { connect(auth: auth) }
+            }
+        } onCancel: {
+            self.resumeConnectWaiter(id, with: .failure(CancellationError()))
+        }
+    }
+
+    private func resumeConnectWaiter(_ id: UUID, with result: Result<Void, any Error>) {
+        state.withLockedValue { $0.connectWaiters.removeValue(forKey: id) }?.resume(with: result)
+    }
+
+    /// Leaves the namespace (sends DISCONNECT) and stops reconnecting it. Pending acks fail with
+    /// `notConnected`; queued emits stay queued for the next ``connect()``.
+    public func disconnect() {
+        let (wasActive, acks, waiters, changed) = state.withLockedValue { state in
+            let wasActive = state.wantsConnection || state.status == .connected
+            state.wantsConnection = false
+            defer {
+                state.acks = [:]
+                state.connectWaiters = [:]
+                state.receiveBuffer = []
+            }
+            let changed = setStatus(.disconnected, in: &state)
+            return (wasActive, state.acks, state.connectWaiters, changed)
+        }
+        guard wasActive else { return }
+        let error = RealtimeError(.notConnected, "the socket for \(namespace) was disconnected")
+        for entry in acks.values {
+            entry.timer?.cancel()
+            entry.deliver(.failure(error))
+        }
+        for waiter in waiters.values { waiter.resume(throwing: error) }
+        if let session = manager?.openSession {
+            session.send(frame(SocketIOPacket(type: .disconnect, namespace: namespace), requeue: false))
+        }
+        publish(.disconnected, changed: changed)
+        fire(.disconnect, ["io client disconnect"])
+        manager?.socketBecameInactive()
+    }
+
+    /// Sends this namespace's CONNECT packet on a freshly opened session.
+    func sendConnect(on session: EngineIOSession) async {
+        let auth = state.withLockedValue { $0.auth }
+        var payload: JSONValue?
+        do {
+            payload = try await auth.resolve()
+        } catch {
+            fire(.error, [.string("the auth provider failed: \(error)")])
+            payload = nil
+        }
+        if let value = payload, value.objectValue == nil {
+            fire(.error, [.string("the auth payload must be a JSON object; sending none")])
+            payload = nil
+        }
+        let (pid, offset) = state.withLockedValue { ($0.pid, $0.lastOffset) }
+        if let pid {
+            // Recovery fields first; the auth members win on a clash (as the JavaScript client does).
+            var members: [(String, JSONValue)] = [("pid", .string(pid)), ("offset", offset.map(JSONValue.string) ?? .null)]
+            if case .object(let auth)? = payload {
+                members.removeAll { auth[$0.0] != nil }
+                members += auth.map { ($0.key, $0.value) }
+            }
+            payload = .object(.init(members, uniquingKeysWith: { $1 }))
+        }
+        let packet = SocketIOPacket(type: .connect, namespace: namespace, data: payload)
+        let changed = state.withLockedValue { setStatus(.connecting, in: &$0) }
+        publish(.connecting, changed: changed)
+        session.send(frame(packet, requeue: false))
+    }
+
+    // MARK: Emitting
+
+    func frame(_ packet: SocketIOPacket, requeue: Bool) -> EngineIOFrame {
+        EngineIOFrame(packets: SocketIOCodec.encode(packet).engineIOPackets, requeueNamespace: requeue ? namespace : nil)
+    }
+
+    /// Sends now when connected, or queues. Frames keep their order either way.
+    private func submit(_ packet: SocketIOPacket) throws {
+        let frame = frame(packet, requeue: true)
+        let session = manager?.openSession
+        let result = state.withLockedValue { state -> OfflineQueue<EngineIOFrame>.EnqueueResult? in
+            if state.status == .connected, state.queue.isEmpty, let session, session.send(frame) { return nil }
+            return state.queue.enqueue(frame)
+        }
+        switch result {
+        case nil, .enqueued?:
+            return
+        case .rejected?:
+            throw RealtimeError.queueFull(capacity: manager?.configuration.offlineQueueCapacity ?? 0)
+        case .droppedOldest?:
+            runtime.logger.warning("Socket.IO offline queue full; dropped the oldest emit", metadata: ["namespace": "\(namespace)"])
+            fire(.error, ["the offline queue was full; the oldest queued emit was dropped"])
+        }
+    }
+
+    /// Emits an event with JSON arguments (`.binary` values anywhere become attachments).
+    ///
+    /// Sent at once when connected, otherwise queued (in order) until the namespace connects.
+    /// - Throws: ``RealtimeCore/RealtimeError`` `queueFull` when the offline queue rejects it.
+    public func emit(_ event: String, arguments: [JSONValue]) throws {
+        try submit(SocketIOPacket(type: .event, namespace: namespace, data: .array([.string(event)] + arguments)))
+    }
+
+    /// Emits an event; failures (a full queue, a value with no JSON form) are reported as `error`
+    /// client events, as socket.io-client-swift did. Use ``emit(_:arguments:)`` to get them thrown.
+    public func emit(_ event: String, _ items: any SocketData..., completion: (@Sendable () -> Void)? = nil) {
+        emitReportingErrors(event, items.map { item in { try item.socketRepresentation() } }, completion: completion)
+    }
+
+    /// Emits with Foundation values (`[Any]`), as in socket.io-client-swift's `emit(_:with:)`.
+    public func emit(_ event: String, with items: [Any], completion: (@Sendable () -> Void)? = nil) {
+        emitReportingErrors(event, items.map { item in { try JSONValue(any: item) } }, completion: completion)
+    }
+
+    private func emitReportingErrors(_ event: String, _ items: [() throws -> JSONValue], completion: (@Sendable () -> Void)?) {
+        do {
+            try emit(event, arguments: items.map { try $0() })
+            completion?()
+        } catch {
+            runtime.logger.warning("Socket.IO emit failed", metadata: ["event": "\(event)", "error": "\(error)"])
+            fire(.error, [.string("emit \(event) failed: \(error)")])
+        }
+    }
+
+    /// Emits and waits for the server's ack.
+    ///
+    /// The timeout always fires; an ack arriving after it is dropped. Emits made while offline
+    /// wait in the queue, and their timeout runs from the call.
+    /// - Returns: the ack's arguments.
+    /// - Throws: ``RealtimeCore/RealtimeError`` `timeout`, `queueFull`, `notConnected` (the socket
+    ///   was disconnected), or `CancellationError`.
+    public func emitWithAck(_ event: String, arguments: [JSONValue], timeout: Duration) async throws -> [JSONValue] {
+        let box = NIOLockedValueBox<Int?>(nil)
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                let id = registerAck(timeout: timeout, event: event) { result in continuation.resume(with: result) }
+                box.withLockedValue { $0 = id }
+                do {
+                    try submit(SocketIOPacket(type: .event, namespace: namespace, id: id, data: .array([.string(event)] + arguments)))
+                } catch {
+                    failAck(id, with: RealtimeError.wrap(error))
+                }
+            }
+        } onCancel: {
+            if let id = box.withLockedValue({ $0 }) {
+                self.failAck(id, with: RealtimeError(.cancelled, "emitWithAck was cancelled", underlying: CancellationError()))
+            }
+        }
+    }
+
+    public func emitWithAck(_ event: String, _ items: any SocketData..., timeout: Duration) async throws -> [JSONValue] {
+        try await emitWithAck(event, arguments: items.map { try $0.socketRepresentation() }, timeout: timeout)
+    }
+
+    /// Registers an ack callback with a timeout; returns its id.
+    func registerAck(
+        timeout: Duration?, event: String, deliver: @escaping @Sendable (Result<[JSONValue], RealtimeError>) -> Void
+    ) -> Int {
+        let id = state.withLockedValue { state -> Int in
+            let id = state.nextAckID
+            state.nextAckID = state.nextAckID == Int(Int32.max) ? 0 : state.nextAckID + 1
+            state.acks[id] = AckEntry(deliver: deliver, timer: nil)
+            return id
+        }
+        if let timeout {
+            let timer = Task { [runtime, namespace] in
+                do { try await runtime.sleep(for: timeout) } catch { return }
+                self.failAck(id, with: RealtimeError.timeout("no ack for \(event) on \(namespace) within \(timeout)"))
+            }
+            let stillPending = state.withLockedValue { state -> Bool in
+                guard state.acks[id] != nil else { return false }
+                state.acks[id]?.timer = timer
+                return true
+            }
+            if !stillPending { timer.cancel() }
+        }
+        return id
+    }
+
+    private func failAck(_ id: Int, with error: RealtimeError) {
+        guard let entry = state.withLockedValue({ $0.acks.removeValue(forKey: id) }) else { return }
+        entry.timer?.cancel()
+        entry.deliver(.failure(error))
+    }
+
+    func sendAck(id: Int, values: [JSONValue]) {
+        let packet = SocketIOPacket(type: .ack, namespace: namespace, id: id, data: .array(values))
+        do { try submit(packet) } catch {
+            fire(.error, [.string("could not send the ack \(id): \(error)")])
+        }
+    }
+
+    /// Emits with an ack id whose answer goes to `deliver` (used by the compatibility layer).
+    func emitExpectingAck(
+        _ event: String, arguments: [JSONValue], timeout: Duration?,
+        deliver: @escaping @Sendable (Result<[JSONValue], RealtimeError>) -> Void
+    ) {
+        let id = registerAck(timeout: timeout, event: event, deliver: deliver)
+        do {
+            try submit(SocketIOPacket(type: .event, namespace: namespace, id: id, data: .array([.string(event)] + arguments)))
+        } catch {
+            failAck(id, with: RealtimeError.wrap(error))
+        }
+    }
+
+    // MARK: Handlers
+
+    /// Calls `handler` for every `event` from the server (and for client events by their raw name).
+    @discardableResult
+    public func on(_ event: String, handler: @escaping @Sendable (SocketIOEvent) -> Void) -> UUID {
+        addHandler(event, once: false, handler)
+    }
+
+    /// Like ``on(_:handler:)``, for the first occurrence only.
+    @discardableResult
+    public func once(_ event: String, handler: @escaping @Sendable (SocketIOEvent) -> Void) -> UUID {
+        addHandler(event, once: true, handler)
+    }
+
+    /// Calls `handler` for a client event.
+    @discardableResult
+    public func on(clientEvent event: SocketClientEvent, handler: @escaping @Sendable (SocketIOEvent) -> Void) -> UUID {
+        addHandler(event.rawValue, once: false, handler)
+    }
+
+    /// Calls `handler` for every event, server and client.
+    @discardableResult
+    public func onAny(_ handler: @escaping @Sendable (SocketAnyEvent) -> Void) -> UUID {
+        let id = UUID()
+        state.withLockedValue { $0.anyHandlers.append((id, handler)) }
+        return id
+    }
+
+    func addHandler(_ event: String, once: Bool, _ handler: @escaping Handler) -> UUID {
+        let id = UUID()
+        state.withLockedValue { $0.handlers[event, default: []].append(HandlerEntry(id: id, once: once, call: handler)) }
+        return id
+    }
+
+    /// Removes every handler for `event`.
+    public func off(_ event: String) { state.withLockedValue { _ = $0.handlers.removeValue(forKey: event) } }
+    public func off(clientEvent event: SocketClientEvent) { off(event.rawValue) }
+
+    /// Removes the handler with this id.
+    public func off(id: UUID) {
+        state.withLockedValue { state in
+            for key in state.handlers.keys { state.handlers[key]?.removeAll { $0.id == id } }
+            state.anyHandlers.removeAll { $0.id == id }
+        }
+    }
+
+    /// Removes every handler.
+    public func removeAllHandlers() {
+        state.withLockedValue {
+            $0.handlers = [:]
+            $0.anyHandlers = []
+        }
+    }
+
+    private func dispatch(_ name: String, _ arguments: [JSONValue], ackID: Int?) {
+        let (entries, anyHandlers) = state.withLockedValue { state -> ([HandlerEntry], [@Sendable (SocketAnyEvent) -> Void]) in
+            let entries = state.handlers[name] ?? []
+            if entries.contains(where: \.once) { state.handlers[name]?.removeAll { $0.once } }
+            return (entries, state.anyHandlers.map(\.call))
+        }
+        if !anyHandlers.isEmpty {
+            let any = SocketAnyEvent(event: name, arguments: arguments)
+            for handler in anyHandlers { handler(any) }
+        }
+        let event = SocketIOEvent(name: name, arguments: arguments, ackID: ackID, socket: self)
+        for entry in entries { entry.call(event) }
+    }
+
+    func fire(_ event: SocketClientEvent, _ arguments: [JSONValue]) {
+        dispatch(event.rawValue, arguments, ackID: nil)
+    }
+
+    // MARK: Inbound
+
+    func handle(_ packet: SocketIOPacket, session: EngineIOSession?) async {
+        switch packet.type {
+        case .connect:
+            didConnect(packet, session: session)
+        case .connectError:
+            let message = packet.data?.stringValue ?? packet.data?["message"]?.stringValue ?? "connection refused"
+            let (waiters, changed) = state.withLockedValue { state in
+                state.wantsConnection = false
+                defer { state.connectWaiters = [:] }
+                return (state.connectWaiters, setStatus(.disconnected, in: &state))
+            }
+            let error = RealtimeError(.refused, "the server refused namespace \(namespace)", serverMessage: message)
+            for waiter in waiters.values { waiter.resume(throwing: error) }
+            publish(.disconnected, changed: changed)
+            fire(.error, [packet.data ?? .string(message)])
+            manager?.socketBecameInactive()
+        case .disconnect:
+            let (acks, changed) = state.withLockedValue { state in
+                state.wantsConnection = false
+                // The server ended this session on purpose: nothing to recover.
+                state.pid = nil
+                state.lastOffset = nil
+                defer { state.acks = [:] }
+                return (state.acks, setStatus(.disconnected, in: &state))
+            }
+            let error = RealtimeError(.notConnected, "the server disconnected namespace \(namespace)")
+            for entry in acks.values {
+                entry.timer?.cancel()
+                entry.deliver(.failure(error))
+            }
+            publish(.disconnected, changed: changed)
+            fire(.disconnect, ["io server disconnect"])
+            manager?.socketBecameInactive()
+        case .event, .binaryEvent:
+            let buffered = state.withLockedValue { state -> Bool in
+                if state.pid != nil, case .string(let offset)? = packet.data?.arrayValue?.last, (packet.data?.arrayValue?.count ?? 0) > 1 {
+                    state.lastOffset = offset
+                }
+                guard state.status == .connected else {
+                    state.receiveBuffer.append(packet)
+                    return true
+                }
+                return false
+            }
+            if !buffered { deliver(packet) }
+        case .ack, .binaryAck:
+            guard let id = packet.id, let entry = state.withLockedValue({ $0.acks.removeValue(forKey: id) }) else {
+                runtime.logger.trace("dropped an ack nobody waits for (late or unknown)", metadata: ["id": "\(packet.id ?? -1)"])
+                return
+            }
+            entry.timer?.cancel()
+            entry.deliver(.success(packet.data?.arrayValue ?? []))
+        }
+    }
+
+    private func deliver(_ packet: SocketIOPacket) {
+        guard let arguments = packet.data?.arrayValue, let first = arguments.first else { return }
+        let name: String = switch first {
+        case .string(let name): name
+        case .number(let number): JSONWriter.string(.number(number))
+        default: ""
+        }
+        dispatch(name, Array(arguments.dropFirst()), ackID: packet.id)
+    }
+
+    private func didConnect(_ packet: SocketIOPacket, session: EngineIOSession?) {
+        let sid = packet.data?["sid"]?.stringValue
+        let pid = packet.data?["pid"]?.stringValue
+        let (buffered, waiters, changed) = state.withLockedValue { state in
+            state.recovered = pid != nil && pid == state.pid
+            state.pid = pid
+            if !state.recovered { state.lastOffset = nil }
+            state.sid = sid
+            let changed = setStatus(.connected, in: &state)
+            // Flush the offline queue before anything else can be sent, in order.
+            while let frame = state.queue.dequeue() {
+                guard let session, session.send(frame) else {
+                    state.queue.requeueFront(frame)
+                    break
+                }
+            }
+            defer {
+                state.receiveBuffer = []
+                state.connectWaiters = [:]
+            }
+            return (state.receiveBuffer, state.connectWaiters, changed)
+        }
+        for waiter in waiters.values { waiter.resume() }
+        publish(.connected, changed: changed)
+        var details: [String: JSONValue] = [:]
+        if let sid { details["sid"] = .string(sid) }
+        if let pid { details["pid"] = .string(pid) }
+        fire(.connect, [.string(namespace), .object(.init(uniqueKeysWithValues: details.sorted { $0.key < $1.key }))])
+        for packet in buffered { deliver(packet) }
+    }
+
+    /// The Engine.IO session ended (the manager will reconnect if this socket is still active).
+    func engineClosed(reason: String, error: RealtimeError?) {
+        let (wasConnected, changed, status) = state.withLockedValue { state in
+            let wasConnected = state.status == .connected
+            state.receiveBuffer = []
+            let status: SocketIOStatus = state.wantsConnection ? .connecting : .disconnected
+            return (wasConnected, setStatus(status, in: &state), status)
+        }
+        publish(status, changed: changed)
+        if wasConnected { fire(.disconnect, [.string(reason)]) }
+        if let error, wasConnected || isActive { fire(.error, [.string(error.description)]) }
+    }
+
+    /// Frames that were not written before the session ended go back to the front of the queue.
+    func requeue(_ frames: [EngineIOFrame]) {
+        state.withLockedValue { state in
+            for frame in frames.reversed() { state.queue.requeueFront(frame) }
+        }
+    }
+
+    /// The manager stopped for good (closed, or reconnection gave up).
+    func managerStopped(error: RealtimeError?) {
+        let (waiters, changed, wasActive) = state.withLockedValue { state in
+            let wasActive = state.wantsConnection
+            state.wantsConnection = false
+            defer { state.connectWaiters = [:] }
+            return (state.connectWaiters, setStatus(.disconnected, in: &state), wasActive)
+        }
+        let failure = error ?? RealtimeError(.notConnected, "the connection was closed")
+        for waiter in waiters.values { waiter.resume(throwing: failure) }
+        publish(.disconnected, changed: changed)
+        if let error, wasActive {
+            fire(.reconnectFailed, [.string(error.description)])
+        }
+    }
+}

@@ -1,0 +1,97 @@
+public import RealtimeCore
+
+/// Everything a ``SocketManager`` needs: the Engine.IO transport options, reconnection, the offline
+/// queue and the runtime.
+public struct SocketIOConfiguration: Sendable {
+    /// Transports, path, query, headers, TLS and timeouts.
+    public var engine: EngineIOOptions = EngineIOOptions()
+    /// Whether to reconnect after the connection drops. Default on, as in the JavaScript client.
+    public var reconnection: Bool = true
+    /// Reconnect attempts before giving up; nil retries forever (the default).
+    public var reconnectionAttempts: Int? = nil
+    /// The first reconnect delay (1 s), doubled per attempt up to `reconnectionDelayMax` (5 s).
+    public var reconnectionDelay: Duration = .seconds(1)
+    public var reconnectionDelayMax: Duration = .seconds(5)
+    /// Spread of each delay, ±factor (0.5).
+    public var randomizationFactor: Double = 0.5
+    /// Consulted before each reconnect attempt; the manager waits until it reports the network up.
+    public var reachability: any Reachability = PollingReachability()
+    /// Capacity of each namespace's offline queue (emits made while not connected), and what to do
+    /// when it is full.
+    public var offlineQueueCapacity: Int = 100
+    public var offlineQueueOverflow: OverflowPolicy = .rejectNewest
+    /// Threads, HTTP client, logger and clock.
+    public var runtime: RealtimeRuntime = .shared
+
+    public init() {}
+
+    var reconnectPolicy: ReconnectPolicy {
+        guard reconnection else { return .disabled }
+        return ReconnectPolicy(
+            backoff: .exponential(
+                initial: reconnectionDelay, maximum: reconnectionDelayMax, multiplier: 2,
+                randomizationFactor: randomizationFactor, maxAttempts: reconnectionAttempts),
+            reachability: reachability)
+    }
+}
+
+/// The auth payload a namespace sends with its CONNECT packet.
+public enum SocketIOAuth: Sendable {
+    case none
+    /// A fixed JSON object.
+    case value(JSONValue)
+    /// Evaluated before every connection attempt (a fresh token after a reconnect).
+    case provider(@Sendable () async throws -> JSONValue)
+
+    func resolve() async throws -> JSONValue? {
+        switch self {
+        case .none: return nil
+        case .value(let value): return value
+        case .provider(let provider): return try await provider()
+        }
+    }
+}
+
+/// The state of one namespace socket, with the raw values socket.io-client-swift uses.
+public enum SocketIOStatus: Int, Sendable, CustomStringConvertible {
+    /// Never connected.
+    case notConnected = 0
+    case disconnected = 1
+    case connecting = 2
+    case connected = 3
+
+    /// Connecting or connected.
+    public var active: Bool { self == .connecting || self == .connected }
+
+    public var description: String {
+        switch self {
+        case .notConnected: "notConnected"
+        case .disconnected: "disconnected"
+        case .connecting: "connecting"
+        case .connected: "connected"
+        }
+    }
+}
+
+/// Events the client itself raises, next to the server's events. Handlers registered by name with
+/// the raw value (`socket.on("connect")`) see them too.
+public enum SocketClientEvent: String, Sendable, CaseIterable {
+    /// The namespace is connected; data: `[namespace, {"sid": ...}]`.
+    case connect
+    /// The namespace is disconnected; data: `[reason]`.
+    case disconnect
+    /// Something failed (CONNECT_ERROR, a protocol error, a full queue); data: `[message]`.
+    case error
+    /// The server pinged.
+    case ping
+    /// A reconnection succeeded; data: `[attempt]`.
+    case reconnect
+    /// A reconnect attempt starts; data: `[attempt]`.
+    case reconnectAttempt
+    /// Reconnection gave up; data: `[message]`.
+    case reconnectFailed = "reconnect_failed"
+    /// The status changed; data: `[status raw value]`.
+    case statusChange
+    /// The transport moved from polling to WebSocket.
+    case websocketUpgrade
+}

@@ -1,0 +1,113 @@
+public import Foundation
+import OrderedCollections
+
+/// An event from the server, as a handler sees it.
+public struct SocketIOEvent: Sendable {
+    /// The event name (numbers, which servers may use as names, come as their decimal text).
+    public let name: String
+    /// The arguments after the name. With connection state recovery, the last one is the server's
+    /// offset string, as in the JavaScript client.
+    public let arguments: [JSONValue]
+    /// The ack id the server asked for, or nil.
+    public let ackID: Int?
+    let socket: SocketIOClient?
+
+    /// Whether the server waits for an answer (call ``ack(_:)``).
+    public var expectsAck: Bool { ackID != nil }
+
+    /// Answers the server's ack with these values (once; later calls are ignored).
+    public func ack(_ values: JSONValue...) { ack(arguments: values) }
+
+    public func ack(arguments values: [JSONValue]) {
+        guard let ackID, let socket else { return }
+        socket.sendAck(id: ackID, values: values)
+    }
+
+    /// Decodes argument `index` as `T` (through `JSONDecoder`).
+    public func decode<T: Decodable>(_ type: T.Type = T.self, at index: Int = 0) throws -> T {
+        guard arguments.indices.contains(index) else {
+            throw DecodingError.valueNotFound(T.self, .init(codingPath: [], debugDescription: "event \(name) has no argument \(index)"))
+        }
+        return try arguments[index].decode(T.self)
+    }
+}
+
+/// What ``SocketIOClient/onAny(_:)`` handlers receive: every server event, plus the client events.
+public struct SocketAnyEvent: Sendable, CustomStringConvertible {
+    public let event: String
+    public let arguments: [JSONValue]
+    /// The arguments as Foundation values (`String`, `Int`, `Double`, `Bool`, `NSNull`, `Data`,
+    /// arrays and `[String: Any]`), as socket.io-client-swift gave them.
+    public var items: [Any]? { arguments.map(\.anyValue) }
+    public var description: String { "SocketAnyEvent: Event: \(event) items: \(arguments)" }
+}
+
+/// Values that can be emitted: the JSON types, `Data` for binary, arrays and dictionaries of them,
+/// and ``JSONValue`` itself.
+public protocol SocketData {
+    /// The value as JSON; throws for values that have no JSON form.
+    func socketRepresentation() throws -> JSONValue
+}
+
+extension JSONValue: SocketData { public func socketRepresentation() -> JSONValue { self } }
+extension String: SocketData { public func socketRepresentation() -> JSONValue { .string(self) } }
+extension Substring: SocketData { public func socketRepresentation() -> JSONValue { .string(String(self)) } }
+extension Bool: SocketData { public func socketRepresentation() -> JSONValue { .bool(self) } }
+extension Int: SocketData { public func socketRepresentation() -> JSONValue { .number(Double(self)) } }
+extension Int64: SocketData { public func socketRepresentation() -> JSONValue { .number(Double(self)) } }
+extension Int32: SocketData { public func socketRepresentation() -> JSONValue { .number(Double(self)) } }
+extension UInt: SocketData { public func socketRepresentation() -> JSONValue { .number(Double(self)) } }
+extension Double: SocketData { public func socketRepresentation() -> JSONValue { .number(self) } }
+extension Float: SocketData { public func socketRepresentation() -> JSONValue { .number(Double(self)) } }
+extension Data: SocketData { public func socketRepresentation() -> JSONValue { .binary(self) } }
+extension NSNull: SocketData { public func socketRepresentation() -> JSONValue { .null } }
+extension Array: SocketData { public func socketRepresentation() throws -> JSONValue { try JSONValue(any: self) } }
+extension Dictionary: SocketData { public func socketRepresentation() throws -> JSONValue { try JSONValue(any: self) } }
+extension Optional: SocketData where Wrapped: SocketData {
+    public func socketRepresentation() throws -> JSONValue { try self?.socketRepresentation() ?? .null }
+}
+
+extension JSONValue {
+    /// Converts Foundation-style values (what socket.io-client-swift accepted) into JSON.
+    /// Throws ``SocketIOParseError/invalidPayload(_:)`` for anything else.
+    public init(any value: Any) throws {
+        switch value {
+        case let value as JSONValue: self = value
+        case let value as any SocketData where !(value is [Any]) && !(value is [String: Any]) && !(value is NSArray) && !(value is NSDictionary):
+            self = try value.socketRepresentation()
+        case let value as [Any]: self = .array(try value.map { try JSONValue(any: $0) })
+        case let value as [String: Any]:
+            var object = JSONValue.object([:])
+            for key in value.keys.sorted() {
+                guard case .object(var members) = object else { break }
+                members[key] = try JSONValue(any: value[key]!)
+                object = .object(members)
+            }
+            self = object
+        case let value as NSNumber: self = .number(value.doubleValue)
+        case let value as NSString: self = .string(String(describing: value))
+        case let value as NSArray: self = try JSONValue(any: value.map { $0 })
+        case let value as NSDictionary:
+            var dictionary: [String: Any] = [:]
+            for (key, element) in value { dictionary[String(describing: key)] = element }
+            self = try JSONValue(any: dictionary)
+        case Optional<Any>.none: self = .null
+        default:
+            throw SocketIOParseError.invalidPayload("\(type(of: value)) cannot be sent: use JSON types, Data, arrays or [String: Any]")
+        }
+    }
+
+    /// The value as Foundation types: `String`, `Int` (integral numbers), `Double`, `Bool`, `NSNull`,
+    /// `Data`, `[Any]`, `[String: Any]`.
+    public var anyValue: Any {
+        switch self {
+        case .null: NSNull()
+        case .bool(let value): value
+        case .number: intValue.map { $0 as Any } ?? doubleValue!
+        case .string(let value): value
+        case .array(let elements): elements.map(\.anyValue)
+        case .object(let members): Dictionary(uniqueKeysWithValues: members.map { ($0.key, $0.value.anyValue) })
+        case .binary(let data): data
+        }
+    }
+}

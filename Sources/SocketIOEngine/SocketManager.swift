@@ -1,0 +1,250 @@
+public import Foundation
+import Logging
+import NIOConcurrencyHelpers
+public import RealtimeCore
+
+/// Owns one Engine.IO connection and multiplexes namespace sockets over it; reconnects with backoff.
+///
+/// ```swift
+/// let manager = SocketManager(url: "http://localhost:3000")
+/// let chat = manager.socket(forNamespace: "/chat", auth: .value(["token": "t"]))
+/// chat.on("message") { event in print(event.arguments) }
+/// try await chat.connect(timeout: .seconds(10))
+/// let reply = try await chat.emitWithAck("join", "room1", timeout: .seconds(5))
+/// ```
+public final class SocketManager: Sendable {
+    private struct State {
+        var sockets: [String: SocketIOClient] = [:]
+        var session: EngineIOSession?
+        var handler: SessionHandler?
+        var runTask: Task<Void, Never>?
+        var closing = false
+    }
+
+    public let url: String
+    public let configuration: SocketIOConfiguration
+    let driver: ReconnectDriver<Never>
+    private let state = NIOLockedValueBox(State())
+    var runtime: RealtimeRuntime { configuration.runtime }
+    var logger: Logger { configuration.runtime.logger }
+
+    public init(url: String, configuration: SocketIOConfiguration = SocketIOConfiguration()) {
+        self.url = url
+        self.configuration = configuration
+        self.driver = ReconnectDriver(policy: configuration.reconnectPolicy, runtime: configuration.runtime)
+    }
+
+    /// The Engine.IO connection state (connecting, connected, reconnecting(attempt), disconnected(error)).
+    public var connectionState: StateBroadcaster<ConnectionState> { driver.state }
+
+    /// The transport in use, when connected.
+    public var transport: EngineIOOptions.Transport? {
+        state.withLockedValue { $0.session?.handshake == nil ? nil : $0.session?.transport }
+    }
+
+    /// The socket for the main namespace `/`.
+    public var defaultSocket: SocketIOClient { socket(forNamespace: "/") }
+
+    /// The socket for `namespace` (created on first use; one per namespace).
+    public func socket(forNamespace namespace: String, auth: SocketIOAuth? = nil) -> SocketIOClient {
+        let name = namespace.hasPrefix("/") ? namespace : "/" + namespace
+        let socket = state.withLockedValue { state -> SocketIOClient in
+            if let existing = state.sockets[name] { return existing }
+            let socket = SocketIOClient(manager: self, namespace: name)
+            state.sockets[name] = socket
+            return socket
+        }
+        if let auth { socket.setAuth(auth) }
+        return socket
+    }
+
+    /// Disconnects every socket and closes the connection.
+    public func disconnect() {
+        for socket in state.withLockedValue({ Array($0.sockets.values) }) { socket.disconnect() }
+        closeEngine()
+    }
+
+    /// Waits until the manager's run loop has stopped (after ``disconnect()`` or when reconnection gave up).
+    public func waitUntilStopped() async {
+        let task = state.withLockedValue { $0.runTask }
+        await task?.value
+    }
+
+    // MARK: Internals for the sockets
+
+    /// Starts the connection if it is not running; sends the namespace CONNECT when it already is.
+    func open(for socket: SocketIOClient) {
+        let (start, session) = state.withLockedValue { state -> (Bool, EngineIOSession?) in
+            state.closing = false
+            if state.runTask == nil { return (true, nil) }
+            return (false, state.handler?.isOpen == true ? state.session : nil)
+        }
+        if start {
+            let task = Task { await self.runLoop() }
+            state.withLockedValue { state in
+                if state.runTask == nil { state.runTask = task } else { task.cancel() }
+            }
+        } else if let session {
+            Task { await socket.sendConnect(on: session) }
+        }
+    }
+
+    /// Called when a socket stops being active: closes the connection when none is left.
+    func socketBecameInactive() {
+        // Never call into a socket while holding the manager's lock (sockets lock, then manager).
+        if !sockets.contains(where: \.isActive) { closeEngine() }
+    }
+
+    private func closeEngine() {
+        let (session, task) = state.withLockedValue { state -> (EngineIOSession?, Task<Void, Never>?) in
+            state.closing = true
+            return (state.session, state.runTask)
+        }
+        guard let task else { return }
+        if let session, session.handshake != nil {
+            session.close()
+            // A transport that cannot deliver the close packet must not keep the loop alive.
+            let runtime = runtime
+            Task {
+                try? await runtime.sleep(for: .seconds(2))
+                task.cancel()
+            }
+        } else {
+            task.cancel()
+        }
+    }
+
+    /// The session a socket sends on, if it is open.
+    var openSession: EngineIOSession? {
+        state.withLockedValue { $0.handler?.isOpen == true ? $0.session : nil }
+    }
+
+    var sockets: [SocketIOClient] { state.withLockedValue { Array($0.sockets.values) } }
+
+    private func runLoop() async {
+        let finalError = await driver.run { context in
+            try await self.runSession(context)
+        }
+        let sockets = state.withLockedValue { state -> [SocketIOClient] in
+            state.runTask = nil
+            state.session = nil
+            state.handler = nil
+            return Array(state.sockets.values)
+        }
+        for socket in sockets {
+            socket.managerStopped(error: finalError)
+        }
+    }
+
+    private func runSession(_ context: ReconnectDriver<Never>.SessionContext) async throws -> SessionEnd {
+        if state.withLockedValue({ $0.closing }) { return .closed }
+        if context.attempt > 0 {
+            for socket in sockets where socket.isActive {
+                socket.fire(.reconnectAttempt, [.number(Double(context.attempt))])
+            }
+        }
+        let handler = SessionHandler(manager: self, context: context)
+        let session = try EngineIOSession(url: url, options: configuration.engine, runtime: runtime, delegate: handler)
+        handler.session = session
+        state.withLockedValue {
+            $0.session = session
+            $0.handler = handler
+        }
+        var failure: RealtimeError?
+        var end: EngineIOSessionEnd?
+        do {
+            end = try await session.run()
+        } catch {
+            failure = RealtimeError.wrap(error)
+        }
+        let unsent = session.collectUnsent()
+        let (closing, wasOpen) = state.withLockedValue { state -> (Bool, Bool) in
+            state.session = nil
+            state.handler = nil
+            return (state.closing, handler.isOpen)
+        }
+        handler.markClosed()
+        let reason: String = switch end {
+        case .closedByClient: "io client disconnect"
+        case .closedByServer: "transport close"
+        case nil: failure?.code == .timeout && wasOpen ? "ping timeout" : "transport error"
+        }
+        let sockets = self.sockets
+        for socket in sockets {
+            let frames = unsent.filter { $0.requeueNamespace == socket.namespace }
+            if !frames.isEmpty { socket.requeue(frames) }
+        }
+        for socket in sockets { socket.engineClosed(reason: reason, error: failure) }
+        if closing || end == .closedByClient { return .closed }
+        if failure?.code == .cancelled { throw CancellationError() }
+        return .dropped(failure)
+    }
+}
+
+/// Receives one session's Engine.IO events and routes Socket.IO packets to the namespace sockets.
+final class SessionHandler: EngineIODelegate {
+    private struct State {
+        var decoder = SocketIOPacketDecoder()
+        var open = false
+        var closed = false
+    }
+
+    private let manager: SocketManager
+    private let context: ReconnectDriver<Never>.SessionContext
+    private let state = NIOLockedValueBox(State())
+    private let sessionBox = NIOLockedValueBox<EngineIOSession?>(nil)
+
+    init(manager: SocketManager, context: ReconnectDriver<Never>.SessionContext) {
+        self.manager = manager
+        self.context = context
+    }
+
+    var session: EngineIOSession? {
+        get { sessionBox.withLockedValue { $0 } }
+        set { sessionBox.withLockedValue { $0 = newValue } }
+    }
+
+    var isOpen: Bool { state.withLockedValue { $0.open && !$0.closed } }
+
+    func markClosed() { state.withLockedValue { $0.closed = true } }
+
+    func engineIOOpened(_ handshake: EngineIOHandshake, transport: EngineIOOptions.Transport) async throws {
+        state.withLockedValue { $0.open = true }
+        try await context.connected(sender: { _ in })
+        guard let session else { return }
+        for socket in manager.sockets where socket.isActive {
+            if context.attempt > 0 { socket.fire(.reconnect, [.number(Double(context.attempt))]) }
+            await socket.sendConnect(on: session)
+        }
+    }
+
+    func engineIOReceived(_ payload: EngineIOPacket.Payload) async throws {
+        let packet: SocketIOPacket?
+        do {
+            switch payload {
+            case .text(let text):
+                packet = try state.withLockedValue { state in try state.decoder.receive(text: text) }
+            case .binary(let data):
+                packet = try state.withLockedValue { state in try state.decoder.receive(binary: data) }
+            case .none:
+                throw SocketIOParseError.invalidPayload("an empty message packet")
+            }
+        } catch {
+            throw RealtimeError(.protocolViolation, "the server sent an invalid Socket.IO packet", underlying: error)
+        }
+        guard let packet else { return }
+        guard let socket = manager.sockets.first(where: { $0.namespace == packet.namespace }) else {
+            manager.logger.debug("Socket.IO packet for a namespace with no socket", metadata: ["namespace": "\(packet.namespace)"])
+            return
+        }
+        await socket.handle(packet, session: session)
+    }
+
+    func engineIOUpgraded() async {
+        for socket in manager.sockets where socket.isActive { socket.fire(.websocketUpgrade, []) }
+    }
+
+    func engineIOPinged() {
+        for socket in manager.sockets where socket.isActive { socket.fire(.ping, []) }
+    }
+}

@@ -1,0 +1,117 @@
+"""Socket.IO peer for the interop tests: python-socketio's AsyncServer on aiohttp, bound to 127.0.0.1.
+
+Usage: sio_server.py [port] [ping_interval_s] [ping_timeout_s]   (port 0 = ephemeral)
+Prints "PORT <n>" once listening, then one line per notable server-side observation ("GOT ...").
+
+Namespace "/":
+  connect      emits "welcome" {"sid": sid} from the connect handler (arrives before the CONNECT
+               reply on python-socketio, a quirk clients must tolerate)
+  echo         acks with the arguments it got
+  echo_event   emits "echoed" with the arguments it got
+  ask          calls the client's "question" handler with an ack, then emits "answer" with the reply
+  count        emits "tick" 1..n
+  disconnect_me  the server disconnects the client
+  record       prints "GOT record <json args>" (to check what the client sent)
+Namespace "/chat": refuses unless auth is {"token": "secret"}; echo as above; "whoami" acks the auth.
+Any other namespace is refused by python-socketio with a plain-string CONNECT_ERROR.
+"""
+import asyncio
+import json
+import sys
+
+import socketio
+from aiohttp import web
+
+port = int(sys.argv[1]) if len(sys.argv) > 1 else 0
+ping_interval = float(sys.argv[2]) if len(sys.argv) > 2 else 25
+ping_timeout = float(sys.argv[3]) if len(sys.argv) > 3 else 20
+
+# swift-websocket's WSClient always sends "Origin: ws://<host>" (scheme ws, no port), which
+# python-engineio's default same-origin check refuses; allow exactly that origin (a known gap, see
+# Docs/SocketIO.md).
+sio = socketio.AsyncServer(async_mode="aiohttp", ping_interval=ping_interval, ping_timeout=ping_timeout,
+                           max_http_buffer_size=10_000_000, cors_allowed_origins=["ws://127.0.0.1"])
+app = web.Application()
+sio.attach(app)
+auths = {}
+
+
+def jsonable(value):
+    if isinstance(value, (bytes, bytearray)):
+        return {"$bin": bytes(value).hex()}
+    if isinstance(value, list):
+        return [jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {k: jsonable(v) for k, v in value.items()}
+    return value
+
+
+@sio.event
+async def connect(sid, environ, auth):
+    print("GOT connect / auth=" + json.dumps(auth) + " query=" + json.dumps(environ.get("QUERY_STRING", "")), flush=True)
+    await sio.emit("welcome", {"sid": sid}, to=sid)
+
+
+@sio.event
+async def echo(sid, *args):
+    return args
+
+
+@sio.event
+async def echo_event(sid, *args):
+    await sio.emit("echoed", args, to=sid)
+
+
+@sio.event
+async def ask(sid, *args):
+    reply = await sio.call("question", args, to=sid, timeout=5)
+    await sio.emit("answer", tuple(reply) if isinstance(reply, (list, tuple)) else reply, to=sid)
+
+
+@sio.event
+async def count(sid, n):
+    for i in range(1, n + 1):
+        await sio.emit("tick", i, to=sid)
+
+
+@sio.event
+async def disconnect_me(sid):
+    await sio.disconnect(sid)
+
+
+@sio.event
+async def record(sid, *args):
+    print("GOT record " + json.dumps(jsonable(list(args))), flush=True)
+
+
+@sio.on("connect", namespace="/chat")
+async def chat_connect(sid, environ, auth):
+    if not isinstance(auth, dict) or auth.get("token") != "secret":
+        raise socketio.exceptions.ConnectionRefusedError("bad token")
+    auths[sid] = auth
+
+
+@sio.on("echo", namespace="/chat")
+async def chat_echo(sid, *args):
+    return args
+
+
+@sio.on("whoami", namespace="/chat")
+async def chat_whoami(sid):
+    return auths.get(sid)
+
+
+async def main():
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", port)
+    await site.start()
+    bound = site._server.sockets[0].getsockname()[1]
+    print(f"PORT {bound}", flush=True)
+    # Exit when the test closes stdin (or dies).
+    loop = asyncio.get_running_loop()
+    await loop.run_in_executor(None, sys.stdin.read)
+    await runner.cleanup()
+
+
+asyncio.run(main())
