@@ -57,4 +57,115 @@ struct PythonSocketIOServerTests {
             #expect(manager.transport == transports.first)
         }
     }
+
+    @Test("custom namespace: auth accepted, refused with a message, unknown namespace refused with a plain string")
+    func namespacesAndAuth() async throws {
+        let peer = try PythonPeer(scriptPath: peerScript("sio_server.py"))
+        defer { peer.stop() }
+        let manager = SocketManager(url: "http://127.0.0.1:\(peer.port)", configuration: .testing())
+        defer { manager.disconnect() }
+
+        let calls = Recorder<Int>()
+        let chat = manager.socket(forNamespace: "/chat", auth: .provider {
+            calls.append(1)
+            return ["token": "secret"]
+        })
+        try await chat.connect(timeout: .seconds(10))
+        #expect(try await chat.emitWithAck("whoami", timeout: .seconds(5)) == [["token": "secret"]])
+        #expect(try await chat.emitWithAck("echo", "in chat", timeout: .seconds(5)) == ["in chat"])
+        #expect(calls.values.count == 1)
+
+        let intruder = manager.socket(forNamespace: "/chat-refused-alias")
+        await #expect {
+            try await intruder.connect(timeout: .seconds(10))
+        } throws: { error in
+            // python-socketio refuses an unknown namespace with a plain string.
+            (error as? RealtimeError)?.code == .refused && (error as? RealtimeError)?.serverMessage?.isEmpty == false
+        }
+
+        let second = SocketManager(url: "http://127.0.0.1:\(peer.port)", configuration: .testing())
+        defer { second.disconnect() }
+        let badToken = second.socket(forNamespace: "/chat", auth: .value(["token": "wrong"]))
+        let errors = Recorder<[JSONValue]>()
+        badToken.on(clientEvent: .error) { errors.append($0.arguments) }
+        await #expect {
+            try await badToken.connect(timeout: .seconds(10))
+        } throws: { error in
+            (error as? RealtimeError)?.code == .refused && (error as? RealtimeError)?.serverMessage == "bad token"
+        }
+        #expect(badToken.status == .disconnected)
+        #expect(errors.values.first == [["message": "bad token"]])
+        // The other namespace on the first manager is unaffected.
+        #expect(chat.status == .connected)
+    }
+
+    @Test("server-initiated disconnect is reported and not retried")
+    func serverDisconnect() async throws {
+        let peer = try PythonPeer(scriptPath: peerScript("sio_server.py"))
+        defer { peer.stop() }
+        let manager = SocketManager(url: "http://127.0.0.1:\(peer.port)", configuration: .testing([.websocket]))
+        defer { manager.disconnect() }
+        let socket = manager.defaultSocket
+        let reasons = Recorder<[JSONValue]>()
+        socket.on(clientEvent: .disconnect) { reasons.append($0.arguments) }
+        try await socket.connect(timeout: .seconds(10))
+        try socket.emit("disconnect_me", arguments: [])
+        #expect(await reasons.wait(for: 1) == [["io server disconnect"]])
+        #expect(socket.status == .disconnected)
+        await manager.waitUntilStopped()
+    }
+
+    @Test("reconnects after the server restarts; emits made meanwhile are sent in order", arguments: [0, 2])
+    func reconnectAfterRestart(mode: Int) async throws {
+        let (_, transports, upgrade) = Self.transportModes[mode]
+        var peer = try PythonPeer(scriptPath: peerScript("sio_server.py"))
+        let port = peer.port
+        let manager = SocketManager(url: "http://127.0.0.1:\(port)", configuration: .testing(transports, upgrade: upgrade))
+        defer { manager.disconnect() }
+        let socket = manager.defaultSocket
+        let connects = Recorder<Int>()
+        let disconnects = Recorder<Int>()
+        socket.on(clientEvent: .connect) { _ in connects.append(1) }
+        socket.on(clientEvent: .disconnect) { _ in disconnects.append(1) }
+        try await socket.connect(timeout: .seconds(10))
+        let firstSid = socket.sid
+
+        peer.stop()
+        await disconnects.wait(for: 1)
+        #expect(socket.status == .connecting)
+        for index in 1...5 { socket.emit("record", index) }
+        #expect(socket.queuedEmitCount == 5)
+
+        peer = try PythonPeer(scriptPath: peerScript("sio_server.py"), arguments: [String(port)])
+        defer { peer.stop() }
+        await connects.wait(for: 2, limit: .seconds(20))
+        #expect(socket.status == .connected)
+        #expect(socket.sid != firstSid)
+        var recorded: [String] = []
+        while recorded.count < 5 {
+            let line = await peer.nextLine()
+            if line.hasPrefix("GOT record") { recorded.append(String(line.dropFirst("GOT record ".count))) }
+            if line.isEmpty { break }
+        }
+        #expect(recorded == ["[1]", "[2]", "[3]", "[4]", "[5]"])
+        #expect(socket.queuedEmitCount == 0)
+    }
+
+    @Test("an ack that never comes times out; the socket keeps working")
+    func ackTimeout() async throws {
+        let peer = try PythonPeer(scriptPath: peerScript("sio_server.py"))
+        defer { peer.stop() }
+        let manager = SocketManager(url: "http://127.0.0.1:\(peer.port)", configuration: .testing([.websocket]))
+        defer { manager.disconnect() }
+        let socket = manager.defaultSocket
+        try await socket.connect(timeout: .seconds(10))
+        // python-socketio never acks an event it has no handler for.
+        await #expect {
+            _ = try await socket.emitWithAck("no_such_handler", timeout: .milliseconds(300))
+        } throws: { error in
+            (error as? RealtimeError)?.code == .timeout
+        }
+        // The socket still works afterwards.
+        #expect(try await socket.emitWithAck("echo", 1, timeout: .seconds(5)) == [1])
+    }
 }
