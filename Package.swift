@@ -86,7 +86,9 @@ let package = Package(
         .target(
             name: "RealtimeTesting",
             dependencies: [
-                "RealtimeCore",
+                "RealtimeCore", "SocketIOEngine",
+                .product(name: "NIOFoundationCompat", package: "swift-nio"),
+                .product(name: "OrderedCollections", package: "swift-collections"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTLS", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),

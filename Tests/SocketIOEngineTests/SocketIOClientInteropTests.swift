@@ -4,22 +4,46 @@ import RealtimeTesting
 import SocketIOEngine
 import Testing
 
-/// Our client against python-socketio 5.18.1's AsyncServer (python-engineio 4.15.1, aiohttp), the
-/// peer pinned in Scripts/requirements.txt and started on 127.0.0.1 by each test.
-@Suite(.serialized, .timeLimit(.minutes(2)))
-struct PythonSocketIOServerTests {
+/// The servers our client is checked against: python-socketio 5.18.1's AsyncServer (python-engineio
+/// 4.15.1, aiohttp; pinned in Scripts/requirements.txt, started on 127.0.0.1 by each test) and our
+/// in-process `SocketIOTestServer`. Both have the same built-in events.
+enum ServerUnderTest: String, CaseIterable, Sendable, CustomTestStringConvertible {
+    case python
+    case inProcess
+
+    var testDescription: String { rawValue }
+
+    struct Running: Sendable {
+        let url: String
+        let stop: @Sendable () async -> Void
+    }
+
+    func start() async throws -> Running {
+        switch self {
+        case .python:
+            let peer = try PythonPeer(scriptPath: peerScript("sio_server.py"))
+            return Running(url: "http://127.0.0.1:\(peer.port)", stop: { peer.stop() })
+        case .inProcess:
+            let server = try await SocketIOTestServer.start()
+            return Running(url: server.url, stop: { await server.stop() })
+        }
+    }
+}
+
+/// Our client against both servers (see ``ServerUnderTest``).
+@Suite(.serialized, .timeLimit(.minutes(3)))
+struct SocketIOClientInteropTests {
     static let transportModes: [(String, [EngineIOOptions.Transport], Bool)] = [
         ("polling then upgrade", [.polling, .websocket], true),
         ("polling only", [.polling], false),
         ("websocket only", [.websocket], false),
     ]
 
-    @Test("default namespace: connect, acks both ways, events, binary", arguments: [0, 1, 2])
-    func defaultNamespace(mode: Int) async throws {
+    @Test("default namespace: connect, acks both ways, events, binary", arguments: ServerUnderTest.allCases, [0, 1, 2])
+    func defaultNamespace(server: ServerUnderTest, mode: Int) async throws {
         let (_, transports, upgrade) = Self.transportModes[mode]
-        let peer = try PythonPeer(scriptPath: peerScript("sio_server.py"))
-        defer { peer.stop() }
-        let manager = SocketManager(url: "http://127.0.0.1:\(peer.port)", configuration: .testing(transports, upgrade: upgrade))
+        let peer = try await server.start()
+        let manager = SocketManager(url: peer.url, configuration: .testing(transports, upgrade: upgrade))
         defer { manager.disconnect() }
         let socket = manager.defaultSocket
         let welcome = Recorder<[JSONValue]>()
@@ -28,7 +52,7 @@ struct PythonSocketIOServerTests {
         socket.on("welcome") { welcome.append($0.arguments) }
         socket.on("echoed") { echoed.append($0.arguments) }
         socket.on("answer") { answers.append($0.arguments) }
-        socket.on("question") { event in event.ack(["reply to", .array(event.arguments)]) }
+        socket.on("question") { event in event.ack("reply to", .array(event.arguments)) }
 
         try await socket.connect(timeout: .seconds(10))
         #expect(socket.status == .connected)
@@ -56,13 +80,17 @@ struct PythonSocketIOServerTests {
         } else {
             #expect(manager.transport == transports.first)
         }
+        manager.disconnect()
+        await manager.waitUntilStopped()
+        await peer.stop()
     }
 
-    @Test("custom namespace: auth accepted, refused with a message, unknown namespace refused with a plain string")
-    func namespacesAndAuth() async throws {
-        let peer = try PythonPeer(scriptPath: peerScript("sio_server.py"))
-        defer { peer.stop() }
-        let manager = SocketManager(url: "http://127.0.0.1:\(peer.port)", configuration: .testing())
+    /// Custom namespace: auth accepted (the provider is evaluated per connect), refused with a message;
+    /// an unknown namespace refused (python-socketio: a plain string; Node and ours: an object).
+        @Test(arguments: ServerUnderTest.allCases)
+    func namespacesAndAuth(server: ServerUnderTest) async throws {
+        let peer = try await server.start()
+        let manager = SocketManager(url: peer.url, configuration: .testing())
         defer { manager.disconnect() }
 
         let calls = Recorder<Int>()
@@ -83,7 +111,7 @@ struct PythonSocketIOServerTests {
             (error as? RealtimeError)?.code == .refused && (error as? RealtimeError)?.serverMessage?.isEmpty == false
         }
 
-        let second = SocketManager(url: "http://127.0.0.1:\(peer.port)", configuration: .testing())
+        let second = SocketManager(url: peer.url, configuration: .testing())
         defer { second.disconnect() }
         let badToken = second.socket(forNamespace: "/chat", auth: .value(["token": "wrong"]))
         let errors = Recorder<[JSONValue]>()
@@ -97,13 +125,17 @@ struct PythonSocketIOServerTests {
         #expect(errors.values.first == [["message": "bad token"]])
         // The other namespace on the first manager is unaffected.
         #expect(chat.status == .connected)
+        manager.disconnect()
+        second.disconnect()
+        await manager.waitUntilStopped()
+        await second.waitUntilStopped()
+        await peer.stop()
     }
 
-    @Test("server-initiated disconnect is reported and not retried")
-    func serverDisconnect() async throws {
-        let peer = try PythonPeer(scriptPath: peerScript("sio_server.py"))
-        defer { peer.stop() }
-        let manager = SocketManager(url: "http://127.0.0.1:\(peer.port)", configuration: .testing([.websocket]))
+    @Test("server-initiated disconnect is reported and not retried", arguments: ServerUnderTest.allCases)
+    func serverDisconnect(server: ServerUnderTest) async throws {
+        let peer = try await server.start()
+        let manager = SocketManager(url: peer.url, configuration: .testing([.websocket]))
         defer { manager.disconnect() }
         let socket = manager.defaultSocket
         let reasons = Recorder<[JSONValue]>()
@@ -113,6 +145,7 @@ struct PythonSocketIOServerTests {
         #expect(await reasons.wait(for: 1) == [["io server disconnect"]])
         #expect(socket.status == .disconnected)
         await manager.waitUntilStopped()
+        await peer.stop()
     }
 
     @Test("reconnects after the server restarts; emits made meanwhile are sent in order", arguments: [0, 2])
@@ -151,15 +184,14 @@ struct PythonSocketIOServerTests {
         #expect(socket.queuedEmitCount == 0)
     }
 
-    @Test("an ack that never comes times out; the socket keeps working")
-    func ackTimeout() async throws {
-        let peer = try PythonPeer(scriptPath: peerScript("sio_server.py"))
-        defer { peer.stop() }
-        let manager = SocketManager(url: "http://127.0.0.1:\(peer.port)", configuration: .testing([.websocket]))
+    @Test("an ack that never comes times out; the socket keeps working", arguments: ServerUnderTest.allCases)
+    func ackTimeout(server: ServerUnderTest) async throws {
+        let peer = try await server.start()
+        let manager = SocketManager(url: peer.url, configuration: .testing([.websocket]))
         defer { manager.disconnect() }
         let socket = manager.defaultSocket
         try await socket.connect(timeout: .seconds(10))
-        // python-socketio never acks an event it has no handler for.
+        // Neither server acks an event it has no handler for.
         await #expect {
             _ = try await socket.emitWithAck("no_such_handler", timeout: .milliseconds(300))
         } throws: { error in
@@ -167,5 +199,8 @@ struct PythonSocketIOServerTests {
         }
         // The socket still works afterwards.
         #expect(try await socket.emitWithAck("echo", 1, timeout: .seconds(5)) == [1])
+        manager.disconnect()
+        await manager.waitUntilStopped()
+        await peer.stop()
     }
 }

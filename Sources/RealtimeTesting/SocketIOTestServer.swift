@@ -1,0 +1,291 @@
+import DequeModule
+import Foundation
+public import Hummingbird
+import HummingbirdCore
+import HTTPTypes
+import HummingbirdWebSocket
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOFoundationCompat
+import NIOWebSocket
+public import SocketIOEngine
+
+/// An Engine.IO v4 / Socket.IO v5 server on loopback, written from the protocol documents
+/// (not from our client): polling (one GET held until there is something to send, POST batches),
+/// WebSocket (direct, or by upgrade with the probe), heartbeat, namespaces with auth, acks both ways,
+/// binary attachments, connection state recovery, and fault hooks.
+///
+/// Built-in behaviour, the same as the python-socketio peer of the interop tests:
+/// - Namespace `/`: on connect emits `welcome` `{"sid"}` after the CONNECT reply. Events: `echo`
+///   (acks its arguments), `echo_event` (emits `echoed` with them), `ask` (asks the client's
+///   `question` with an ack, emits `answer` with the reply), `count n` (emits `tick` 1...n),
+///   `disconnect_me`, `record` (kept in ``recorded``), `broadcast` (broadcasts `news` with its
+///   arguments to the namespace), `late_ack ms` (acks after a delay).
+/// - Namespace `/chat`: refuses unless the auth is `{"token": "secret"}`; `echo`, `whoami` (acks the auth).
+/// - Any other namespace: CONNECT_ERROR `{"message": "Invalid namespace"}`, as the Node server does.
+public final class SocketIOTestServer: Sendable {
+    public struct Options: Sendable {
+        public var pingInterval: Duration = .seconds(25)
+        public var pingTimeout: Duration = .seconds(20)
+        public var maxPayload: Int = 1_000_000
+        /// Offer the WebSocket upgrade to polling clients.
+        public var allowUpgrade = true
+        /// Connection state recovery (socket.io 4.6+): pids, offsets on broadcasts, replay on reconnect.
+        public var connectionStateRecovery = false
+        public var maxDisconnectionDuration: Duration = .seconds(120)
+        public init() {}
+    }
+
+    struct Recovery {
+        var sid: String
+        var namespace: String
+        var disconnectedAt: ContinuousClock.Instant
+    }
+
+    struct State {
+        var sessions: [String: ServerEngineSession] = [:]
+        var recorded: [[JSONValue]] = []
+        /// Broadcasts with their offset, per namespace (recovery on).
+        var log: [String: [(offset: String, arguments: [JSONValue])]] = [:]
+        var nextOffset = 0
+        var recoverable: [String: Recovery] = [:]
+        var pingsPaused = false
+        var connectCount = 0
+    }
+
+    public let options: Options
+    let state = NIOLockedValueBox(State())
+    private let serverBox = NIOLockedValueBox<LoopbackServer?>(nil)
+
+    private init(options: Options) {
+        self.options = options
+    }
+
+    public var port: Int { serverBox.withLockedValue { $0?.port ?? 0 } }
+    public var url: String { "http://127.0.0.1:\(port)" }
+    /// The arguments of every `record` event, in arrival order.
+    public var recorded: [[JSONValue]] { state.withLockedValue { $0.recorded } }
+    /// Namespace connections accepted so far.
+    public var connectCount: Int { state.withLockedValue { $0.connectCount } }
+    /// Open Engine.IO sessions.
+    public var sessionCount: Int { state.withLockedValue { $0.sessions.count } }
+
+    public static func start(options: Options = Options()) async throws -> SocketIOTestServer {
+        let server = SocketIOTestServer(options: options)
+        let router = Router()
+        router.on("/socket.io/", method: .get) { [weak server] request, _ in
+            guard let server else { return Response(status: .serviceUnavailable) }
+            return try await server.handlePolling(request)
+        }
+        router.on("/socket.io/", method: .post) { [weak server] request, _ in
+            guard let server else { return Response(status: .serviceUnavailable) }
+            return try await server.handlePolling(request)
+        }
+        let webSocket = WebSocketServerConfiguration(maxFrameSize: 64 << 20, autoPing: .disabled)
+        let builder = HTTPServerBuilder.http1WebSocketUpgrade(configuration: .init(ws: webSocket)) { [weak server] request, _, _ in
+            guard let server, request.path?.hasPrefix("/socket.io/") == true else { return .dontUpgrade }
+            let query = Self.query(request.path ?? "")
+            guard query["EIO"] == "4", query["transport"] == "websocket" else { return .dontUpgrade }
+            let existing = query["sid"].flatMap { sid in server.state.withLockedValue { $0.sessions[sid] } }
+            if query["sid"] != nil && existing == nil { return .dontUpgrade }
+            return .upgrade([:]) { inbound, outbound, _ in
+                try await server.runWebSocket(inbound: inbound, outbound: outbound, upgrading: existing)
+            }
+        }
+        let loopback = try await LoopbackServer.start(responder: router, server: builder, secure: false)
+        server.serverBox.withLockedValue { $0 = loopback }
+        return server
+    }
+
+    public func stop() async {
+        let sessions = state.withLockedValue { state -> [ServerEngineSession] in
+            defer { state.sessions = [:] }
+            return Array(state.sessions.values)
+        }
+        for session in sessions { session.terminate() }
+        await serverBox.withLockedValue { $0 }?.stop()
+    }
+
+    // MARK: Fault hooks and server-side actions
+
+    /// Cuts every connection without a close packet (a crash or a network drop).
+    public func dropAllConnections() {
+        let sessions = state.withLockedValue { Array($0.sessions.values) }
+        for session in sessions { session.terminate() }
+    }
+
+    /// Stops (or resumes) sending pings, so clients see a heartbeat timeout.
+    public func pausePings(_ paused: Bool) { state.withLockedValue { $0.pingsPaused = paused } }
+
+    /// Emits `event` to every socket connected to `namespace` (with an offset when recovery is on).
+    public func broadcast(_ event: String, _ arguments: [JSONValue], namespace: String = "/") {
+        var arguments = arguments
+        let sessions = state.withLockedValue { state -> [ServerEngineSession] in
+            if options.connectionStateRecovery {
+                state.nextOffset += 1
+                let offset = "\(state.nextOffset)"
+                arguments.append(.string(offset))
+                state.log[namespace, default: []].append((offset, arguments))
+            }
+            return Array(state.sessions.values)
+        }
+        for session in sessions {
+            session.emitIfConnected(namespace: namespace, event: event, arguments: arguments)
+        }
+    }
+
+    // MARK: Engine.IO
+
+    static func query(_ path: String) -> [String: String] {
+        guard let index = path.firstIndex(of: "?") else { return [:] }
+        var result: [String: String] = [:]
+        for pair in path[path.index(after: index)...].split(separator: "&") {
+            let parts = pair.split(separator: "=", maxSplits: 1)
+            let key = String(parts[0]).removingPercentEncoding ?? String(parts[0])
+            result[key] = parts.count > 1 ? (String(parts[1]).removingPercentEncoding ?? String(parts[1])) : ""
+        }
+        return result
+    }
+
+    static func text(_ body: String, status: HTTPResponse.Status = .ok) -> Response {
+        Response(
+            status: status, headers: [.contentType: "text/plain; charset=UTF-8"],
+            body: .init(byteBuffer: ByteBuffer(string: body)))
+    }
+
+    static func badRequest(_ code: Int, _ message: String) -> Response {
+        Response(
+            status: .badRequest, headers: [.contentType: "application/json"],
+            body: .init(byteBuffer: ByteBuffer(string: #"{"code":\#(code),"message":"\#(message)"}"#)))
+    }
+
+    func openPacket(sid: String, upgrades: [String]) -> EngineIOPacket {
+        let json: JSONValue = [
+            "sid": .string(sid), "upgrades": .array(upgrades.map(JSONValue.string)),
+            "pingInterval": .number(Double(options.pingInterval.components.seconds * 1000 + options.pingInterval.components.attoseconds / 1_000_000_000_000_000)),
+            "pingTimeout": .number(Double(options.pingTimeout.components.seconds * 1000 + options.pingTimeout.components.attoseconds / 1_000_000_000_000_000)),
+            "maxPayload": .number(Double(options.maxPayload)),
+        ]
+        return EngineIOPacket(.open, .text(json.description))
+    }
+
+    func newSession() -> ServerEngineSession {
+        let session = ServerEngineSession(server: self, sid: Self.makeID())
+        state.withLockedValue { $0.sessions[session.sid] = session }
+        session.startHeartbeat()
+        return session
+    }
+
+    func sessionEnded(_ session: ServerEngineSession) {
+        let recoverable = session.recoverableSockets()
+        state.withLockedValue { state in
+            state.sessions.removeValue(forKey: session.sid)
+            guard options.connectionStateRecovery else { return }
+            for (pid, namespace, sid) in recoverable {
+                state.recoverable[pid] = Recovery(sid: sid, namespace: namespace, disconnectedAt: .now)
+            }
+        }
+    }
+
+    static func makeID() -> String {
+        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+        return String((0..<20).map { _ in alphabet.randomElement()! })
+    }
+
+    private func handlePolling(_ request: Request) async throws -> Response {
+        let query = Self.query(request.uri.description)
+        guard query["EIO"] == "4" else { return Self.badRequest(5, "Unsupported protocol version") }
+        guard query["transport"] == "polling" else { return Self.badRequest(0, "Transport unknown") }
+        guard let sid = query["sid"] else {
+            guard request.method == .get else { return Self.badRequest(2, "Bad handshake method") }
+            let session = newSession()
+            return Self.text(EngineIOCodec.encodePayload([openPacket(sid: session.sid, upgrades: options.allowUpgrade ? ["websocket"] : [])]))
+        }
+        guard let session = state.withLockedValue({ $0.sessions[sid] }) else { return Self.badRequest(1, "Session ID unknown") }
+        if request.method == .post {
+            var request = request
+            let body = try await request.collectBody(upTo: options.maxPayload + 1024)
+            let packets: [EngineIOPacket]
+            do {
+                packets = try body.withUnsafeReadableBytes { try EngineIOCodec.decodePayload($0) }
+            } catch {
+                session.terminate()
+                return Self.badRequest(3, "Bad request")
+            }
+            for packet in packets { await session.received(packet) }
+            return Self.text("ok")
+        }
+        guard let payload = await session.poll() else { return Self.badRequest(3, "Bad request") }
+        return Self.text(payload)
+    }
+
+    private func runWebSocket(
+        inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter, upgrading existing: ServerEngineSession?
+    ) async throws {
+        var iterator = inbound.messages(maxSize: 64 << 20).makeAsyncIterator()
+        let session: ServerEngineSession
+        if let existing {
+            // Upgrade: probe, then wait for the upgrade packet.
+            guard case .text("2probe")? = try await iterator.next() else { return }
+            try await outbound.write(.text("3probe"))
+            existing.flushPollWithNoop()
+            guard case .text("5")? = try await iterator.next() else { return }
+            session = existing
+        } else {
+            session = newSession()
+            try await outbound.write(.text(text(openPacket(sid: session.sid, upgrades: []))))
+        }
+        let stream = session.attachWebSocket()
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                for await packet in stream {
+                    switch EngineIOCodec.encode(packet, supportsBinary: true) {
+                    case .text(let text): try await outbound.write(.text(text))
+                    case .binary(let data): try await outbound.write(.binary(ByteBuffer(data: data)))
+                    }
+                }
+                // The session ended: close the socket (no close frame for a simulated drop).
+                try? await outbound.close(.normalClosure, reason: nil)
+            }
+            while let message = try await iterator.next() {
+                switch message {
+                case .text(let text):
+                    guard let packet = try? EngineIOCodec.decode(text: text) else {
+                        session.terminate()
+                        break
+                    }
+                    await session.received(packet)
+                case .binary(let buffer):
+                    await session.received(EngineIOCodec.decode(binary: Data(buffer: buffer)))
+                }
+            }
+            session.terminate()
+            group.cancelAll()
+        }
+    }
+
+    private func text(_ packet: EngineIOPacket) -> String {
+        if case .text(let text) = EngineIOCodec.encode(packet, supportsBinary: true) { return text }
+        return ""
+    }
+
+    func takeRecovery(pid: String, namespace: String) -> Recovery? {
+        state.withLockedValue { state in
+            guard let recovery = state.recoverable[pid], recovery.namespace == namespace,
+                ContinuousClock.now - recovery.disconnectedAt < options.maxDisconnectionDuration
+            else { return nil }
+            state.recoverable.removeValue(forKey: pid)
+            return recovery
+        }
+    }
+
+    func missedBroadcasts(namespace: String, after offset: String?) -> [[JSONValue]] {
+        state.withLockedValue { state in
+            let log = state.log[namespace] ?? []
+            guard let offset, let index = log.firstIndex(where: { $0.offset == offset }) else {
+                return offset == nil ? log.map(\.arguments) : []
+            }
+            return log[(index + 1)...].map(\.arguments)
+        }
+    }
+}

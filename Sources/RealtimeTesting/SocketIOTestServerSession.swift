@@ -1,0 +1,305 @@
+import DequeModule
+import Foundation
+import NIOConcurrencyHelpers
+import OrderedCollections
+import SocketIOEngine
+
+/// One Engine.IO session on ``SocketIOTestServer``, with the Socket.IO sockets it carries.
+final class ServerEngineSession: Sendable {
+    struct ServerSocket: Sendable {
+        var sid: String
+        var pid: String?
+        var auth: JSONValue?
+    }
+
+    private struct State {
+        var queue: Deque<EngineIOPacket> = []
+        var pollWaiter: CheckedContinuation<Void, Never>?
+        var polling = false
+        var webSocket: AsyncStream<EngineIOPacket>.Continuation?
+        var closed = false
+        var pongSeen = true
+        var sockets: [String: ServerSocket] = [:]
+        var decoder = SocketIOPacketDecoder()
+        var nextAckID = 0
+        var acks: [Int: CheckedContinuation<[JSONValue], Never>] = [:]
+        var heartbeat: Task<Void, Never>?
+    }
+
+    let sid: String
+    private weak let server: SocketIOTestServer?
+    private let state = NIOLockedValueBox(State())
+
+    init(server: SocketIOTestServer, sid: String) {
+        self.server = server
+        self.sid = sid
+    }
+
+    // MARK: Engine.IO
+
+    func startHeartbeat() {
+        guard let server else { return }
+        let interval = server.options.pingInterval
+        let timeout = server.options.pingTimeout
+        let task = Task { [weak self] in
+            while !Task.isCancelled {
+                try? await Task.sleep(for: interval)
+                guard let self, let server = self.server else { return }
+                if server.state.withLockedValue({ $0.pingsPaused }) { continue }
+                self.state.withLockedValue { $0.pongSeen = false }
+                self.send(EngineIOPacket(.ping))
+                try? await Task.sleep(for: timeout)
+                if !self.state.withLockedValue({ $0.pongSeen }) {
+                    self.terminate()
+                    return
+                }
+            }
+        }
+        state.withLockedValue { $0.heartbeat = task }
+    }
+
+    func send(_ packet: EngineIOPacket) { send([packet]) }
+
+    /// Queues packets for the client, in order (WebSocket or the next poll).
+    func send(_ packets: [EngineIOPacket]) {
+        let waiter = state.withLockedValue { state -> CheckedContinuation<Void, Never>? in
+            if state.closed { return nil }
+            if let webSocket = state.webSocket {
+                for packet in packets { webSocket.yield(packet) }
+                return nil
+            }
+            state.queue.append(contentsOf: packets)
+            defer { state.pollWaiter = nil }
+            return state.pollWaiter
+        }
+        waiter?.resume()
+    }
+
+    /// Answers one GET: waits until something is queued. Nil for a second concurrent GET or a closed session.
+    func poll() async -> String? {
+        guard let server else { return nil }
+        let concurrent = state.withLockedValue { state -> Bool in
+            if state.polling { return true }
+            state.polling = true
+            return false
+        }
+        if concurrent {
+            terminate()
+            return nil
+        }
+        while true {
+            let ready = state.withLockedValue { state -> [EngineIOPacket]?? in
+                if state.closed { return .some(nil) }
+                guard !state.queue.isEmpty else { return nil }
+                var batch: [EngineIOPacket] = []
+                var size = 0
+                while let first = state.queue.first {
+                    let encoded = EngineIOCodec.encodePayload([first]).utf8.count + 1
+                    if !batch.isEmpty && size + encoded > server.options.maxPayload { break }
+                    batch.append(state.queue.removeFirst())
+                    size += encoded
+                }
+                state.polling = false
+                return .some(batch)
+            }
+            switch ready {
+            case .some(.some(let batch)): return EngineIOCodec.encodePayload(batch)
+            case .some(.none):
+                state.withLockedValue { $0.polling = false }
+                return EngineIOCodec.encodePayload([EngineIOPacket(.close)])
+            case .none:
+                await withCheckedContinuation { continuation in
+                    let resumeNow = state.withLockedValue { state -> Bool in
+                        if state.closed || !state.queue.isEmpty { return true }
+                        state.pollWaiter = continuation
+                        return false
+                    }
+                    if resumeNow { continuation.resume() }
+                }
+            }
+        }
+    }
+
+    /// During an upgrade: end the pending GET with a noop.
+    func flushPollWithNoop() { send(EngineIOPacket(.noop)) }
+
+    /// Moves the session to WebSocket: what is still queued goes first.
+    func attachWebSocket() -> AsyncStream<EngineIOPacket> {
+        let (stream, continuation) = AsyncStream.makeStream(of: EngineIOPacket.self)
+        let (waiter, closed) = state.withLockedValue { state -> (CheckedContinuation<Void, Never>?, Bool) in
+            for packet in state.queue { continuation.yield(packet) }
+            state.queue = []
+            state.webSocket = continuation
+            defer { state.pollWaiter = nil }
+            return (state.pollWaiter, state.closed)
+        }
+        waiter?.resume()
+        if closed { continuation.finish() }
+        return stream
+    }
+
+    /// Ends the session without a close packet (a drop), or after one.
+    func terminate() {
+        let (waiter, webSocket, heartbeat, acks, wasClosed) = state.withLockedValue { state in
+            let wasClosed = state.closed
+            state.closed = true
+            defer {
+                state.pollWaiter = nil
+                state.acks = [:]
+            }
+            return (state.pollWaiter, state.webSocket, state.heartbeat, state.acks, wasClosed)
+        }
+        if wasClosed { return }
+        waiter?.resume()
+        webSocket?.finish()
+        heartbeat?.cancel()
+        for ack in acks.values { ack.resume(returning: []) }
+        server?.sessionEnded(self)
+    }
+
+    func received(_ packet: EngineIOPacket) async {
+        switch packet.type {
+        case .pong: state.withLockedValue { $0.pongSeen = true }
+        case .close: terminate()
+        case .message:
+            do {
+                let decoded: SocketIOPacket?
+                switch packet.payload {
+                case .text(let text): decoded = try state.withLockedValue { try $0.decoder.receive(text: text) }
+                case .binary(let data): decoded = try state.withLockedValue { try $0.decoder.receive(binary: data) }
+                case .none: decoded = nil
+                }
+                if let decoded { await handle(decoded) }
+            } catch {
+                terminate()
+            }
+        default: break
+        }
+    }
+
+    // MARK: Socket.IO
+
+    func recoverableSockets() -> [(pid: String, namespace: String, sid: String)] {
+        state.withLockedValue { state in
+            state.sockets.compactMap { namespace, socket in socket.pid.map { ($0, namespace, socket.sid) } }
+        }
+    }
+
+    private func sendPacket(_ packet: SocketIOPacket) {
+        send(SocketIOCodec.encode(packet).engineIOPackets)
+    }
+
+    func emit(namespace: String, event: String, arguments: [JSONValue], ackID: Int? = nil) {
+        sendPacket(SocketIOPacket(type: .event, namespace: namespace, id: ackID, data: .array([.string(event)] + arguments)))
+    }
+
+    func emitIfConnected(namespace: String, event: String, arguments: [JSONValue]) {
+        guard state.withLockedValue({ $0.sockets[namespace] != nil }) else { return }
+        emit(namespace: namespace, event: event, arguments: arguments)
+    }
+
+    /// Emits with an ack id and waits for the client's answer (empty if the session ends first).
+    func call(namespace: String, event: String, arguments: [JSONValue]) async -> [JSONValue] {
+        await withCheckedContinuation { continuation in
+            let id = state.withLockedValue { state -> Int in
+                let id = state.nextAckID
+                state.nextAckID += 1
+                state.acks[id] = continuation
+                return id
+            }
+            emit(namespace: namespace, event: event, arguments: arguments, ackID: id)
+        }
+    }
+
+    private func handle(_ packet: SocketIOPacket) async {
+        guard let server else { return }
+        let namespace = packet.namespace
+        switch packet.type {
+        case .connect:
+            connect(namespace: namespace, data: packet.data, server: server)
+        case .disconnect:
+            state.withLockedValue { _ = $0.sockets.removeValue(forKey: namespace) }
+        case .event, .binaryEvent:
+            guard state.withLockedValue({ $0.sockets[namespace] != nil }),
+                let arguments = packet.data?.arrayValue, let name = arguments.first?.stringValue
+            else { return }
+            await event(name, Array(arguments.dropFirst()), namespace: namespace, ackID: packet.id, server: server)
+        case .ack, .binaryAck:
+            guard let id = packet.id, let continuation = state.withLockedValue({ $0.acks.removeValue(forKey: id) }) else { return }
+            continuation.resume(returning: packet.data?.arrayValue ?? [])
+        case .connectError:
+            terminate()
+        }
+    }
+
+    private func connect(namespace: String, data: JSONValue?, server: SocketIOTestServer) {
+        switch namespace {
+        case "/": break
+        case "/chat":
+            guard data?["token"] == "secret" else {
+                sendPacket(SocketIOPacket(type: .connectError, namespace: namespace, data: ["message": "bad token"]))
+                return
+            }
+        default:
+            sendPacket(SocketIOPacket(type: .connectError, namespace: namespace, data: ["message": "Invalid namespace"]))
+            return
+        }
+        var socket = ServerSocket(sid: SocketIOTestServer.makeID(), pid: nil, auth: data)
+        var replay: [[JSONValue]] = []
+        if server.options.connectionStateRecovery {
+            if let pid = data?["pid"]?.stringValue, let recovery = server.takeRecovery(pid: pid, namespace: namespace) {
+                socket.sid = recovery.sid
+                socket.pid = pid
+                replay = server.missedBroadcasts(namespace: namespace, after: data?["offset"]?.stringValue)
+            } else {
+                socket.pid = SocketIOTestServer.makeID()
+            }
+        }
+        state.withLockedValue { $0.sockets[namespace] = socket }
+        server.state.withLockedValue { $0.connectCount += 1 }
+        // Missed packets go before the CONNECT reply, as socket.io 4.6+ sends them.
+        for arguments in replay { emit(namespace: namespace, event: "news", arguments: arguments) }
+        var reply: OrderedDictionary<String, JSONValue> = ["sid": .string(socket.sid)]
+        if let pid = socket.pid { reply["pid"] = .string(pid) }
+        sendPacket(SocketIOPacket(type: .connect, namespace: namespace, data: .object(reply)))
+        if namespace == "/" { emit(namespace: "/", event: "welcome", arguments: [["sid": .string(socket.sid)]]) }
+    }
+
+    private func event(_ name: String, _ arguments: [JSONValue], namespace: String, ackID: Int?, server: SocketIOTestServer) async {
+        func ack(_ values: [JSONValue]) {
+            guard let ackID else { return }
+            sendPacket(SocketIOPacket(type: .ack, namespace: namespace, id: ackID, data: .array(values)))
+        }
+        switch name {
+        case "echo": ack(arguments)
+        case "whoami": ack([state.withLockedValue { $0.sockets[namespace]?.auth } ?? .null])
+        case "echo_event": emit(namespace: namespace, event: "echoed", arguments: arguments)
+        case "ask":
+            Task {
+                let reply = await self.call(namespace: namespace, event: "question", arguments: arguments)
+                self.emit(namespace: namespace, event: "answer", arguments: reply)
+            }
+        case "count":
+            for index in 1...max(1, arguments.first?.intValue ?? 1) {
+                emit(namespace: namespace, event: "tick", arguments: [.number(Double(index))])
+            }
+        case "disconnect_me":
+            state.withLockedValue { _ = $0.sockets.removeValue(forKey: namespace) }
+            sendPacket(SocketIOPacket(type: .disconnect, namespace: namespace))
+        case "record":
+            server.state.withLockedValue { $0.recorded.append(arguments) }
+            ack([])
+        case "broadcast":
+            server.broadcast("news", arguments, namespace: namespace)
+            ack([])
+        case "late_ack":
+            let delay = arguments.first?.intValue ?? 100
+            Task {
+                try? await Task.sleep(for: .milliseconds(delay))
+                ack(["late"])
+            }
+        default:
+            break
+        }
+    }
+}
