@@ -1,0 +1,123 @@
+"""python-socketio's AsyncClient against a server under test (our SocketIOTestServer).
+
+Usage: sio_client.py URL TRANSPORTS   (TRANSPORTS: "polling", "websocket" or "polling,websocket")
+Prints "OK <scenario>" or "FAIL <scenario>: <why>" per scenario, then "DONE"; exits 1 on any failure.
+"""
+import asyncio
+import sys
+
+import socketio
+
+url = sys.argv[1]
+transports = sys.argv[2].split(",")
+failures = 0
+
+
+def report(name, ok, why=""):
+    global failures
+    if ok:
+        print(f"OK {name}", flush=True)
+    else:
+        failures += 1
+        print(f"FAIL {name}: {why}", flush=True)
+
+
+async def with_timeout(awaitable, seconds=5):
+    return await asyncio.wait_for(awaitable, seconds)
+
+
+async def default_namespace():
+    sio = socketio.AsyncClient(reconnection=False)
+    welcome = asyncio.get_running_loop().create_future()
+    echoed = asyncio.get_running_loop().create_future()
+    answer = asyncio.get_running_loop().create_future()
+    disconnected = asyncio.get_running_loop().create_future()
+
+    @sio.on("welcome")
+    async def on_welcome(data):
+        if not welcome.done():
+            welcome.set_result(data)
+
+    @sio.on("echoed")
+    async def on_echoed(*args):
+        echoed.set_result(list(args))
+
+    @sio.on("answer")
+    async def on_answer(*args):
+        answer.set_result(list(args))
+
+    @sio.on("question")
+    async def on_question(*args):
+        return "reply to", list(args)
+
+    @sio.event
+    async def disconnect(*args):
+        if not disconnected.done():
+            disconnected.set_result(True)
+
+    await with_timeout(sio.connect(url, transports=transports, wait_timeout=5))
+    data = await with_timeout(welcome)
+    report("connect and welcome", isinstance(data, dict) and data.get("sid") == sio.get_sid("/"), repr(data))
+
+    blob = bytes(range(256))
+    reply = await sio.call("echo", ("text", 42, 1.5, True, None, {"nested": [1, blob]}), timeout=5)
+    report("ack with binary in nested position", list(reply) == ["text", 42, 1.5, True, None, {"nested": [1, blob]}], repr(reply))
+
+    await sio.emit("echo_event", (b"\x01\x02\x03", "after"))
+    got = await with_timeout(echoed)
+    report("event with binary from the server", got == [b"\x01\x02\x03", "after"], repr(got))
+
+    await sio.emit("ask", "q1")
+    got = await with_timeout(answer)
+    report("server asks the client with an ack", got == ["reply to", ["q1"]], repr(got))
+
+    for n in range(1, 4):
+        await sio.emit("record", n)
+    report("emits", True)
+
+    if "websocket" in transports and "polling" in transports:
+        for _ in range(50):
+            if sio.transport() == "websocket":
+                break
+            await asyncio.sleep(0.02)
+        report("upgrade to websocket", sio.transport() == "websocket", sio.transport())
+
+    await sio.emit("disconnect_me")
+    await with_timeout(disconnected)
+    report("server-initiated disconnect", True)
+    await sio.disconnect()
+
+
+async def chat_namespace():
+    sio = socketio.AsyncClient(reconnection=False)
+    await with_timeout(sio.connect(url, namespaces=["/chat"], auth={"token": "secret"}, transports=transports, wait_timeout=5))
+    who = await sio.call("whoami", namespace="/chat", timeout=5)
+    report("namespace with auth accepted", who == {"token": "secret"}, repr(who))
+    await sio.disconnect()
+
+    refused = socketio.AsyncClient(reconnection=False)
+    reasons = []
+
+    @refused.on("connect_error", namespace="/chat")
+    async def on_connect_error(data):
+        reasons.append(data)
+
+    try:
+        await with_timeout(refused.connect(url, namespaces=["/chat"], auth={"token": "wrong"}, transports=transports, wait_timeout=5))
+        report("namespace with auth refused", False, "connected")
+        await refused.disconnect()
+    except socketio.exceptions.ConnectionError as error:
+        report("namespace with auth refused", reasons == [{"message": "bad token"}], f"{error} {reasons!r}")
+
+
+async def main():
+    for scenario in (default_namespace, chat_namespace):
+        try:
+            await scenario()
+        except Exception as error:  # report and go on
+            report(scenario.__name__, False, f"{type(error).__name__}: {error}")
+    print("DONE", flush=True)
+    sys.exit(1 if failures else 0)
+
+
+asyncio.run(main())
