@@ -114,6 +114,12 @@ public final class SocketIOTestServer: Sendable {
         for session in sessions { session.terminate() }
     }
 
+    /// Sends a raw Engine.IO message packet (`4<text>`) to every session: for malformed-input tests.
+    public func injectRawMessage(_ text: String) {
+        let sessions = state.withLockedValue { Array($0.sessions.values) }
+        for session in sessions { session.send(.message(text)) }
+    }
+
     /// Stops (or resumes) sending pings, so clients see a heartbeat timeout.
     public func pausePings(_ paused: Bool) { state.withLockedValue { $0.pingsPaused = paused } }
 

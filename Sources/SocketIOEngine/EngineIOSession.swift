@@ -42,6 +42,9 @@ final class EngineIOSession: Sendable {
         var readerParked: CheckedContinuation<Void, Never>?
         var parkedReaderWaiter: CheckedContinuation<Void, Never>?
         var readerDecision: CheckedContinuation<Bool, Never>?
+        /// The WebSocket in use, so a heartbeat failure can end a read that is waiting on it.
+        var webSocket: WebSocketConnection?
+        var heartbeatFailure: RealtimeError?
     }
 
     let options: EngineIOOptions
@@ -330,6 +333,19 @@ final class EngineIOSession: Sendable {
     private func runWebSocket(
         _ connection: WebSocketConnection, inbound: inout WebSocketMessages.AsyncIterator, generation: Int
     ) async throws -> EngineIOSessionEnd {
+        state.withLockedValue { $0.webSocket = connection }
+        defer { state.withLockedValue { $0.webSocket = nil } }
+        do {
+            return try await readAndWriteWebSocket(connection, inbound: &inbound, generation: generation)
+        } catch {
+            if let failure = state.withLockedValue({ $0.heartbeatFailure }) { throw failure }
+            throw error
+        }
+    }
+
+    private func readAndWriteWebSocket(
+        _ connection: WebSocketConnection, inbound: inout WebSocketMessages.AsyncIterator, generation: Int
+    ) async throws -> EngineIOSessionEnd {
         try await withThrowingTaskGroup(of: ChildEnd.self) { group in
             group.addTask { try await self.webSocketWriter(connection, generation: generation) }
             defer { group.cancelAll() }
@@ -348,6 +364,7 @@ final class EngineIOSession: Sendable {
                     return end
                 }
             }
+            if let failure = state.withLockedValue({ $0.heartbeatFailure }) { throw failure }
             if state.withLockedValue({ $0.closing }) { return .closedByClient }
             throw RealtimeError(.connectionClosed, "the WebSocket closed without an Engine.IO close packet", closeCode: 1006)
         }
@@ -403,7 +420,14 @@ final class EngineIOSession: Sendable {
     private func heartbeatMonitor(_ handshake: EngineIOHandshake) async throws -> ChildEnd {
         let limit = handshake.pingInterval + handshake.pingTimeout
         try await heartbeat.monitor(limit: limit)
-        throw RealtimeError.timeout("no ping from the server within pingInterval + pingTimeout (\(limit))")
+        let error = RealtimeError.timeout("no ping from the server within pingInterval + pingTimeout (\(limit))")
+        let webSocket = state.withLockedValue { state -> WebSocketConnection? in
+            state.heartbeatFailure = error
+            return state.webSocket
+        }
+        // A reader waiting on the socket does not see task cancellation from a sibling: close it.
+        if let webSocket { try? await webSocket.close(code: 1000, reason: nil) }
+        throw error
     }
 
     static func parseHandshake(_ json: String) throws -> EngineIOHandshake {

@@ -1,0 +1,149 @@
+import Foundation
+import RealtimeCore
+import RealtimeTesting
+import SocketIOEngine
+import Testing
+
+/// Client behaviour that needs server faults only our in-process server can produce on demand.
+@Suite(.serialized, .timeLimit(.minutes(2)))
+struct SocketIOClientBehaviourTests {
+    @Test("connection state recovery: missed broadcasts are replayed in order, nothing lost or duplicated", arguments: [0, 1])
+    func connectionStateRecovery(mode: Int) async throws {
+        var options = SocketIOTestServer.Options()
+        options.connectionStateRecovery = true
+        let server = try await SocketIOTestServer.start(options: options)
+        let transports: [EngineIOOptions.Transport] = mode == 0 ? [.websocket] : [.polling]
+        let manager = SocketManager(url: server.url, configuration: .testing(transports, upgrade: false))
+        let socket = manager.defaultSocket
+        let news = Recorder<[JSONValue]>()
+        let connects = Recorder<Int>()
+        socket.on("news") { news.append($0.arguments) }
+        socket.on(clientEvent: .connect) { _ in connects.append(1) }
+        try await socket.connect(timeout: .seconds(5))
+        let sid = socket.sid
+        #expect(socket.recoveryState.pid != nil)
+        #expect(!socket.recovered)
+
+        server.broadcast("news", [1])
+        await news.wait(for: 1)
+        #expect(socket.recoveryState.offset == "1")
+
+        server.dropAllConnections()
+        server.broadcast("news", [2])
+        server.broadcast("news", [3])
+        await connects.wait(for: 2)
+        await news.wait(for: 3)
+        server.broadcast("news", [4])
+        let received = await news.wait(for: 4)
+        // The JavaScript client hands the offset to handlers as the last argument; so do we.
+        #expect(received == [[1, "1"], [2, "2"], [3, "3"], [4, "4"]])
+        #expect(socket.recovered)
+        #expect(socket.sid == sid)
+        manager.disconnect()
+        await manager.waitUntilStopped()
+        await server.stop()
+    }
+
+    @Test("no ping within pingInterval + pingTimeout: the session is dead and the client reconnects")
+    func heartbeatTimeout() async throws {
+        var options = SocketIOTestServer.Options()
+        options.pingInterval = .milliseconds(150)
+        options.pingTimeout = .milliseconds(150)
+        let server = try await SocketIOTestServer.start(options: options)
+        let manager = SocketManager(url: server.url, configuration: .testing([.websocket]))
+        let socket = manager.defaultSocket
+        let reasons = Recorder<[JSONValue]>()
+        let connects = Recorder<Int>()
+        let pings = Recorder<Int>()
+        socket.on(clientEvent: .disconnect) { reasons.append($0.arguments) }
+        socket.on(clientEvent: .connect) { _ in connects.append(1) }
+        socket.on(clientEvent: .ping) { _ in pings.append(1) }
+        try await socket.connect(timeout: .seconds(5))
+        // Pings are answered: the session survives several intervals.
+        await pings.wait(for: 3)
+        #expect(socket.status == .connected)
+        server.pausePings(true)
+        #expect(await reasons.wait(for: 1) == [["ping timeout"]])
+        server.pausePings(false)
+        await connects.wait(for: 2)
+        #expect(try await socket.emitWithAck("echo", "alive", timeout: .seconds(5)) == ["alive"])
+        manager.disconnect()
+        await manager.waitUntilStopped()
+        await server.stop()
+    }
+
+    @Test("an ack after its timeout is dropped; the next ack is matched correctly")
+    func lateAck() async throws {
+        let server = try await SocketIOTestServer.start()
+        let manager = SocketManager(url: server.url, configuration: .testing([.websocket]))
+        let socket = manager.defaultSocket
+        try await socket.connect(timeout: .seconds(5))
+        await #expect {
+            _ = try await socket.emitWithAck("late_ack", 300, timeout: .milliseconds(100))
+        } throws: { ($0 as? RealtimeError)?.code == .timeout }
+        try await Task.sleep(for: .milliseconds(400))
+        #expect(try await socket.emitWithAck("echo", "next", timeout: .seconds(5)) == ["next"])
+        #expect(socket.status == .connected)
+        manager.disconnect()
+        await manager.waitUntilStopped()
+        await server.stop()
+    }
+
+    @Test("a malformed packet ends the session with a typed protocol error; the client reconnects",
+          arguments: ["2[\"unterminated", "9", "51-[\"x\"]"])
+    func malformedPacket(raw: String) async throws {
+        let server = try await SocketIOTestServer.start()
+        let manager = SocketManager(url: server.url, configuration: .testing([.websocket]))
+        let socket = manager.defaultSocket
+        let errors = Recorder<String>()
+        let connects = Recorder<Int>()
+        socket.on(clientEvent: .error) { errors.append($0.arguments.first?.stringValue ?? "") }
+        socket.on(clientEvent: .connect) { _ in connects.append(1) }
+        try await socket.connect(timeout: .seconds(5))
+        server.injectRawMessage(raw)
+        if raw.hasPrefix("51-") {
+            // A binary packet waits for its attachment; a text packet instead is the violation.
+            server.injectRawMessage("2[\"x\"]")
+        }
+        let seen = await errors.wait(for: 1)
+        #expect(seen.first?.contains("protocolViolation") == true, "\(seen)")
+        await connects.wait(for: 2)
+        #expect(try await socket.emitWithAck("echo", 1, timeout: .seconds(5)) == [1])
+        manager.disconnect()
+        await manager.waitUntilStopped()
+        await server.stop()
+    }
+
+    @Test("polling batches stay within the server's maxPayload and keep their order")
+    func pollingBatchesRespectMaxPayload() async throws {
+        var options = SocketIOTestServer.Options()
+        options.maxPayload = 300
+        let server = try await SocketIOTestServer.start(options: options)
+        let manager = SocketManager(url: server.url, configuration: .testing([.polling], upgrade: false))
+        let socket = manager.defaultSocket
+        try await socket.connect(timeout: .seconds(5))
+        let filler = String(repeating: "x", count: 60)
+        for index in 0..<40 { try socket.emit("record", arguments: [.number(Double(index)), .string(filler)]) }
+        #expect(try await socket.emitWithAck("echo", "last", timeout: .seconds(10)) == ["last"])
+        #expect(server.recorded.map { $0.first?.intValue } == Array(0..<40))
+        #expect(socket.status == .connected)
+        manager.disconnect()
+        await manager.waitUntilStopped()
+        await server.stop()
+    }
+
+    @Test("emits while the connection is down are queued (100 by default) and a full queue is a typed error")
+    func offlineQueueLimit() async throws {
+        var configuration = SocketIOConfiguration.testing([.websocket])
+        configuration.offlineQueueCapacity = 3
+        let manager = SocketManager(url: "http://127.0.0.1:1", configuration: configuration)
+        let socket = manager.defaultSocket
+        socket.connect()
+        for index in 0..<3 { try socket.emit("record", arguments: [.number(Double(index))]) }
+        #expect(throws: RealtimeError.self) { try socket.emit("record", arguments: [3]) }
+        #expect(socket.queuedEmitCount == 3)
+        manager.disconnect()
+        await manager.waitUntilStopped()
+        #expect(socket.queuedEmitCount == 3, "nothing queued is dropped by a disconnect")
+    }
+}
