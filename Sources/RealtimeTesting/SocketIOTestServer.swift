@@ -50,6 +50,8 @@ public final class SocketIOTestServer: Sendable {
         var nextOffset = 0
         var recoverable: [String: Recovery] = [:]
         var pingsPaused = false
+        var events: [(namespace: String, name: String, arguments: [JSONValue])] = []
+        var handshakeQueries: [[String: String]] = []
         var connectCount = 0
     }
 
@@ -65,6 +67,10 @@ public final class SocketIOTestServer: Sendable {
     public var url: String { "http://127.0.0.1:\(port)" }
     /// The arguments of every `record` event, in arrival order.
     public var recorded: [[JSONValue]] { state.withLockedValue { $0.recorded } }
+    /// Every event the server received: namespace, name, arguments.
+    public var receivedEvents: [(namespace: String, name: String, arguments: [JSONValue])] { state.withLockedValue { $0.events } }
+    /// The query parameters of each Engine.IO handshake.
+    public var handshakeQueries: [[String: String]] { state.withLockedValue { $0.handshakeQueries } }
     /// Namespace connections accepted so far.
     public var connectCount: Int { state.withLockedValue { $0.connectCount } }
     /// Open Engine.IO sessions.
@@ -89,7 +95,7 @@ public final class SocketIOTestServer: Sendable {
             let existing = query["sid"].flatMap { sid in server.state.withLockedValue { $0.sessions[sid] } }
             if query["sid"] != nil && existing == nil { return .dontUpgrade }
             return .upgrade([:]) { inbound, outbound, _ in
-                try await server.runWebSocket(inbound: inbound, outbound: outbound, upgrading: existing)
+                try await server.runWebSocket(inbound: inbound, outbound: outbound, upgrading: existing, query: query)
             }
         }
         let loopback = try await LoopbackServer.start(responder: router, server: builder, secure: false)
@@ -204,6 +210,7 @@ public final class SocketIOTestServer: Sendable {
         guard query["transport"] == "polling" else { return Self.badRequest(0, "Transport unknown") }
         guard let sid = query["sid"] else {
             guard request.method == .get else { return Self.badRequest(2, "Bad handshake method") }
+            state.withLockedValue { $0.handshakeQueries.append(query) }
             let session = newSession()
             return Self.text(EngineIOCodec.encodePayload([openPacket(sid: session.sid, upgrades: options.allowUpgrade ? ["websocket"] : [])]))
         }
@@ -226,7 +233,8 @@ public final class SocketIOTestServer: Sendable {
     }
 
     private func runWebSocket(
-        inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter, upgrading existing: ServerEngineSession?
+        inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter, upgrading existing: ServerEngineSession?,
+        query: [String: String]
     ) async throws {
         var iterator = inbound.messages(maxSize: 64 << 20).makeAsyncIterator()
         let session: ServerEngineSession
@@ -238,6 +246,7 @@ public final class SocketIOTestServer: Sendable {
             guard case .text("5")? = try await iterator.next() else { return }
             session = existing
         } else {
+            state.withLockedValue { $0.handshakeQueries.append(query) }
             session = newSession()
             try await outbound.write(.text(text(openPacket(sid: session.sid, upgrades: []))))
         }

@@ -223,6 +223,7 @@ final class ServerEngineSession: Sendable {
             guard state.withLockedValue({ $0.sockets[namespace] != nil }),
                 let arguments = packet.data?.arrayValue, let name = arguments.first?.stringValue
             else { return }
+            server.state.withLockedValue { $0.events.append((namespace, name, Array(arguments.dropFirst()))) }
             await event(name, Array(arguments.dropFirst()), namespace: namespace, ackID: packet.id, server: server)
         case .ack, .binaryAck:
             guard let id = packet.id, let continuation = state.withLockedValue({ $0.acks.removeValue(forKey: id) }) else { return }

@@ -1,0 +1,231 @@
+public import Foundation
+import Logging
+import NIOConcurrencyHelpers
+import NIOHTTP1
+import RealtimeCore
+
+// The shape of socket.io-client-swift (v15/v16), so its documented usage compiles with only the
+// import changed (`import SocketIO` -> `import SocketIOEngine`). Callbacks must be `@Sendable`.
+
+/// socket.io-client-swift's options.
+public enum SocketIOClientOption: @unchecked Sendable {
+    // @unchecked: `.connectParams` holds `[String: Any]` as the original API does; it is read once,
+    // when the manager is created.
+    case log(Bool)
+    case compress
+    case connectParams([String: Any])
+    case extraHeaders([String: String])
+    case reconnects(Bool)
+    case reconnectAttempts(Int)
+    /// Seconds.
+    case reconnectWait(Int)
+    /// Seconds.
+    case reconnectWaitMax(Int)
+    case randomizationFactor(Double)
+    case forceWebsockets(Bool)
+    case forcePolling(Bool)
+    case forceNew(Bool)
+    case path(String)
+    case secure(Bool)
+    case selfSigned(Bool)
+}
+
+/// A list of ``SocketIOClientOption``, written as an array literal.
+public struct SocketIOClientConfiguration: ExpressibleByArrayLiteral, Sendable {
+    public var options: [SocketIOClientOption]
+    public init(arrayLiteral elements: SocketIOClientOption...) { options = elements }
+    public init(_ options: [SocketIOClientOption]) { self.options = options }
+
+    /// The Objective-C style dictionary (`["log": true, "connectParams": [...]]`).
+    public init(dictionary: [String: Any]) {
+        var options: [SocketIOClientOption] = []
+        for (key, value) in dictionary {
+            switch (key, value) {
+            case ("log", let flag as Bool): options.append(.log(flag))
+            case ("compress", let flag as Bool): if flag { options.append(.compress) }
+            case ("connectParams", let params as [String: Any]): options.append(.connectParams(params))
+            case ("extraHeaders", let headers as [String: String]): options.append(.extraHeaders(headers))
+            case ("reconnects", let flag as Bool): options.append(.reconnects(flag))
+            case ("reconnectAttempts", let count as Int): options.append(.reconnectAttempts(count))
+            case ("reconnectWait", let seconds as Int): options.append(.reconnectWait(seconds))
+            case ("reconnectWaitMax", let seconds as Int): options.append(.reconnectWaitMax(seconds))
+            case ("randomizationFactor", let factor as Double): options.append(.randomizationFactor(factor))
+            case ("forceWebsockets", let flag as Bool): options.append(.forceWebsockets(flag))
+            case ("forcePolling", let flag as Bool): options.append(.forcePolling(flag))
+            case ("forceNew", let flag as Bool): options.append(.forceNew(flag))
+            case ("path", let path as String): options.append(.path(path))
+            case ("secure", let flag as Bool): options.append(.secure(flag))
+            case ("selfSigned", let flag as Bool): options.append(.selfSigned(flag))
+            default: break
+            }
+        }
+        self.options = options
+    }
+
+    /// The equivalent ``SocketIOConfiguration``; `secure` switches the URL to https/wss.
+    func apply(to url: URL) -> (String, SocketIOConfiguration) {
+        var configuration = SocketIOConfiguration()
+        var urlText = url.absoluteString
+        for option in options {
+            switch option {
+            case .log(let on):
+                if on {
+                    // The process's logging backend (stdout unless LoggingSystem was bootstrapped).
+                    var logger = Logger(label: "SocketIO")
+                    logger.logLevel = .debug
+                    configuration.runtime = configuration.runtime.logging(to: logger)
+                }
+            case .compress: configuration.engine.compression = true
+            case .connectParams(let params):
+                for (key, value) in params { configuration.engine.query[key] = "\(value)" }
+            case .extraHeaders(let headers):
+                for (name, value) in headers { configuration.engine.headers.replaceOrAdd(name: name, value: value) }
+            case .reconnects(let on): configuration.reconnection = on
+            case .reconnectAttempts(let count): configuration.reconnectionAttempts = count < 0 ? nil : count
+            case .reconnectWait(let seconds): configuration.reconnectionDelay = .seconds(seconds)
+            case .reconnectWaitMax(let seconds): configuration.reconnectionDelayMax = .seconds(seconds)
+            case .randomizationFactor(let factor): configuration.randomizationFactor = factor
+            case .forceWebsockets(let on):
+                if on {
+                    configuration.engine.transports = [.websocket]
+                    configuration.engine.upgrade = false
+                }
+            case .forcePolling(let on):
+                if on {
+                    configuration.engine.transports = [.polling]
+                    configuration.engine.upgrade = false
+                }
+            case .forceNew: break
+            case .path(let path): configuration.engine.path = path
+            case .secure(let on):
+                if on, urlText.hasPrefix("http://") { urlText = "https://" + urlText.dropFirst("http://".count) }
+                if on, urlText.hasPrefix("ws://") { urlText = "wss://" + urlText.dropFirst("ws://".count) }
+            case .selfSigned(let on):
+                if on { configuration.engine.tls = .dangerouslyDisableCertificateVerification() }
+            }
+        }
+        return (urlText, configuration)
+    }
+}
+
+extension SocketManager {
+    /// socket.io-client-swift's initializer.
+    public convenience init(socketURL: URL, config: SocketIOClientConfiguration = []) {
+        let (url, configuration) = config.apply(to: socketURL)
+        self.init(url: url, configuration: configuration)
+    }
+
+    /// The Objective-C style initializer with a dictionary of options.
+    public convenience init(socketURL: URL, config: [String: Any]) {
+        self.init(socketURL: socketURL, config: SocketIOClientConfiguration(dictionary: config))
+    }
+
+    /// The socket for a namespace (socket.io-client-swift spelling).
+    public func socket(forNamespace namespace: String) -> SocketIOClient {
+        socket(forNamespace: namespace, auth: nil)
+    }
+}
+
+/// Answers a server's ack request from a callback-style handler.
+public final class SocketAckEmitter: Sendable {
+    let event: SocketIOEvent
+
+    init(event: SocketIOEvent) { self.event = event }
+
+    /// Whether the server asked for an ack.
+    public var expected: Bool { event.expectsAck }
+
+    public func with(_ items: any SocketData...) {
+        guard let values = try? items.map({ try $0.socketRepresentation() }) else { return }
+        event.ack(arguments: values)
+    }
+
+    public func with(_ items: [Any]) {
+        guard let values = try? items.map({ try JSONValue(any: $0) }) else { return }
+        event.ack(arguments: values)
+    }
+}
+
+/// Returned by the callback-style `emitWithAck`; the packet is sent when ``timingOut(after:callback:)``
+/// is called.
+public final class OnAckCallback: Sendable {
+    private let socket: SocketIOClient
+    private let event: String
+    private let arguments: Result<[JSONValue], any Error>
+
+    init(socket: SocketIOClient, event: String, arguments: Result<[JSONValue], any Error>) {
+        self.socket = socket
+        self.event = event
+        self.arguments = arguments
+    }
+
+    /// Sends the event; `callback` gets the ack's items, or `["NO ACK"]` when `seconds` pass first.
+    /// As in socket.io-client-swift, 0 means no timeout (the ack may then never come; prefer the
+    /// async `emitWithAck(_:arguments:timeout:)`, whose timeout always fires).
+    public func timingOut(after seconds: Double, callback: @escaping @Sendable ([Any]) -> Void) {
+        let arguments: [JSONValue]
+        switch self.arguments {
+        case .success(let values): arguments = values
+        case .failure(let error):
+            socket.fire(.error, [.string("emitWithAck \(event) failed: \(error)")])
+            return
+        }
+        let timeout: Duration? = seconds > 0 ? .milliseconds(Int64(seconds * 1000)) : nil
+        socket.emitExpectingAck(event, arguments: arguments, timeout: timeout) { result in
+            switch result {
+            case .success(let values): callback(values.map(\.anyValue))
+            case .failure: callback(["NO ACK"])
+            }
+        }
+    }
+}
+
+extension SocketIOClient {
+    /// Callback-style handler: `data` as Foundation values, `ack` to answer the server.
+    @discardableResult
+    public func on(_ event: String, callback: @escaping @Sendable ([Any], SocketAckEmitter) -> Void) -> UUID {
+        addHandler(event, once: false) { event in callback(event.arguments.map(\.anyValue), SocketAckEmitter(event: event)) }
+    }
+
+    @discardableResult
+    public func once(_ event: String, callback: @escaping @Sendable ([Any], SocketAckEmitter) -> Void) -> UUID {
+        addHandler(event, once: true) { event in callback(event.arguments.map(\.anyValue), SocketAckEmitter(event: event)) }
+    }
+
+    @discardableResult
+    public func on(clientEvent event: SocketClientEvent, callback: @escaping @Sendable ([Any], SocketAckEmitter) -> Void) -> UUID {
+        on(event.rawValue, callback: callback)
+    }
+
+    /// Callback-style emit with an ack: call `.timingOut(after:callback:)` on the result to send it.
+    public func emitWithAck(_ event: String, _ items: any SocketData...) -> OnAckCallback {
+        OnAckCallback(socket: self, event: event, arguments: Result { try items.map { try $0.socketRepresentation() } })
+    }
+
+    public func emitWithAck(_ event: String, with items: [Any]) -> OnAckCallback {
+        OnAckCallback(socket: self, event: event, arguments: Result { try items.map { try JSONValue(any: $0) } })
+    }
+
+    /// Connects with a payload (the namespace's auth object).
+    public func connect(withPayload payload: [String: Any]?) {
+        guard let payload else { return connect() }
+        do {
+            connect(auth: .value(try JSONValue(any: payload)))
+        } catch {
+            fire(.error, [.string("the connect payload has no JSON form: \(error)")])
+        }
+    }
+
+    /// Connects; if not connected within `timeoutAfter` seconds, calls `handler` (0 = no timeout).
+    public func connect(withPayload payload: [String: Any]? = nil, timeoutAfter: Double, withHandler handler: (@Sendable () -> Void)?) {
+        connect(withPayload: payload)
+        guard timeoutAfter > 0, let handler else { return }
+        Task {
+            try? await Task.sleep(for: .milliseconds(Int64(timeoutAfter * 1000)))
+            if self.status != .connected { handler() }
+        }
+    }
+
+    /// The manager this socket belongs to.
+    public var socketManager: SocketManager? { manager }
+}

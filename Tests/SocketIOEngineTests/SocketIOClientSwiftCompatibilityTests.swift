@@ -1,0 +1,116 @@
+import Foundation
+import RealtimeTesting
+import SocketIOEngine  // the seed's code had `import SocketIO`; nothing else changes
+import Testing
+
+/// The usage documented in the seed (shared/seeds/socketio-client-swift-usage.zh.txt, an
+/// Objective-C wrapper around socket.io-client-swift 15.2), written in Swift against
+/// socket.io-client-swift's API: a manager made from a dictionary config with `log`, `compress` and
+/// `connectParams`, the default socket, string handlers for connect / reconnect_failed / sendMsg /
+/// disconnect, `status == .connected` checks, `emit(_:with:)` heartbeats, `disconnect()`.
+final class SeedWebSocketManager: @unchecked Sendable {
+    // @unchecked: the seed's singleton is driven from one thread (here: the test).
+    var manager: SocketManager?
+    var socket: SocketIOClient?
+    var isActivelyClose = false
+    let messages = Recorder<String>()
+    let opened = Recorder<Int>()
+    let closed = Recorder<Int>()
+
+    func connectServer(url: String, userID: String) {
+        isActivelyClose = false
+        socket?.disconnect()
+        let paramDict: [String: Any] = ["log": false, "compress": false, "connectParams": ["userID": "kbdc_0_\(userID)"]]
+        manager = SocketManager(socketURL: URL(string: url)!, config: paramDict)
+        socket = manager!.defaultSocket
+        blockDealWithMethod()
+        socket!.connect()
+    }
+
+    func blockDealWithMethod() {
+        socket!.on("connect") { [opened] dataArray, emitter in
+            opened.append(dataArray.count)
+        }
+        socket!.on("reconnect_failed") { dataArray, emitter in
+            print("重连失败", dataArray)
+        }
+        socket!.on("sendMsg") { [messages] dataArray, emitter in
+            let dictStr = dataArray[0] as! String
+            let jsonData = dictStr.data(using: .utf8)!
+            let dic = try! JSONSerialization.jsonObject(with: jsonData) as! [String: Any]
+            messages.append("\(dic["type"] as? String ?? "?") \(dic["id"] as? Int ?? -1)")
+        }
+        socket!.on("sendHeartbeatMsg") { dataArray, emitter in }
+        socket!.on("disconnect") { [closed] dataArray, emitter in
+            closed.append(1)
+        }
+    }
+
+    func senderheartBeat() {
+        if socket?.status == .connected {
+            socket?.emit("keepHeartbeat", with: ["hello"])
+        }
+    }
+
+    func close() {
+        isActivelyClose = true
+        socket?.disconnect()
+        manager = nil
+        socket = nil
+    }
+}
+
+@Suite(.serialized, .timeLimit(.minutes(1)))
+struct SocketIOClientSwiftCompatibilityTests {
+    @Test("the seed's documented usage works with only the import changed")
+    func seedUsage() async throws {
+        let server = try await SocketIOTestServer.start()
+        let client = SeedWebSocketManager()
+        client.connectServer(url: server.url, userID: "42")
+        #expect(await client.opened.wait(for: 1).count == 1)
+        #expect(client.socket?.status == .connected)
+        #expect(server.handshakeQueries.first?["userID"] == "kbdc_0_42")
+
+        server.broadcast("sendMsg", [#"{"type":"order","id":7}"#])
+        #expect(await client.messages.wait(for: 1).first == "order 7")
+
+        client.senderheartBeat()
+        let ack = client.socket!.emitWithAck("echo", "ping")
+        let acked = Recorder<[String]>()
+        ack.timingOut(after: 5) { data in acked.append(data.compactMap { $0 as? String }) }
+        #expect(await acked.wait(for: 1).first == ["ping"])
+        #expect(server.receivedEvents.contains { $0.name == "keepHeartbeat" && $0.arguments == ["hello"] })
+
+        let noAck = Recorder<[String]>()
+        client.socket!.emitWithAck("no_handler").timingOut(after: 0.2) { data in noAck.append(data.compactMap { $0 as? String }) }
+        #expect(await noAck.wait(for: 1).first == ["NO ACK"])
+
+        let socket = client.socket!
+        client.close()
+        await client.closed.wait(for: 1)
+        #expect(socket.status == .disconnected)
+        await server.stop()
+    }
+
+    @Test("array-literal options map onto the configuration")
+    func optionsMapping() async throws {
+        let server = try await SocketIOTestServer.start()
+        let manager = SocketManager(socketURL: URL(string: server.url)!, config: [
+            .forceWebsockets(true), .reconnects(true), .reconnectAttempts(-1), .reconnectWait(1), .reconnectWaitMax(5),
+            .randomizationFactor(0.5), .path("/socket.io/"), .extraHeaders(["X-Test": "1"]), .connectParams(["a": "b"]),
+        ])
+        #expect(manager.configuration.engine.transports == [.websocket])
+        #expect(manager.configuration.reconnectionAttempts == nil)
+        #expect(manager.configuration.reconnectionDelayMax == .seconds(5))
+        let socket = manager.socket(forNamespace: "/chat")
+        let connected = Recorder<Int>()
+        socket.on(clientEvent: .connect) { _, _ in connected.append(1) }
+        socket.connect(withPayload: ["token": "secret"])
+        await connected.wait(for: 1)
+        #expect(socket.status == .connected)
+        #expect(server.handshakeQueries.first?["a"] == "b")
+        manager.disconnect()
+        await manager.waitUntilStopped()
+        await server.stop()
+    }
+}
