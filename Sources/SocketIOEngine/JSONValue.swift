@@ -165,3 +165,13 @@ extension JSONValue: Codable {
         }
     }
 }
+
+extension JSONValue {
+    /// Parses JSON text (strict RFC 8259, nesting limited to 256 levels).
+    public init(parsing text: String) throws {
+        self = try JSONReader.parse(text)
+    }
+
+    /// The compact JSON text, as `JSON.stringify` writes it (binary values as Node's Buffer objects).
+    public var jsonString: String { JSONWriter.string(self) }
+}

@@ -1,0 +1,56 @@
+import ArgumentParser
+import Foundation
+import RealtimeCore
+import SocketIOEngine
+
+struct SocketIOCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "socketio",
+        abstract: "Connect to a Socket.IO server, optionally emit one event, and print what the server sends.")
+
+    @Argument(help: "http(s):// or ws(s):// URL of the server") var url: String
+    @Option(name: .long, help: "The namespace to join.") var namespace: String = "/"
+    @Option(name: .long, help: "The auth payload, a JSON object.") var auth: String?
+    @Option(name: .long, parsing: .upToNextOption, help: "EVENT [JSON-ARGUMENTS-ARRAY]: emit this event once connected.")
+    var emit: [String] = []
+    @Flag(name: .long, help: "Ask for an ack on --emit and print it.") var ack = false
+    @Option(name: .long, help: "The ack timeout in seconds.") var timeout: Double = 10
+    @Option(name: .long, help: "Transports: polling, websocket, or both (polling then upgrade).") var transport: String = "both"
+    @Option(name: .long, help: "Exit after this many seconds (default: run until interrupted).") var duration: Double?
+    @Flag(name: .long, help: "Skip certificate verification (dangerous).") var insecure = false
+
+    func run() async throws {
+        var configuration = SocketIOConfiguration()
+        switch transport {
+        case "polling": configuration.engine.transports = [.polling]
+        case "websocket": configuration.engine.transports = [.websocket]
+        case "both": break
+        default: throw ValidationError("--transport is polling, websocket or both")
+        }
+        if insecure { configuration.engine.tls = .dangerouslyDisableCertificateVerification() }
+        let authValue = try auth.map { try JSONValue(parsing: $0) }
+        let manager = SocketManager(url: url, configuration: configuration)
+        let socket = manager.socket(forNamespace: namespace, auth: authValue.map { .value($0) })
+        socket.onAny { event in
+            print("\(event.event) \(JSONValue.array(event.arguments).jsonString)")
+        }
+        try await socket.connect(timeout: .seconds(30))
+        print("connected to \(namespace) (sid \(socket.sid ?? "?"), transport \(manager.transport?.rawValue ?? "?"))")
+        if let event = emit.first {
+            let arguments = try emit.dropFirst().first.map { try JSONValue(parsing: $0) }?.arrayValue ?? []
+            if ack {
+                let reply = try await socket.emitWithAck(event, arguments: arguments, timeout: .milliseconds(Int64(timeout * 1000)))
+                print("ack \(JSONValue.array(reply).jsonString)")
+            } else {
+                try socket.emit(event, arguments: arguments)
+            }
+        }
+        if let duration {
+            try await Task.sleep(for: .milliseconds(Int64(duration * 1000)))
+        } else if emit.isEmpty || !ack {
+            await manager.waitUntilStopped()
+        }
+        manager.disconnect()
+        await manager.waitUntilStopped()
+    }
+}
