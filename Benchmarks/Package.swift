@@ -28,5 +28,25 @@ let package = Package(
             path: "Benchmarks/CoreBenchmarks",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
         ),
+        .executableTarget(
+            name: "SocketIOBenchmarks",
+            dependencies: [
+                .product(name: "Benchmark", package: "benchmark"),
+                .product(name: "RealtimeCore", package: "swift-realtime"),
+                .product(name: "SocketIOEngine", package: "swift-realtime"),
+                .product(name: "RealtimeTesting", package: "swift-realtime"),
+            ],
+            path: "Benchmarks/SocketIOBenchmarks",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ),
+        .executableTarget(
+            name: "SocketIOCompare",
+            dependencies: [
+                .product(name: "RealtimeCore", package: "swift-realtime"),
+                .product(name: "SocketIOEngine", package: "swift-realtime"),
+                .product(name: "RealtimeTesting", package: "swift-realtime"),
+            ],
+            path: "Sources/SocketIOCompare"
+        ),
     ]
 )
