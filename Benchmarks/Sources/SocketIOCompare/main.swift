@@ -60,16 +60,28 @@ else {
 let (ourSequential, ourInflight) = try await ours(url: pythonURL)
 peer.stop()
 let testServer = try await SocketIOTestServer.start()
+let pythonOnSwift = try PythonPeer(scriptPath: clientScript, arguments: [testServer.url, "\(sequential)", "\(inflight)", "\(rounds)"], waitForPort: false)
+let (swiftOutput, swiftStatus) = await pythonOnSwift.waitForExit(limit: .seconds(600))
+guard swiftStatus == 0, let swiftLine = swiftOutput.split(separator: "\n").last,
+    let swiftJSON = try? JSONSerialization.jsonObject(with: Data(swiftLine.utf8)) as? [String: Double],
+    let pySwiftSequential = swiftJSON["sequential_per_s"], let pySwiftInflight = swiftJSON["inflight_per_s"]
+else {
+    print("python client against the Swift server failed: \(swiftOutput)")
+    exit(1)
+}
 let (inProcSequential, inProcInflight) = try await ours(url: testServer.url)
 await testServer.stop()
 
 func row(_ name: String, _ value: Double, _ reference: Double) -> String {
-    name.padding(toLength: 58, withPad: " ", startingAt: 0) + String(format: "%10.0f /s  %5.2fx", value, value / reference)
+    name.padding(toLength: 66, withPad: " ", startingAt: 0) + String(format: "%10.0f /s  %5.2fx", value, value / reference)
 }
 print("ack round trips over WebSocket, \(sequential) sequential, \(inflight) in flight x \(rounds)")
 print(row("python-socketio AsyncClient -> python server, sequential", pySequential, pySequential))
 print(row("swift-realtime SocketIOEngine -> python server, sequential", ourSequential, pySequential))
 print(row("python-socketio AsyncClient -> python server, \(inflight) in flight", pyInflight, pyInflight))
 print(row("swift-realtime SocketIOEngine -> python server, \(inflight) in flight", ourInflight, pyInflight))
-print(row("swift-realtime -> in-process Swift server, sequential", inProcSequential, pySequential))
-print(row("swift-realtime -> in-process Swift server, \(inflight) in flight", inProcInflight, pyInflight))
+print("against our SocketIOTestServer (Swift, in the same process as our client):")
+print(row("python-socketio AsyncClient -> Swift server, sequential", pySwiftSequential, pySwiftSequential))
+print(row("swift-realtime SocketIOEngine -> Swift server, sequential", inProcSequential, pySwiftSequential))
+print(row("python-socketio AsyncClient -> Swift server, \(inflight) in flight", pySwiftInflight, pySwiftInflight))
+print(row("swift-realtime SocketIOEngine -> Swift server, \(inflight) in flight", inProcInflight, pySwiftInflight))
