@@ -46,29 +46,27 @@ extension Duration {
     var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
 }
 
+/// Runs python-socketio's AsyncClient benchmark against `url`; returns (sequential, in flight) acks/s.
+func python(url: String) async throws -> (Double, Double) {
+    let client = try PythonPeer(scriptPath: clientScript, arguments: [url, "\(sequential)", "\(inflight)", "\(rounds)"], waitForPort: false)
+    let (output, status) = await client.waitForExit(limit: .seconds(600))
+    guard status == 0, let line = output.split(separator: "\n").last,
+        let json = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Double],
+        let sequentialRate = json["sequential_per_s"], let inflightRate = json["inflight_per_s"]
+    else {
+        print("python client against \(url) failed: \(output)")
+        exit(1)
+    }
+    return (sequentialRate, inflightRate)
+}
+
 let peer = try PythonPeer(scriptPath: serverScript)
 let pythonURL = "http://127.0.0.1:\(peer.port)"
-let python = try PythonPeer(scriptPath: clientScript, arguments: [pythonURL, "\(sequential)", "\(inflight)", "\(rounds)"], waitForPort: false)
-let (output, status) = await python.waitForExit(limit: .seconds(600))
-guard status == 0, let line = output.split(separator: "\n").last,
-    let json = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Double],
-    let pySequential = json["sequential_per_s"], let pyInflight = json["inflight_per_s"]
-else {
-    print("python client failed: \(output)")
-    exit(1)
-}
+let (pySequential, pyInflight) = try await python(url: pythonURL)
 let (ourSequential, ourInflight) = try await ours(url: pythonURL)
 peer.stop()
 let testServer = try await SocketIOTestServer.start()
-let pythonOnSwift = try PythonPeer(scriptPath: clientScript, arguments: [testServer.url, "\(sequential)", "\(inflight)", "\(rounds)"], waitForPort: false)
-let (swiftOutput, swiftStatus) = await pythonOnSwift.waitForExit(limit: .seconds(600))
-guard swiftStatus == 0, let swiftLine = swiftOutput.split(separator: "\n").last,
-    let swiftJSON = try? JSONSerialization.jsonObject(with: Data(swiftLine.utf8)) as? [String: Double],
-    let pySwiftSequential = swiftJSON["sequential_per_s"], let pySwiftInflight = swiftJSON["inflight_per_s"]
-else {
-    print("python client against the Swift server failed: \(swiftOutput)")
-    exit(1)
-}
+let (pySwiftSequential, pySwiftInflight) = try await python(url: testServer.url)
 let (inProcSequential, inProcInflight) = try await ours(url: testServer.url)
 await testServer.stop()
 
