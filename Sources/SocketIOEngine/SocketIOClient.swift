@@ -413,9 +413,10 @@ public final class SocketIOClient: Sendable {
                 return (state.connectWaiters, setStatus(.disconnected, in: &state))
             }
             let error = RealtimeError(.refused, "the server refused namespace \(namespace)", serverMessage: message)
-            for waiter in waiters.values { waiter.resume(throwing: error) }
+            // Handlers first, then the waiting `connect(timeout:)`: whoever awaited sees the events done.
             publish(.disconnected, changed: changed)
             fire(.error, [packet.data ?? .string(message)])
+            for waiter in waiters.values { waiter.resume(throwing: error) }
             manager?.socketBecameInactive()
         case .disconnect:
             let (acks, changed) = state.withLockedValue { state in
@@ -488,13 +489,13 @@ public final class SocketIOClient: Sendable {
             }
             return (state.receiveBuffer, state.connectWaiters, changed)
         }
-        for waiter in waiters.values { waiter.resume() }
         publish(.connected, changed: changed)
         var details: [String: JSONValue] = [:]
         if let sid { details["sid"] = .string(sid) }
         if let pid { details["pid"] = .string(pid) }
         fire(.connect, [.string(namespace), .object(.init(uniqueKeysWithValues: details.sorted { $0.key < $1.key }))])
         for packet in buffered { deliver(packet) }
+        for waiter in waiters.values { waiter.resume() }
     }
 
     /// The Engine.IO session ended (the manager will reconnect if this socket is still active).
