@@ -52,6 +52,26 @@ public final class PythonPeer: @unchecked Sendable {
         self.port = port
     }
 
+    /// Starts a peer without blocking a thread of the concurrency pool (the start waits for the
+    /// peer's "PORT" line, which takes a python interpreter's start-up time).
+    public static func start(scriptPath: String, arguments: [String] = [], waitForPort: Bool = true) async throws -> PythonPeer {
+        try await withCheckedThrowingContinuation { continuation in
+            DispatchQueue.global().async {
+                continuation.resume(with: Result { try PythonPeer(scriptPath: scriptPath, arguments: arguments, waitForPort: waitForPort) })
+            }
+        }
+    }
+
+    /// ``stop()`` off the concurrency pool.
+    public func shutdown() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            DispatchQueue.global().async {
+                self.stop()
+                continuation.resume()
+            }
+        }
+    }
+
     private static func readLine(_ handle: FileHandle) -> String {
         var line = Data()
         while true {

@@ -10,7 +10,7 @@ struct PythonClientAgainstTestServerTests {
     @Test(arguments: ["polling", "websocket", "polling,websocket"])
     func referenceClientScenarios(transports: String) async throws {
         let server = try await SocketIOTestServer.start()
-        let client = try PythonPeer(scriptPath: peerScript("sio_client.py"), arguments: [server.url, transports], waitForPort: false)
+        let client = try await PythonPeer.start(scriptPath: peerScript("sio_client.py"), arguments: [server.url, transports], waitForPort: false)
         let (output, status) = await client.waitForExit(limit: .seconds(60))
         await server.stop()
         let lines = output.split(separator: "\n").map(String.init)

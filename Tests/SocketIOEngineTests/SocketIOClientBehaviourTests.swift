@@ -47,8 +47,8 @@ struct SocketIOClientBehaviourTests {
     @Test("no ping within pingInterval + pingTimeout: the session is dead and the client reconnects")
     func heartbeatTimeout() async throws {
         var options = SocketIOTestServer.Options()
-        options.pingInterval = .milliseconds(250)
-        options.pingTimeout = .milliseconds(250)
+        options.pingInterval = .milliseconds(500)
+        options.pingTimeout = .milliseconds(500)
         let server = try await SocketIOTestServer.start(options: options)
         let manager = SocketManager(url: server.url, configuration: .testing([.websocket]))
         let socket = manager.defaultSocket

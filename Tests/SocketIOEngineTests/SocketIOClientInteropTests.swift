@@ -21,8 +21,8 @@ enum ServerUnderTest: String, CaseIterable, Sendable, CustomTestStringConvertibl
     func start() async throws -> Running {
         switch self {
         case .python:
-            let peer = try PythonPeer(scriptPath: peerScript("sio_server.py"))
-            return Running(url: "http://127.0.0.1:\(peer.port)", stop: { peer.stop() })
+            let peer = try await PythonPeer.start(scriptPath: peerScript("sio_server.py"))
+            return Running(url: "http://127.0.0.1:\(peer.port)", stop: { await peer.shutdown() })
         case .inProcess:
             let server = try await SocketIOTestServer.start()
             return Running(url: server.url, stop: { await server.stop() })
@@ -151,7 +151,7 @@ struct SocketIOClientInteropTests {
     @Test("reconnects after the server restarts; emits made meanwhile are sent in order", arguments: [0, 2])
     func reconnectAfterRestart(mode: Int) async throws {
         let (_, transports, upgrade) = Self.transportModes[mode]
-        var peer = try PythonPeer(scriptPath: peerScript("sio_server.py"))
+        var peer = try await PythonPeer.start(scriptPath: peerScript("sio_server.py"))
         let port = peer.port
         let manager = SocketManager(url: "http://127.0.0.1:\(port)", configuration: .testing(transports, upgrade: upgrade))
         defer { manager.disconnect() }
@@ -163,14 +163,15 @@ struct SocketIOClientInteropTests {
         try await socket.connect(timeout: .seconds(10))
         let firstSid = socket.sid
 
-        peer.stop()
+        await peer.shutdown()
         await disconnects.wait(for: 1)
         #expect(socket.status == .connecting)
         for index in 1...5 { socket.emit("record", index) }
         #expect(socket.queuedEmitCount == 5)
 
-        peer = try PythonPeer(scriptPath: peerScript("sio_server.py"), arguments: [String(port)])
-        defer { peer.stop() }
+        peer = try await PythonPeer.start(scriptPath: peerScript("sio_server.py"), arguments: [String(port)])
+        let restarted = peer
+        defer { restarted.stop() }
         await connects.wait(for: 2, limit: .seconds(20))
         #expect(socket.status == .connected)
         #expect(socket.sid != firstSid)
