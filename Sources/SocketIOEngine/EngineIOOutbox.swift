@@ -94,12 +94,8 @@ final class EngineIOOutbox: Sendable {
     }
 
     func finishedWrite() {
-        let waiters = state.withLockedValue { state -> [CheckedContinuation<Void, Never>] in
-            state.inFlight = false
-            defer { state.idleWaiters = [] }
-            return state.idleWaiters
-        }
-        for waiter in waiters { waiter.resume() }
+        state.withLockedValue { $0.inFlight = false }
+        wakeIdleWaiters()
     }
 
     private func wakeWriter() {
@@ -110,17 +106,29 @@ final class EngineIOOutbox: Sendable {
         waiter?.resume()
     }
 
-    /// Holds the writer and waits until no write is in flight.
+    /// Holds the writer and waits until no write is in flight (or the task is cancelled).
     func pauseAndDrain() async {
         state.withLockedValue { $0.paused = true }
-        await withCheckedContinuation { continuation in
-            let idle = state.withLockedValue { state -> Bool in
-                if !state.inFlight { return true }
-                state.idleWaiters.append(continuation)
-                return false
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                let idle = state.withLockedValue { state -> Bool in
+                    if !state.inFlight || state.closed { return true }
+                    state.idleWaiters.append(continuation)
+                    return false
+                }
+                if idle { continuation.resume() } else if Task.isCancelled { wakeIdleWaiters() }
             }
-            if idle { continuation.resume() }
+        } onCancel: {
+            self.wakeIdleWaiters()
         }
+    }
+
+    private func wakeIdleWaiters() {
+        let waiters = state.withLockedValue { state -> [CheckedContinuation<Void, Never>] in
+            defer { state.idleWaiters = [] }
+            return state.idleWaiters
+        }
+        for waiter in waiters { waiter.resume() }
     }
 
     /// Ends the pause; with `retireWriter`, the current writer stops and a new one takes over.

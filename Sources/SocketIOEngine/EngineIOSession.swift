@@ -193,28 +193,55 @@ final class EngineIOSession: Sendable {
     private func parkIfPaused() async -> Bool {
         let paused = state.withLockedValue { $0.pauseRequested }
         guard paused else { return false }
-        return await withCheckedContinuation { (decision: CheckedContinuation<Bool, Never>) in
-            let waiter = state.withLockedValue { state -> CheckedContinuation<Void, Never>? in
-                state.readerDecision = decision
-                defer { state.parkedReaderWaiter = nil }
-                return state.parkedReaderWaiter
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { (decision: CheckedContinuation<Bool, Never>) in
+                let waiter = state.withLockedValue { state -> CheckedContinuation<Void, Never>? in
+                    state.readerDecision = decision
+                    defer { state.parkedReaderWaiter = nil }
+                    return state.parkedReaderWaiter
+                }
+                waiter?.resume()
+                if Task.isCancelled { releaseParkedReader() }
             }
-            waiter?.resume()
+        } onCancel: {
+            releaseParkedReader()
         }
     }
 
-    /// Holds polling: no new GET, no new POST; returns when the pending GET and POST are done.
+    /// A cancelled reader stops waiting for the upgrade's outcome (the session is ending).
+    private func releaseParkedReader() {
+        state.withLockedValue { state -> CheckedContinuation<Bool, Never>? in
+            defer { state.readerDecision = nil }
+            return state.readerDecision
+        }?.resume(returning: true)
+    }
+
+    /// Holds polling: no new GET, no new POST; returns when the pending GET and POST are done, or
+    /// at once when the task is cancelled (a reader that failed never parks).
     private func pausePolling() async {
-        await withCheckedContinuation { (parked: CheckedContinuation<Void, Never>) in
-            let alreadyParked = state.withLockedValue { state -> Bool in
-                state.pauseRequested = true
-                if state.readerDecision != nil { return true }
-                state.parkedReaderWaiter = parked
-                return false
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (parked: CheckedContinuation<Void, Never>) in
+                let alreadyParked = state.withLockedValue { state -> Bool in
+                    state.pauseRequested = true
+                    if state.readerDecision != nil { return true }
+                    state.parkedReaderWaiter = parked
+                    return false
+                }
+                if alreadyParked { parked.resume() }
+                if Task.isCancelled { releasePauseWaiter() }
             }
-            if alreadyParked { parked.resume() }
+        } onCancel: {
+            releasePauseWaiter()
         }
+        if Task.isCancelled { return }
         await outbox.pauseAndDrain()
+    }
+
+    private func releasePauseWaiter() {
+        state.withLockedValue { state -> CheckedContinuation<Void, Never>? in
+            defer { state.parkedReaderWaiter = nil }
+            return state.parkedReaderWaiter
+        }?.resume()
     }
 
     private func decideReader(upgraded: Bool) {
@@ -269,10 +296,11 @@ final class EngineIOSession: Sendable {
             }
         } catch {
             if upgraded.withLockedValue({ $0 }) { throw error }
-            if error is CancellationError || Task.isCancelled { throw CancellationError() }
-            runtime.logger.debug("Engine.IO WebSocket upgrade failed; staying on polling", metadata: ["error": "\(error)"])
+            // Whatever happened, polling must not stay paused.
             decideReader(upgraded: false)
             outbox.resume(retireWriter: false)
+            if error is CancellationError || Task.isCancelled { throw CancellationError() }
+            runtime.logger.debug("Engine.IO WebSocket upgrade failed; staying on polling", metadata: ["error": "\(error)"])
             return .keepGoing
         }
         let end = result.withLockedValue { $0 }
