@@ -48,7 +48,12 @@ final class ServerEngineSession: Sendable {
                 if server.state.withLockedValue({ $0.pingsPaused }) { continue }
                 self.state.withLockedValue { $0.pongSeen = false }
                 self.send(EngineIOPacket(.ping))
-                try? await Task.sleep(for: timeout)
+                // The next ping goes pingInterval after the pong (as the Node server schedules it),
+                // so the client sees one at least every pingInterval + round trip.
+                let deadline = ContinuousClock.now + timeout
+                while !self.state.withLockedValue({ $0.pongSeen }) && ContinuousClock.now < deadline && !Task.isCancelled {
+                    try? await Task.sleep(for: .milliseconds(5))
+                }
                 if !self.state.withLockedValue({ $0.pongSeen }) {
                     self.terminate()
                     return
