@@ -174,11 +174,15 @@ public final class SocketIOTestServer: Sendable {
     func openPacket(sid: String, upgrades: [String]) -> EngineIOPacket {
         let json: JSONValue = [
             "sid": .string(sid), "upgrades": .array(upgrades.map(JSONValue.string)),
-            "pingInterval": .number(Double(options.pingInterval.components.seconds * 1000 + options.pingInterval.components.attoseconds / 1_000_000_000_000_000)),
-            "pingTimeout": .number(Double(options.pingTimeout.components.seconds * 1000 + options.pingTimeout.components.attoseconds / 1_000_000_000_000_000)),
+            "pingInterval": .number(Self.milliseconds(options.pingInterval)),
+            "pingTimeout": .number(Self.milliseconds(options.pingTimeout)),
             "maxPayload": .number(Double(options.maxPayload)),
         ]
         return EngineIOPacket(.open, .text(json.description))
+    }
+
+    static func milliseconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) * 1000 + Double(duration.components.attoseconds) / 1e15
     }
 
     func newSession() -> ServerEngineSession {

@@ -99,7 +99,7 @@ final class ServerEngineSession: Sendable {
                 var batch: [EngineIOPacket] = []
                 var size = 0
                 while let first = state.queue.first {
-                    let encoded = EngineIOCodec.encodePayload([first]).utf8.count + 1
+                    let encoded = first.pollingSize + 1  // + the record separator
                     if !batch.isEmpty && size + encoded > server.options.maxPayload { break }
                     batch.append(state.queue.removeFirst())
                     size += encoded

@@ -26,8 +26,9 @@ public struct EngineIOPacket: Sendable, Hashable {
     public static func message(_ text: String) -> EngineIOPacket { EngineIOPacket(.message, .text(text)) }
     public static func message(_ data: Data) -> EngineIOPacket { EngineIOPacket(.message, .binary(data)) }
 
-    /// The bytes this packet counts against `maxPayload` when batched over polling.
-    var pollingSize: Int {
+    /// The bytes this packet takes in a polling payload (binary as base64), which is what counts
+    /// against the server's `maxPayload`.
+    public var pollingSize: Int {
         switch payload {
         case .none: 1
         case .text(let text): 1 + text.utf8.count

@@ -228,17 +228,17 @@ public final class SocketIOClient: Sendable {
     /// Emits an event; failures (a full queue, a value with no JSON form) are reported as `error`
     /// client events, as socket.io-client-swift did. Use ``emit(_:arguments:)`` to get them thrown.
     public func emit(_ event: String, _ items: any SocketData..., completion: (@Sendable () -> Void)? = nil) {
-        emitReportingErrors(event, items.map { item in { try item.socketRepresentation() } }, completion: completion)
+        emitReportingErrors(event, completion: completion) { try items.map { try $0.socketRepresentation() } }
     }
 
     /// Emits with Foundation values (`[Any]`), as in socket.io-client-swift's `emit(_:with:)`.
     public func emit(_ event: String, with items: [Any], completion: (@Sendable () -> Void)? = nil) {
-        emitReportingErrors(event, items.map { item in { try JSONValue(any: item) } }, completion: completion)
+        emitReportingErrors(event, completion: completion) { try items.map { try JSONValue(any: $0) } }
     }
 
-    private func emitReportingErrors(_ event: String, _ items: [() throws -> JSONValue], completion: (@Sendable () -> Void)?) {
+    private func emitReportingErrors(_ event: String, completion: (@Sendable () -> Void)?, _ arguments: () throws -> [JSONValue]) {
         do {
-            try emit(event, arguments: items.map { try $0() })
+            try emit(event, arguments: arguments())
             completion?()
         } catch {
             runtime.logger.warning("Socket.IO emit failed", metadata: ["event": "\(event)", "error": "\(error)"])
@@ -437,7 +437,7 @@ public final class SocketIOClient: Sendable {
             manager?.socketBecameInactive()
         case .event, .binaryEvent:
             let buffered = state.withLockedValue { state -> Bool in
-                if state.pid != nil, case .string(let offset)? = packet.data?.arrayValue?.last, (packet.data?.arrayValue?.count ?? 0) > 1 {
+                if state.pid != nil, let arguments = packet.data?.arrayValue, arguments.count > 1, case .string(let offset) = arguments.last {
                     state.lastOffset = offset
                 }
                 guard state.status == .connected else {

@@ -73,24 +73,20 @@ extension JSONValue {
     public init(any value: Any) throws {
         switch value {
         case let value as JSONValue: self = value
-        case let value as any SocketData where !(value is [Any]) && !(value is [String: Any]) && !(value is NSArray) && !(value is NSDictionary):
-            self = try value.socketRepresentation()
+        // Containers first: their SocketData conformance comes back here for each element.
         case let value as [Any]: self = .array(try value.map { try JSONValue(any: $0) })
         case let value as [String: Any]:
-            var object = JSONValue.object([:])
-            for key in value.keys.sorted() {
-                guard case .object(var members) = object else { break }
-                members[key] = try JSONValue(any: value[key]!)
-                object = .object(members)
-            }
-            self = object
-        case let value as NSNumber: self = .number(value.doubleValue)
-        case let value as NSString: self = .string(String(describing: value))
+            var members = OrderedDictionary<String, JSONValue>()
+            for key in value.keys.sorted() { members[key] = try JSONValue(any: value[key]!) }
+            self = .object(members)
         case let value as NSArray: self = try JSONValue(any: value.map { $0 })
         case let value as NSDictionary:
             var dictionary: [String: Any] = [:]
             for (key, element) in value { dictionary[String(describing: key)] = element }
             self = try JSONValue(any: dictionary)
+        case let value as any SocketData: self = try value.socketRepresentation()
+        case let value as NSNumber: self = .number(value.doubleValue)
+        case let value as NSString: self = .string(String(describing: value))
         case Optional<Any>.none: self = .null
         default:
             throw SocketIOParseError.invalidPayload("\(type(of: value)) cannot be sent: use JSON types, Data, arrays or [String: Any]")

@@ -121,6 +121,9 @@ public final class SocketManager: Sendable {
 
     var sockets: [SocketIOClient] { state.withLockedValue { Array($0.sockets.values) } }
 
+    /// The socket for a namespace, if one was made (a dictionary lookup: this runs per packet).
+    func existingSocket(_ namespace: String) -> SocketIOClient? { state.withLockedValue { $0.sockets[namespace] } }
+
     private func runLoop() async {
         let finalError = await driver.run { context in
             try await self.runSession(context)
@@ -170,9 +173,8 @@ public final class SocketManager: Sendable {
         case nil: failure?.code == .timeout && wasOpen ? "ping timeout" : "transport error"
         }
         let sockets = self.sockets
-        for socket in sockets {
-            let frames = unsent.filter { $0.requeueNamespace == socket.namespace }
-            if !frames.isEmpty { socket.requeue(frames) }
+        for (namespace, frames) in Dictionary(grouping: unsent.filter { $0.requeueNamespace != nil }, by: { $0.requeueNamespace! }) {
+            existingSocket(namespace)?.requeue(frames)
         }
         for socket in sockets { socket.engineClosed(reason: reason, error: failure) }
         if closing || end == .closedByClient { return .closed }
@@ -233,7 +235,7 @@ final class SessionHandler: EngineIODelegate {
             throw RealtimeError(.protocolViolation, "the server sent an invalid Socket.IO packet", underlying: error)
         }
         guard let packet else { return }
-        guard let socket = manager.sockets.first(where: { $0.namespace == packet.namespace }) else {
+        guard let socket = manager.existingSocket(packet.namespace) else {
             manager.logger.debug("Socket.IO packet for a namespace with no socket", metadata: ["namespace": "\(packet.namespace)"])
             return
         }

@@ -22,7 +22,7 @@ def report(name, ok, why=""):
         print(f"FAIL {name}: {why}", flush=True)
 
 
-async def with_timeout(awaitable, seconds=5):
+async def with_timeout(awaitable, seconds=15):  # slack for a loaded 2-core CI machine
     return await asyncio.wait_for(awaitable, seconds)
 
 
@@ -55,7 +55,7 @@ async def default_namespace():
         if not disconnected.done():
             disconnected.set_result(True)
 
-    await with_timeout(sio.connect(url, transports=transports, wait_timeout=5))
+    await with_timeout(sio.connect(url, transports=transports, wait_timeout=15))
     data = await with_timeout(welcome)
     report("connect and welcome", isinstance(data, dict) and data.get("sid") == sio.get_sid("/"), repr(data))
 
@@ -90,7 +90,7 @@ async def default_namespace():
 
 async def chat_namespace():
     sio = socketio.AsyncClient(reconnection=False)
-    await with_timeout(sio.connect(url, namespaces=["/chat"], auth={"token": "secret"}, transports=transports, wait_timeout=5))
+    await with_timeout(sio.connect(url, namespaces=["/chat"], auth={"token": "secret"}, transports=transports, wait_timeout=15))
     who = await sio.call("whoami", namespace="/chat", timeout=5)
     report("namespace with auth accepted", who == {"token": "secret"}, repr(who))
     await sio.disconnect()
@@ -103,7 +103,7 @@ async def chat_namespace():
         reasons.append(data)
 
     try:
-        await with_timeout(refused.connect(url, namespaces=["/chat"], auth={"token": "wrong"}, transports=transports, wait_timeout=5))
+        await with_timeout(refused.connect(url, namespaces=["/chat"], auth={"token": "wrong"}, transports=transports, wait_timeout=15))
         report("namespace with auth refused", False, "connected")
         await refused.disconnect()
     except socketio.exceptions.ConnectionError as error:
