@@ -50,7 +50,7 @@ rm -f "$build_log"
 log "swift test"
 out=$(mktemp)
 set +e
-swift test --skip-build "$@" 2>&1 | tee "$out" | grep -E "^(✘|✔ Suite|✔ Test run|✘ Test run)|^ *↳|error:|Expectation failed|Caught error"
+swift test --skip-build "$@" 2>&1 | tee "$out" | grep -E "^(✘|✔ Suite|✔ Test run|✘ Test run)|^ *↳|error:|Expectation failed|Caught error" | grep -vE "↳ (Testing Library Version|Target Platform)"
 status=${PIPESTATUS[0]}
 set -e
 passed=$(grep -E "^✔ Test .* passed" "$out" | grep -vc "^✔ Test run" || true)

@@ -106,6 +106,7 @@ public enum WebSocketTransport {
         if !configuration.subprotocols.isEmpty {
             clientConfiguration.additionalHeaders[HTTPField.Name.secWebSocketProtocol] = configuration.subprotocols.joined(separator: ", ")
         }
+        let eventLoop = runtime.eventLoopGroup.next()
         let phase = NIOLockedValueBox(ConnectPhase.connecting)
         let closeRequested = NIOLockedValueBox(false)
         let maxMessageSize = configuration.maxMessageSize
@@ -123,7 +124,7 @@ public enum WebSocketTransport {
                     url: target.webSocketURL,
                     configuration: finalConfiguration,
                     tlsConfiguration: tlsConfiguration,
-                    eventLoopGroup: runtime.eventLoopGroup,
+                    eventLoopGroup: eventLoop,
                     logger: runtime.logger
                 ) { inbound, outbound, _ in
                     let abandoned = phase.withLockedValue { phase -> Bool in
@@ -132,9 +133,11 @@ public enum WebSocketTransport {
                         return false
                     }
                     if abandoned { return }
-                    try await body(WebSocketConnection(
-                inbound: WebSocketMessages(base: inbound.messages(maxSize: maxMessageSize), outbound: outbound, maxMessageSize: maxMessageSize),
-                outbound: outbound, closeRequested: closeRequested))
+                    let connection = WebSocketConnection(
+                        inbound: WebSocketMessages(base: inbound.messages(maxSize: maxMessageSize), outbound: outbound, maxMessageSize: maxMessageSize),
+                        outbound: outbound, closeRequested: closeRequested)
+                    // The body reads and writes on the connection's own event loop: no thread hop per message.
+                    try await withEventLoopPreference(eventLoop) { try await body(connection) }
                 }
                 return try await client.run()
             }

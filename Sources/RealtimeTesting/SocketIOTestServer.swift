@@ -8,6 +8,7 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOFoundationCompat
 import NIOWebSocket
+import RealtimeCore
 public import SocketIOEngine
 
 /// An Engine.IO v4 / Socket.IO v5 server on loopback, written from the protocol documents
@@ -88,14 +89,17 @@ public final class SocketIOTestServer: Sendable {
             return try await server.handlePolling(request)
         }
         let webSocket = WebSocketServerConfiguration(maxFrameSize: 64 << 20, autoPing: .disabled)
-        let builder = HTTPServerBuilder.http1WebSocketUpgrade(configuration: .init(ws: webSocket)) { [weak server] request, _, _ in
+        let builder = HTTPServerBuilder.http1WebSocketUpgrade(configuration: .init(ws: webSocket)) { [weak server] request, channel, _ in
             guard let server, request.path?.hasPrefix("/socket.io/") == true else { return .dontUpgrade }
             let query = Self.query(request.path ?? "")
             guard query["EIO"] == "4", query["transport"] == "websocket" else { return .dontUpgrade }
             let existing = query["sid"].flatMap { sid in server.state.withLockedValue { $0.sessions[sid] } }
             if query["sid"] != nil && existing == nil { return .dontUpgrade }
             return .upgrade([:]) { inbound, outbound, _ in
-                try await server.runWebSocket(inbound: inbound, outbound: outbound, upgrading: existing, query: query)
+                // Read and write on the connection's event loop, as a NIO server would (no thread hop per packet).
+                try await withEventLoopPreference(channel.eventLoop) {
+                    try await server.runWebSocket(inbound: inbound, outbound: outbound, upgrading: existing, query: query)
+                }
             }
         }
         let loopback = try await LoopbackServer.start(responder: router, server: builder, secure: false)

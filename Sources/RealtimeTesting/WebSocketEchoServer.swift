@@ -7,6 +7,7 @@ import HummingbirdWSCompression
 import NIOCore
 public import NIOSSL
 import NIOWebSocket
+import RealtimeCore
 
 /// A WebSocket server on loopback that echoes every message back, for transport tests and the demo.
 ///
@@ -27,7 +28,7 @@ public enum WebSocketEchoServer {
             extensions: compression ? [.perMessageDeflate(maxDecompressedFrameSize: maxMessageSize)] : [],
             autoPing: .disabled
         )
-        let base = HTTPServerBuilder.http1WebSocketUpgrade(configuration: .init(ws: configuration)) { request, _, _ in
+        let base = HTTPServerBuilder.http1WebSocketUpgrade(configuration: .init(ws: configuration)) { request, channel, _ in
             var responseHeaders = HTTPFields()
             var selectedProtocol: String?
             if let offered = request.headerFields[.secWebSocketProtocol] {
@@ -37,30 +38,33 @@ public enum WebSocketEchoServer {
             let requestHeaders = request.headerFields
             let chosenProtocol = selectedProtocol
             return .upgrade(responseHeaders) { inbound, outbound, _ in
-                for try await message in inbound.messages(maxSize: maxMessageSize) {
-                    switch message {
-                    case .binary(let buffer):
-                        try await outbound.write(.binary(buffer))
-                    case .text(let text) where text.hasPrefix("!"):
-                        let parts = text.dropFirst().split(separator: " ", maxSplits: 2).map(String.init)
-                        switch parts.first {
-                        case "close":
-                            let code = parts.count > 1 ? Int(parts[1]) ?? 1000 : 1000
-                            try await outbound.close(WebSocketErrorCode(codeNumber: code), reason: parts.count > 2 ? parts[2] : nil)
-                            return
-                        case "send":
-                            let count = parts.count > 1 ? Int(parts[1]) ?? 0 : 0
-                            try await outbound.write(.text(String(repeating: "x", count: count)))
-                        case "header":
-                            let name = parts.count > 1 ? HTTPField.Name(parts[1]) : nil
-                            try await outbound.write(.text(name.flatMap { requestHeaders[$0] } ?? "<none>"))
-                        case "protocol":
-                            try await outbound.write(.text(chosenProtocol ?? "<none>"))
-                        default:
+                // Echo from the connection's event loop, as a NIO server would (no thread hop per message).
+                try await withEventLoopPreference(channel.eventLoop) {
+                    for try await message in inbound.messages(maxSize: maxMessageSize) {
+                        switch message {
+                        case .binary(let buffer):
+                            try await outbound.write(.binary(buffer))
+                        case .text(let text) where text.hasPrefix("!"):
+                            let parts = text.dropFirst().split(separator: " ", maxSplits: 2).map(String.init)
+                            switch parts.first {
+                            case "close":
+                                let code = parts.count > 1 ? Int(parts[1]) ?? 1000 : 1000
+                                try await outbound.close(WebSocketErrorCode(codeNumber: code), reason: parts.count > 2 ? parts[2] : nil)
+                                return
+                            case "send":
+                                let count = parts.count > 1 ? Int(parts[1]) ?? 0 : 0
+                                try await outbound.write(.text(String(repeating: "x", count: count)))
+                            case "header":
+                                let name = parts.count > 1 ? HTTPField.Name(parts[1]) : nil
+                                try await outbound.write(.text(name.flatMap { requestHeaders[$0] } ?? "<none>"))
+                            case "protocol":
+                                try await outbound.write(.text(chosenProtocol ?? "<none>"))
+                            default:
+                                try await outbound.write(.text(text))
+                            }
+                        case .text(let text):
                             try await outbound.write(.text(text))
                         }
-                    case .text(let text):
-                        try await outbound.write(.text(text))
                     }
                 }
             }

@@ -55,9 +55,16 @@ final class EngineIOSession: Sendable {
     private let heartbeat: HeartbeatTracker
     private weak let delegateBox: (any EngineIODelegate)?
 
+    /// The event loop the session's WebSocket runs on; its reading and writing tasks run there too.
+    private let eventLoop: any EventLoop
+
     init(url: String, options: EngineIOOptions, runtime: RealtimeRuntime, delegate: any EngineIODelegate) throws {
         self.options = options
-        self.runtime = runtime
+        let eventLoop = runtime.eventLoopGroup.next()
+        var pinned = runtime
+        pinned.eventLoopGroup = eventLoop
+        self.eventLoop = eventLoop
+        self.runtime = pinned
         self.urls = try EngineIOURLs(url: url, options: options)
         self.heartbeat = HeartbeatTracker(clock: runtime.clock)
         self.delegateBox = delegate
@@ -90,9 +97,11 @@ final class EngineIOSession: Sendable {
     /// heartbeat timeout, protocol violation).
     func run() async throws -> EngineIOSessionEnd {
         defer { _ = outbox.close() }
-        switch options.transports.first ?? .polling {
-        case .websocket: return try await runWebSocketOnly()
-        case .polling: return try await runPolling()
+        return try await withEventLoopPreference(eventLoop) {
+            switch options.transports.first ?? .polling {
+            case .websocket: return try await runWebSocketOnly()
+            case .polling: return try await runPolling()
+            }
         }
     }
 

@@ -20,8 +20,11 @@ public final class SocketIOClient: Sendable {
 
     private struct AckEntry: Sendable {
         let deliver: @Sendable (Result<[JSONValue], RealtimeError>) -> Void
-        var timer: Task<Void, Never>?
+        let event: String
+        let timeout: Duration?
     }
+
+    private struct WeakClient: Sendable { weak var client: SocketIOClient? }
 
     private struct State {
         var status: SocketIOStatus = .notConnected
@@ -45,6 +48,8 @@ public final class SocketIOClient: Sendable {
     private let state: NIOLockedValueBox<State>
     private let statusBroadcaster = StateBroadcaster<SocketIOStatus>(.notConnected)
     private let runtime: RealtimeRuntime
+    /// Every pending ack's timeout, on one timer task.
+    private let ackTimeouts: TimeoutScheduler<Int>
 
     init(manager: SocketManager, namespace: String) {
         self.manager = manager
@@ -53,6 +58,9 @@ public final class SocketIOClient: Sendable {
         self.state = NIOLockedValueBox(State(queue: OfflineQueue(
             capacity: manager.configuration.offlineQueueCapacity,
             overflowPolicy: manager.configuration.offlineQueueOverflow)))
+        let owner = NIOLockedValueBox(WeakClient())
+        self.ackTimeouts = TimeoutScheduler(clock: runtime.clock) { id in owner.withLockedValue { $0.client }?.expireAck(id) }
+        owner.withLockedValue { $0.client = self }
     }
 
     // MARK: State
@@ -149,8 +157,8 @@ public final class SocketIOClient: Sendable {
         }
         guard wasActive else { return }
         let error = RealtimeError(.notConnected, "the socket for \(namespace) was disconnected")
-        for entry in acks.values {
-            entry.timer?.cancel()
+        for (id, entry) in acks {
+            ackTimeouts.cancel(id)
             entry.deliver(.failure(error))
         }
         for waiter in waiters.values { waiter.resume(throwing: error) }
@@ -283,28 +291,23 @@ public final class SocketIOClient: Sendable {
         let id = state.withLockedValue { state -> Int in
             let id = state.nextAckID
             state.nextAckID = state.nextAckID == Int(Int32.max) ? 0 : state.nextAckID + 1
-            state.acks[id] = AckEntry(deliver: deliver, timer: nil)
+            state.acks[id] = AckEntry(deliver: deliver, event: event, timeout: timeout)
             return id
         }
-        if let timeout {
-            let timer = Task { [runtime, namespace] in
-                do { try await runtime.sleep(for: timeout) } catch { return }
-                self.failAck(id, with: RealtimeError.timeout("no ack for \(event) on \(namespace) within \(timeout)"))
-            }
-            let stillPending = state.withLockedValue { state -> Bool in
-                guard state.acks[id] != nil else { return false }
-                state.acks[id]?.timer = timer
-                return true
-            }
-            if !stillPending { timer.cancel() }
-        }
+        if let timeout { ackTimeouts.schedule(id, after: timeout) }
         return id
     }
 
     private func failAck(_ id: Int, with error: RealtimeError) {
         guard let entry = state.withLockedValue({ $0.acks.removeValue(forKey: id) }) else { return }
-        entry.timer?.cancel()
+        ackTimeouts.cancel(id)
         entry.deliver(.failure(error))
+    }
+
+    private func expireAck(_ id: Int) {
+        guard let entry = state.withLockedValue({ $0.acks.removeValue(forKey: id) }) else { return }
+        let limit = entry.timeout.map { "\($0)" } ?? "its timeout"
+        entry.deliver(.failure(RealtimeError.timeout("no ack for \(entry.event) on \(namespace) within \(limit)")))
     }
 
     func sendAck(id: Int, values: [JSONValue]) {
@@ -428,8 +431,8 @@ public final class SocketIOClient: Sendable {
                 return (state.acks, setStatus(.disconnected, in: &state))
             }
             let error = RealtimeError(.notConnected, "the server disconnected namespace \(namespace)")
-            for entry in acks.values {
-                entry.timer?.cancel()
+            for (id, entry) in acks {
+                ackTimeouts.cancel(id)
                 entry.deliver(.failure(error))
             }
             publish(.disconnected, changed: changed)
@@ -452,7 +455,7 @@ public final class SocketIOClient: Sendable {
                 runtime.logger.trace("dropped an ack nobody waits for (late or unknown)", metadata: ["id": "\(packet.id ?? -1)"])
                 return
             }
-            entry.timer?.cancel()
+            ackTimeouts.cancel(id)
             entry.deliver(.success(packet.data?.arrayValue ?? []))
         }
     }
