@@ -136,6 +136,51 @@ struct SocketIOClientBehaviourTests {
         await server.stop()
     }
 
+    @Test("an auth provider is called again for every CONNECT: the server sees a fresh token after a reconnect")
+    func authProviderReevaluatedOnReconnect() async throws {
+        let server = try await SocketIOTestServer.start()
+        let manager = SocketManager(url: server.url, configuration: .testing([.websocket]))
+        let calls = Recorder<Int>()
+        let chat = manager.socket(forNamespace: "/chat", auth: .provider {
+            let call = calls.values.count + 1
+            calls.append(call)
+            return ["token": "secret", "call": .number(Double(call))]
+        })
+        let connects = Recorder<Int>()
+        chat.on(clientEvent: .connect) { _ in connects.append(1) }
+        try await chat.connect(timeout: .seconds(5))
+        #expect(try await chat.emitWithAck("whoami", timeout: .seconds(5)) == [["token": "secret", "call": 1]])
+        server.dropAllConnections()
+        await connects.wait(for: 2)
+        #expect(calls.values == [1, 2])
+        #expect(try await chat.emitWithAck("whoami", timeout: .seconds(5)) == [["token": "secret", "call": 2]])
+        manager.disconnect()
+        await manager.waitUntilStopped()
+        await server.stop()
+    }
+
+    @Test("an auth provider that throws is reported as an error event; the CONNECT goes without auth and /chat refuses it")
+    func authProviderFailure() async throws {
+        struct NoToken: Error {}
+        let server = try await SocketIOTestServer.start()
+        let manager = SocketManager(url: server.url, configuration: .testing([.websocket]))
+        let chat = manager.socket(forNamespace: "/chat", auth: .provider { throw NoToken() })
+        let errors = Recorder<[JSONValue]>()
+        chat.on(clientEvent: .error) { errors.append($0.arguments) }
+        do {
+            try await chat.connect(timeout: .seconds(5))
+            Issue.record("connected without a token")
+        } catch let error as RealtimeError {
+            #expect(error.code == .refused)
+            #expect(error.serverMessage == "bad token")
+        }
+        let reported = await errors.wait(for: 1)
+        #expect(reported.first?.first?.stringValue?.hasPrefix("the auth provider failed") == true, "\(reported)")
+        manager.disconnect()
+        await manager.waitUntilStopped()
+        await server.stop()
+    }
+
     @Test("emits while the connection is down are queued (100 by default) and a full queue is a typed error")
     func offlineQueueLimit() async throws {
         var configuration = SocketIOConfiguration.testing([.websocket])
