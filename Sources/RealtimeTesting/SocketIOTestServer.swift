@@ -7,6 +7,8 @@ import HummingbirdWebSocket
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOFoundationCompat
+import HummingbirdTLS
+public import NIOSSL
 import NIOWebSocket
 import RealtimeCore
 public import SocketIOEngine
@@ -34,6 +36,8 @@ public final class SocketIOTestServer: Sendable {
         /// Connection state recovery (socket.io 4.6+): pids, offsets on broadcasts, replay on reconnect.
         public var connectionStateRecovery = false
         public var maxDisconnectionDuration: Duration = .seconds(120)
+        /// Serve HTTPS and WSS with this configuration (nil: plain HTTP and WS).
+        public var tls: TLSConfiguration?
         public init() {}
     }
 
@@ -65,7 +69,8 @@ public final class SocketIOTestServer: Sendable {
     }
 
     public var port: Int { serverBox.withLockedValue { $0?.port ?? 0 } }
-    public var url: String { "http://127.0.0.1:\(port)" }
+    /// `http://127.0.0.1:<port>`, or `https://localhost:<port>` with TLS (the test certificates name localhost).
+    public var url: String { options.tls == nil ? "http://127.0.0.1:\(port)" : "https://localhost:\(port)" }
     /// The arguments of every `record` event, in arrival order.
     public var recorded: [[JSONValue]] { state.withLockedValue { $0.recorded } }
     /// Every event the server received: namespace, name, arguments.
@@ -102,7 +107,10 @@ public final class SocketIOTestServer: Sendable {
                 }
             }
         }
-        let loopback = try await LoopbackServer.start(responder: router, server: builder, secure: false)
+        let loopback = try await LoopbackServer.start(
+            responder: router,
+            server: try options.tls.map { try HTTPServerBuilder.tls(builder, tlsConfiguration: $0) } ?? builder,
+            secure: options.tls != nil)
         server.serverBox.withLockedValue { $0 = loopback }
         return server
     }

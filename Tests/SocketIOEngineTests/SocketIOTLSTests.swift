@@ -1,0 +1,63 @@
+import Foundation
+import NIOSSL
+import RealtimeCore
+import RealtimeTesting
+import SocketIOEngine
+import Testing
+
+/// Socket.IO over real TLS on loopback (HTTPS polling, then WSS), with certificates made by
+/// `openssl` for this run.
+@Suite(.serialized, .timeLimit(.minutes(2)))
+struct SocketIOTLSTests {
+    let certificates: TestCertificates
+
+    init() throws {
+        certificates = try TestCertificates.generate()
+    }
+
+    func server(_ pair: TestCertificates.Pair) async throws -> SocketIOTestServer {
+        var options = SocketIOTestServer.Options()
+        options.tls = TLSConfiguration.makeServerConfiguration(
+            certificateChain: try NIOSSLCertificate.fromPEMFile(pair.certificatePath).map { .certificate($0) },
+            privateKey: .privateKey(try NIOSSLPrivateKey(file: pair.keyPath, format: .pem)))
+        return try await SocketIOTestServer.start(options: options)
+    }
+
+    @Test("https polling upgrades to wss; acks with binary work over TLS with the custom CA")
+    func pollingUpgradeOverTLS() async throws {
+        let server = try await server(certificates.server)
+        var configuration = SocketIOConfiguration.testing()
+        configuration.engine.tls = TLSOptions(trustRoots: .pemFile(certificates.ca.certificatePath))
+        let manager = SocketManager(url: server.url, configuration: configuration)
+        let socket = manager.defaultSocket
+        let upgrades = Recorder<Int>()
+        socket.on(clientEvent: .websocketUpgrade) { _ in upgrades.append(1) }
+        try await socket.connect(timeout: .seconds(10))
+        let blob = Data((0..<4096).map { UInt8($0 % 256) })
+        #expect(try await socket.emitWithAck("echo", arguments: ["tls", .binary(blob)], timeout: .seconds(5)) == ["tls", .binary(blob)])
+        await upgrades.wait(for: 1)
+        #expect(manager.transport == .websocket)
+        #expect(try await socket.emitWithAck("echo", arguments: [.binary(blob)], timeout: .seconds(5)) == [.binary(blob)])
+        #expect(server.url.hasPrefix("https://"))
+        manager.disconnect()
+        await manager.waitUntilStopped()
+        await server.stop()
+    }
+
+    @Test("a self-signed server certificate is refused with a typed TLS error and nothing is sent")
+    func selfSignedIsRefused() async throws {
+        let server = try await server(certificates.selfSigned)
+        let manager = SocketManager(url: server.url, configuration: .testing([.websocket]))
+        let socket = manager.defaultSocket
+        let errors = Recorder<[JSONValue]>()
+        socket.on(clientEvent: .error) { errors.append($0.arguments) }
+        let error = await #expect(throws: RealtimeError.self) { try await socket.connect(timeout: .seconds(2)) }
+        #expect(error?.code == .tlsFailure, "connect(timeout:) reports the attempt's TLS failure, not a bare timeout")
+        let reported = await errors.wait(for: 1)
+        #expect(reported.contains { "\($0)".contains("RealtimeError.tlsFailure") }, "\(reported)")
+        #expect(server.receivedEvents.isEmpty)
+        manager.disconnect()
+        await manager.waitUntilStopped()
+        await server.stop()
+    }
+}
