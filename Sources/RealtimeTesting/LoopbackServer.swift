@@ -24,18 +24,20 @@ public final class LoopbackServer: Sendable {
         self.task = task
     }
 
-    /// Starts `responder` behind `server` (http1, TLS, WebSocket upgrade...) and returns once it listens.
+    /// Starts `responder` behind `server` (http1, TLS, WebSocket upgrade...) and returns once it listens,
+    /// on `port` (0: an ephemeral port).
     public static func start<Responder: HTTPResponderBuilder>(
         responder: Responder,
         server: HTTPServerBuilder = .http1(),
         secure: Bool = false,
+        port: Int = 0,
         logger: Logger = Logger(label: "realtime-testing", factory: { _ in SwiftLogNoOpLogHandler() })
     ) async throws -> LoopbackServer where Responder.Responder.Context: InitializableFromSource<ApplicationRequestContextSource> {
         let (portStream, portContinuation) = AsyncStream<Int>.makeStream()
         let app = Application(
             router: responder,
             server: server,
-            configuration: .init(address: .hostname("127.0.0.1", port: 0), serverName: nil),
+            configuration: .init(address: .hostname("127.0.0.1", port: port), serverName: nil),
             onServerRunning: { channel in
                 portContinuation.yield(channel.localAddress?.port ?? 0)
                 portContinuation.finish()

@@ -36,6 +36,8 @@ public final class SocketIOTestServer: Sendable {
         /// Connection state recovery (socket.io 4.6+): pids, offsets on broadcasts, replay on reconnect.
         public var connectionStateRecovery = false
         public var maxDisconnectionDuration: Duration = .seconds(120)
+        /// The port to listen on; 0 picks an ephemeral one (pass the old port to simulate a restart).
+        public var port = 0
         /// Serve HTTPS and WSS with this configuration (nil: plain HTTP and WS).
         public var tls: TLSConfiguration?
         public init() {}
@@ -110,7 +112,8 @@ public final class SocketIOTestServer: Sendable {
         let loopback = try await LoopbackServer.start(
             responder: router,
             server: try options.tls.map { try HTTPServerBuilder.tls(builder, tlsConfiguration: $0) } ?? builder,
-            secure: options.tls != nil)
+            secure: options.tls != nil,
+            port: options.port)
         server.serverBox.withLockedValue { $0 = loopback }
         return server
     }

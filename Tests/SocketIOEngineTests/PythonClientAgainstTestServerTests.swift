@@ -33,4 +33,28 @@ struct PythonClientAgainstTestServerTests {
         #expect(Set(lines.filter { $0.hasPrefix("OK") }) == Set(expected))
         #expect(server.recorded == [[1], [2], [3]])
     }
+
+    @Test(arguments: ["polling", "websocket"])
+    func referenceClientReconnectsAfterTheServerRestarts(transports: String) async throws {
+        var server = try await SocketIOTestServer.start()
+        let client = try await PythonPeer.start(scriptPath: peerScript("sio_client.py"), arguments: [server.url, transports, "restart"], waitForPort: false)
+        var output: [String] = []
+        while true {
+            let line = await client.nextLine()
+            output.append(line)
+            if line == "READY" || line.isEmpty { break }
+        }
+        try #require(output.last == "READY", "the client did not connect: \(output)")
+        let port = server.port
+        await server.stop()
+        var options = SocketIOTestServer.Options()
+        options.port = port
+        server = try await SocketIOTestServer.start(options: options)
+        let (rest, status) = await client.waitForExit(limit: .seconds(60))
+        await server.stop()
+        let lines = output + rest.split(separator: "\n").map(String.init)
+        #expect(lines.contains("OK reconnect after the server restarts"), "\(lines)")
+        #expect(lines.last == "DONE")
+        #expect(status == 0)
+    }
 }

@@ -1,7 +1,9 @@
 """python-socketio's AsyncClient against a server under test (our SocketIOTestServer).
 
-Usage: sio_client.py URL TRANSPORTS   (TRANSPORTS: "polling", "websocket" or "polling,websocket")
+Usage: sio_client.py URL TRANSPORTS [restart]   (TRANSPORTS: "polling", "websocket" or "polling,websocket")
 Prints "OK <scenario>" or "FAIL <scenario>: <why>" per scenario, then "DONE"; exits 1 on any failure.
+With "restart", runs only the restart scenario: it prints "READY" once connected; the test then stops
+the server and starts it again on the same port, and the client must reconnect on its own.
 """
 import asyncio
 import sys
@@ -110,8 +112,33 @@ async def chat_namespace():
         report("namespace with auth refused", reasons == [{"message": "bad token"}], f"{error} {reasons!r}")
 
 
+async def restart():
+    sio = socketio.AsyncClient(reconnection=True, reconnection_delay=0.2, reconnection_delay_max=1)
+    connects = asyncio.Queue()
+    dropped = asyncio.get_running_loop().create_future()
+
+    @sio.event
+    async def connect():
+        await connects.put(sio.get_sid())
+
+    @sio.event
+    async def disconnect(reason=None):
+        if not dropped.done():
+            dropped.set_result(reason)
+
+    await with_timeout(sio.connect(url, transports=transports, wait_timeout=15))
+    first = await with_timeout(connects.get())
+    print("READY", flush=True)
+    await with_timeout(dropped, 30)
+    second = await with_timeout(connects.get(), 30)
+    answer = await sio.call("echo", "after restart", timeout=5)
+    report("reconnect after the server restarts", second != first and answer == "after restart", f"{first} {second} {answer!r}")
+    await sio.disconnect()
+
+
 async def main():
-    for scenario in (default_namespace, chat_namespace):
+    scenarios = (restart,) if sys.argv[3:] == ["restart"] else (default_namespace, chat_namespace)
+    for scenario in scenarios:
         try:
             await scenario()
         except Exception as error:  # report and go on
