@@ -132,7 +132,7 @@ public final class SocketIOTestServer: Sendable {
     /// Cuts every connection without a close packet (a crash or a network drop).
     public func dropAllConnections() {
         let sessions = state.withLockedValue { Array($0.sessions.values) }
-        for session in sessions { session.terminate() }
+        for session in sessions { session.terminate(dropped: true) }
     }
 
     /// Sends a raw Engine.IO message packet (`4<text>`) to every session: for malformed-input tests.

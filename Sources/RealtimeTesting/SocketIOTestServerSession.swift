@@ -18,6 +18,8 @@ final class ServerEngineSession: Sendable {
         var polling = false
         var webSocket: AsyncStream<EngineIOPacket>.Continuation?
         var closed = false
+        /// Ended by a simulated crash: a pending GET fails instead of getting a close packet.
+        var dropped = false
         var pongSeen = true
         var sockets: [String: ServerSocket] = [:]
         var decoder = SocketIOPacketDecoder()
@@ -92,10 +94,14 @@ final class ServerEngineSession: Sendable {
             terminate()
             return nil
         }
+        enum Step { case batch([EngineIOPacket]), closed, dropped, wait }
         while true {
-            let ready = state.withLockedValue { state -> [EngineIOPacket]?? in
-                if state.closed { return .some(nil) }
-                guard !state.queue.isEmpty else { return nil }
+            let step = state.withLockedValue { state -> Step in
+                if state.closed {
+                    state.polling = false
+                    return state.dropped ? .dropped : .closed
+                }
+                guard !state.queue.isEmpty else { return .wait }
                 var batch: [EngineIOPacket] = []
                 var size = 0
                 while let first = state.queue.first {
@@ -105,14 +111,14 @@ final class ServerEngineSession: Sendable {
                     size += encoded
                 }
                 state.polling = false
-                return .some(batch)
+                return .batch(batch)
             }
-            switch ready {
-            case .some(.some(let batch)): return EngineIOCodec.encodePayload(batch)
-            case .some(.none):
-                state.withLockedValue { $0.polling = false }
-                return EngineIOCodec.encodePayload([EngineIOPacket(.close)])
-            case .none:
+            switch step {
+            case .batch(let batch): return EngineIOCodec.encodePayload(batch)
+            case .closed: return EngineIOCodec.encodePayload([EngineIOPacket(.close)])
+            // A crash: the request fails as it would against a restarted server (unknown sid).
+            case .dropped: return nil
+            case .wait:
                 await withCheckedContinuation { continuation in
                     let resumeNow = state.withLockedValue { state -> Bool in
                         if state.closed || !state.queue.isEmpty { return true }
@@ -143,11 +149,13 @@ final class ServerEngineSession: Sendable {
         return stream
     }
 
-    /// Ends the session without a close packet (a drop), or after one.
-    func terminate() {
+    /// Ends the session. With `dropped`, as a crash would: no Engine.IO close packet anywhere (a
+    /// pending GET fails with 400, a WebSocket just closes). Otherwise a pending GET gets a close packet.
+    func terminate(dropped: Bool = false) {
         let (waiter, webSocket, heartbeat, acks, wasClosed) = state.withLockedValue { state in
             let wasClosed = state.closed
             state.closed = true
+            if !wasClosed { state.dropped = dropped }
             defer {
                 state.pollWaiter = nil
                 state.acks = [:]

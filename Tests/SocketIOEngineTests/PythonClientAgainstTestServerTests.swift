@@ -46,6 +46,8 @@ struct PythonClientAgainstTestServerTests {
         }
         try #require(output.last == "READY", "the client did not connect: \(output)")
         let port = server.port
+        // A crash, then a new server on the same port: no close packet tells the client to stay away.
+        server.dropAllConnections()
         await server.stop()
         var options = SocketIOTestServer.Options()
         options.port = port
