@@ -18,23 +18,20 @@ package final class TimeoutScheduler<Key: Hashable & Sendable>: Sendable {
     }
 
     private let state = NIOLockedValueBox(State())
-    private let now: @Sendable () -> Duration
-    private let sleepUntil: @Sendable (Duration) async throws -> Void
+    private let timeline: ClockTimeline
     private let onExpire: @Sendable (Key) -> Void
 
     /// - Parameters:
     ///   - clock: the clock deadlines are measured on (the runtime's; a manual clock in tests).
     ///   - onExpire: called once for every key whose deadline passed before it was cancelled.
     package init(clock: some Clock<Duration>, onExpire: @escaping @Sendable (Key) -> Void) {
-        let start = clock.now
-        now = { start.duration(to: clock.now) }
-        sleepUntil = { offset in try await clock.sleep(until: start.advanced(by: offset), tolerance: nil) }
+        timeline = ClockTimeline(clock: clock)
         self.onExpire = onExpire
     }
 
     /// Starts (or restarts) the timeout of `key`.
     package func schedule(_ key: Key, after timeout: Duration) {
-        let deadline = now() + timeout
+        let deadline = timeline.now + timeout
         let replaced = state.withLockedValue { state -> Task<Void, Never>? in
             if state.closed { return nil }
             state.deadlines[key] = deadline
@@ -76,8 +73,8 @@ package final class TimeoutScheduler<Key: Hashable & Sendable>: Sendable {
         while true {
             let wakeAt = state.withLockedValue { $0.generation == generation ? $0.wakeAt : nil }
             guard let wakeAt else { return }
-            do { try await sleepUntil(wakeAt) } catch { return }
-            let current = now()
+            do { try await timeline.sleep(until: wakeAt) } catch { return }
+            let current = timeline.now
             let expired = state.withLockedValue { state -> [Key]? in
                 guard state.generation == generation else { return nil }
                 var expired: [(key: Key, deadline: Duration)] = []

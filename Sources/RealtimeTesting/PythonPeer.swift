@@ -4,9 +4,10 @@ public import Foundation
 /// Fails with instructions when the environment is missing: it never skips silently.
 ///
 /// The interpreter is `$REALTIME_PYTHON` (set by `Scripts/test.sh`) or `<repo>/.venv/bin/python`.
+// @unchecked Sendable: every stored property is a `let` set in init. `Process` is safe to
+// terminate and wait on from any thread; the output `Pipe` is read by one caller at a time
+// (`nextLine` then `waitForExit`, awaited in sequence by the test that owns the peer).
 public final class PythonPeer: @unchecked Sendable {
-    // @unchecked: `process` and `port` are set once in init and only read afterwards; Process itself
-    // is thread-safe for terminate/waitUntilExit.
 
     /// The port a server peer printed (`PORT <n>`), or 0 for peers that print none.
     public let port: Int

@@ -8,9 +8,11 @@ import RealtimeCore
 // import changed (`import SocketIO` -> `import SocketIOEngine`). Callbacks must be `@Sendable`.
 
 /// socket.io-client-swift's options.
+// @unchecked Sendable: every case holds an immutable value type; only `.connectParams` holds
+// `[String: Any]` (the original API's type). Its values are read once, when `SocketManager`'s
+// initializer turns the options into a configuration (`apply(to:)`, which only describes each value
+// as a string), so nothing in it is touched from another thread afterwards.
 public enum SocketIOClientOption: @unchecked Sendable {
-    // @unchecked: `.connectParams` holds `[String: Any]` as the original API does; it is read once,
-    // when the manager is created.
     case log(Bool)
     case compress
     case connectParams([String: Any])

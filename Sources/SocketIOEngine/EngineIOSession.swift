@@ -478,18 +478,15 @@ final class EngineIOSession: Sendable {
 
 /// The heartbeat clock: when the last ping arrived, on the runtime's clock (a ManualClock in tests).
 final class HeartbeatTracker: Sendable {
-    private let elapsed: @Sendable () -> Duration
-    private let sleepUntil: @Sendable (Duration) async throws -> Void
+    private let timeline: ClockTimeline
     private let lastPing = NIOLockedValueBox<Duration>(.zero)
 
     init(clock: some Clock<Duration>) {
-        let start = clock.now
-        elapsed = { start.duration(to: clock.now) }
-        sleepUntil = { offset in try await clock.sleep(until: start.advanced(by: offset), tolerance: nil) }
+        timeline = ClockTimeline(clock: clock)
     }
 
     func reset() {
-        let now = elapsed()
+        let now = timeline.now
         lastPing.withLockedValue { $0 = now }
     }
 
@@ -497,8 +494,8 @@ final class HeartbeatTracker: Sendable {
     func monitor(limit: Duration) async throws {
         while true {
             let deadline = lastPing.withLockedValue { $0 } + limit
-            if elapsed() >= deadline { return }
-            try await sleepUntil(deadline)
+            if timeline.now >= deadline { return }
+            try await timeline.sleep(until: deadline)
         }
     }
 }
