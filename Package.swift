@@ -50,7 +50,8 @@ let package = Package(
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                .product(name: "WSClient", package: "swift-websocket"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
+                .product(name: "WSCore", package: "swift-websocket"),
                 .product(name: "WSCompression", package: "swift-websocket"),
             ],
             swiftSettings: swiftSettings

@@ -30,11 +30,4 @@ package struct Endpoint: Sendable, Equatable {
         if let query = components?.percentEncodedQuery ?? url.query { path += "?" + query }
         self.pathAndQuery = path
     }
-
-    /// The URL with a `ws`/`wss` scheme, as WSClient wants it.
-    package var webSocketURL: String {
-        let wsScheme = isSecure ? "wss" : "ws"
-        let hostPart = host.contains(":") ? "[\(host)]" : host
-        return "\(wsScheme)://\(hostPart):\(port)\(pathAndQuery)"
-    }
 }

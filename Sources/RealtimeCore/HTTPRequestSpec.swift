@@ -18,6 +18,9 @@ public struct HTTPRequestSpec: Sendable {
     public var idleTimeout: Duration?
     /// The largest whole response body read into memory (streamed bodies are not limited here).
     public var maxBodySize: Int
+    /// A cookie store: the request sends its matching cookies and the response's `Set-Cookie` is
+    /// stored. Nil (the default): no cookie handling.
+    public var cookies: CookieStore?
 
     public init(
         url: String,
@@ -27,7 +30,8 @@ public struct HTTPRequestSpec: Sendable {
         tls: TLSOptions = .default,
         headTimeout: Duration = .seconds(30),
         idleTimeout: Duration? = nil,
-        maxBodySize: Int = 16 << 20
+        maxBodySize: Int = 16 << 20,
+        cookies: CookieStore? = nil
     ) {
         self.url = url
         self.method = method
@@ -37,16 +41,24 @@ public struct HTTPRequestSpec: Sendable {
         self.headTimeout = headTimeout
         self.idleTimeout = idleTimeout
         self.maxBodySize = maxBodySize
+        self.cookies = cookies
     }
 
-    func makeClientRequest() throws -> HTTPClientRequest {
+    /// The client that carries this request (by its TLS options) and the request for it.
+    func prepare(runtime: RealtimeRuntime) throws -> (HTTPClient, HTTPClientRequest) {
         let endpoint = try Endpoint(url, allowedSchemes: ["http", "https"])
+        let client = try runtime.httpClient(for: tls, secure: endpoint.isSecure)
         var request = HTTPClientRequest(url: url)
         request.method = method
         request.headers = headers
+        cookies?.apply(to: &request.headers, url: url)
         if let body { request.body = .bytes(body) }
-        if endpoint.isSecure { request.tlsConfiguration = try tls.makeTLSConfiguration() }
-        return request
+        // A client of the caller's carries the TLS settings per request; the runtime's own clients
+        // are made for one TLS setting each.
+        if endpoint.isSecure, let own = runtime.httpClient, own === client {
+            request.tlsConfiguration = try tls.makeTLSConfiguration()
+        }
+        return (client, request)
     }
 }
 

@@ -20,15 +20,14 @@ public enum HTTPTransport {
         runtime: RealtimeRuntime = .shared,
         _ body: @escaping @Sendable (HTTPResponseHead, HTTPBodyChunks) async throws -> Result
     ) async throws -> Result {
-        let clientRequest = try request.makeClientRequest()
-        try await verifyPins(request, runtime: runtime)
+        let (client, clientRequest) = try request.prepare(runtime: runtime)
         let response: HTTPClientResponse
         do {
-            response = try await runtime.httpClient.execute(
-                clientRequest, timeout: TimeAmount(request.headTimeout), logger: runtime.logger)
+            response = try await client.execute(clientRequest, timeout: TimeAmount(request.headTimeout), logger: runtime.logger)
         } catch {
             throw mapError(error, url: request.url)
         }
+        request.cookies?.record(response.headers, from: response.url?.absoluteString ?? request.url)
         let head = HTTPResponseHead(status: response.status, headers: response.headers, url: response.url?.absoluteString ?? request.url)
         guard let idleTimeout = request.idleTimeout else {
             return try await body(head, HTTPBodyChunks(base: response.body, progress: nil))
@@ -59,11 +58,11 @@ public enum HTTPTransport {
 
     /// Sends `request` and reads the whole body, up to `request.maxBodySize`.
     public static func execute(_ request: HTTPRequestSpec, runtime: RealtimeRuntime = .shared) async throws -> (HTTPResponseHead, ByteBuffer) {
-        let clientRequest = try request.makeClientRequest()
-        try await verifyPins(request, runtime: runtime)
+        let (client, clientRequest) = try request.prepare(runtime: runtime)
         let total = request.headTimeout + (request.idleTimeout ?? .zero)
         do {
-            let response = try await runtime.httpClient.execute(clientRequest, timeout: TimeAmount(total), logger: runtime.logger)
+            let response = try await client.execute(clientRequest, timeout: TimeAmount(total), logger: runtime.logger)
+            request.cookies?.record(response.headers, from: response.url?.absoluteString ?? request.url)
             let head = HTTPResponseHead(status: response.status, headers: response.headers, url: response.url?.absoluteString ?? request.url)
             let body = try await response.body.collect(upTo: request.maxBodySize)
             return (head, body)
@@ -74,13 +73,6 @@ public enum HTTPTransport {
         }
     }
 
-    static func verifyPins(_ request: HTTPRequestSpec, runtime: RealtimeRuntime) async throws {
-        guard !request.tls.pinnedPublicKeySHA256.isEmpty else { return }
-        let endpoint = try Endpoint(request.url, allowedSchemes: ["http", "https"])
-        guard endpoint.isSecure else { return }
-        try await TLSPinning.verify(host: endpoint.host, port: endpoint.port, options: request.tls, runtime: runtime)
-    }
-
     static func mapError(_ error: any Error, url: String) -> any Error {
         switch error {
         case let error as RealtimeError: return error
@@ -88,6 +80,11 @@ public enum HTTPTransport {
         case let error where TLSErrorDetection.isTLSFailure(error):
             return RealtimeError(.tlsFailure, "TLS handshake with \(Redaction.url(url)) failed", underlying: error)
         case let error as HTTPClientError:
+            if error == .getConnectionFromPoolTimeout {
+                return RealtimeError(
+                    .timeout, "no connection to \(Redaction.url(url)) within the connect timeout (the pool for this host is full; see HTTPConnectionOptions.maxConnectionsPerHost)",
+                    underlying: error)
+            }
             if error == .deadlineExceeded || error == .readTimeout || error == .connectTimeout {
                 return RealtimeError(.timeout, "request to \(Redaction.url(url)) timed out", underlying: error)
             }

@@ -3,36 +3,46 @@ public import Logging
 public import NIOCore
 public import NIOPosix
 
-/// What every client of this package runs on: threads, one HTTP client, a logger and a clock.
+/// What every client of this package runs on: threads, HTTP clients, a logger and a clock.
 ///
 /// Clients of different protocols in one process should share one runtime, so they share event
 /// loops and connection pools. ``shared`` is the process-wide default.
-///
-/// The runtime does not own what it is given: an `HTTPClient` you pass in is yours to shut down.
 public struct RealtimeRuntime: Sendable {
     /// The event loops every connection runs on.
     public var eventLoopGroup: any EventLoopGroup
-    /// The HTTP client used by the SSE, long-polling and POST transports.
-    public var httpClient: HTTPClient
+    /// An HTTP client of yours for the SSE, long-polling and POST transports, or nil (the default)
+    /// for the runtime's own clients (see ``HTTPConnectionOptions``). Yours is used as it is
+    /// configured (its pool limits and connection retries apply), except for requests whose TLS
+    /// options pin keys: those always go through the runtime's own clients, which check the pin on
+    /// the connection's handshake. A client you pass in is yours to shut down.
+    public var httpClient: HTTPClient?
+    /// How the runtime's own HTTP clients connect and pool connections.
+    public var http: HTTPConnectionOptions
     /// The logger. The default discards everything; pass your own to see what happens.
     public var logger: Logger
     /// The clock every timer reads (heartbeats, timeouts, backoff). Tests inject a manual clock.
     public var clock: any Clock<Duration>
+    /// The runtime's own HTTP clients, one per distinct TLS setting, shared by every copy of this
+    /// runtime and shut down when the last copy is gone.
+    let httpClients: HTTPClientCache
 
     public init(
         eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
-        httpClient: HTTPClient = .shared,
+        httpClient: HTTPClient? = nil,
+        http: HTTPConnectionOptions = .init(),
         logger: Logger = Logger(label: "swift-realtime", factory: { _ in SwiftLogNoOpLogHandler() }),
         clock: any Clock<Duration> = ContinuousClock()
     ) {
         self.eventLoopGroup = eventLoopGroup
         self.httpClient = httpClient
+        self.http = http
         self.logger = logger
         self.clock = clock
+        self.httpClients = HTTPClientCache(eventLoopGroup: eventLoopGroup)
     }
 
-    /// The process-wide runtime: NIO's singleton event loop group, `HTTPClient.shared`, a silent
-    /// logger and the continuous clock.
+    /// The process-wide runtime: NIO's singleton event loop group, the runtime's own HTTP clients
+    /// with the default ``HTTPConnectionOptions``, a silent logger and the continuous clock.
     public static let shared = RealtimeRuntime()
 
     /// A copy with another logger, keeping everything else shared.
@@ -46,5 +56,34 @@ public struct RealtimeRuntime: Sendable {
     package func sleep(for duration: Duration) async throws {
         guard duration > .zero else { return }
         try await clock.sleep(for: duration)
+    }
+
+    /// The HTTP client for a request with these TLS options (`secure`: the URL is https).
+    package func httpClient(for tls: TLSOptions, secure: Bool) throws -> HTTPClient {
+        let pinned = secure && !tls.pinnedPublicKeySHA256.isEmpty
+        if let httpClient, !pinned { return httpClient }
+        return try httpClients.client(tls: secure ? tls : nil, options: http)
+    }
+}
+
+/// How the runtime's own HTTP clients connect (SSE streams, long polls, POSTs).
+///
+/// Streams and long polls hold a connection for as long as they live, so the pool allows many
+/// connections per host: with the default, 1,000 EventSource streams to one server each get their
+/// own connection. A request that finds the pool full waits for a free connection at most
+/// ``connectTimeout`` and then fails with ``RealtimeError/Code/timeout``; it never waits silently.
+public struct HTTPConnectionOptions: Sendable, Hashable {
+    /// Connections per host (scheme, host, port) kept open at once. Default 2,048.
+    public var maxConnectionsPerHost: Int
+    /// How long a request may take to get a connection (TCP connect and TLS handshake, or a free
+    /// one from a full pool). Default 10 s.
+    public var connectTimeout: Duration
+    /// How long an unused connection stays in the pool. Default 60 s.
+    public var idleTimeout: Duration
+
+    public init(maxConnectionsPerHost: Int = 2048, connectTimeout: Duration = .seconds(10), idleTimeout: Duration = .seconds(60)) {
+        self.maxConnectionsPerHost = maxConnectionsPerHost
+        self.connectTimeout = connectTimeout
+        self.idleTimeout = idleTimeout
     }
 }

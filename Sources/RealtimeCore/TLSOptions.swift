@@ -5,10 +5,10 @@ public import NIOSSL
 /// The default verifies the certificate chain against the system's trust roots and checks the
 /// host name. Verification can only be turned off through
 /// ``dangerouslyDisableCertificateVerification()``, whose name says what it does.
-public struct TLSOptions: Sendable {
+public struct TLSOptions: Sendable, Hashable {
     /// Where trusted root certificates come from.
-    public struct TrustRoots: Sendable {
-        enum Base: Sendable {
+    public struct TrustRoots: Sendable, Hashable {
+        enum Base: Sendable, Hashable {
             case system
             case pem(String)
             case pemFile(String)
@@ -24,8 +24,8 @@ public struct TLSOptions: Sendable {
     }
 
     /// A client certificate for mutual TLS.
-    public struct ClientCertificate: Sendable {
-        enum Base: Sendable {
+    public struct ClientCertificate: Sendable, Hashable {
+        enum Base: Sendable, Hashable {
             case pem(chain: String, privateKey: String)
             case files(chain: String, privateKey: String)
         }
@@ -46,9 +46,13 @@ public struct TLSOptions: Sendable {
     public var additionalTrustRootsPEM: [String]
     public var clientCertificate: ClientCertificate?
     /// Base64 SHA-256 digests of acceptable server SubjectPublicKeyInfo (as in HPKP `pin-sha256`).
-    /// Empty: no pinning. Non-empty: the server's leaf key must match one of them.
+    /// Empty: no pinning. Non-empty: the server's leaf key must match one of them. The check runs
+    /// on the connection's own TLS handshake, after chain and host-name verification and before
+    /// any request byte is sent.
     public var pinnedPublicKeySHA256: [String]
     /// The host name sent in SNI and checked against the certificate; defaults to the URL's host.
+    /// An IP address is never sent as SNI (TLS forbids it); it is still checked against the
+    /// certificate's IP subject alternative names.
     public var serverName: String?
     var verificationDisabled: Bool
 

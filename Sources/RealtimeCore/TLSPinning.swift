@@ -5,16 +5,12 @@ import FoundationEssentials
 import Foundation
 #endif
 import NIOCore
-import NIOPosix
 import NIOTLS
 public import NIOSSL
 
-/// Checks a server's public key against ``TLSOptions/pinnedPublicKeySHA256``.
-///
-/// swift-websocket's `WSClient` and async-http-client accept a `TLSConfiguration` but expose no
-/// hook into the handshake, so the pin is checked on a verification handshake made with the same
-/// TLS settings to the same host and port right before each connection. See Docs/Architecture.md,
-/// "TLS", for what that does and does not protect against.
+/// Checks a server's public key against ``TLSOptions/pinnedPublicKeySHA256`` on the connection's
+/// own handshake: WebSocket connections through ``TLSPinGate``, HTTP connections through
+/// async-http-client's connection initializers (``verifyConnection(_:pins:)``).
 package enum TLSPinning {
     /// The base64 SHA-256 of a certificate's SubjectPublicKeyInfo, the value users pin.
     package static func spkiSHA256(of certificate: NIOSSLCertificate) throws -> String {
@@ -22,81 +18,90 @@ package enum TLSPinning {
         return Data(SHA256.hash(data: spki)).base64EncodedString()
     }
 
-    /// Connects, completes a verified handshake and compares the leaf key with the pins.
-    package static func verify(
-        host: String, port: Int, options: TLSOptions, runtime: RealtimeRuntime, timeout: Duration = .seconds(10)
-    ) async throws {
-        guard !options.pinnedPublicKeySHA256.isEmpty else { return }
-        let configuration = try options.makeTLSConfiguration()
-        let context: NIOSSLContext
-        do {
-            context = try NIOSSLContext(configuration: configuration)
-        } catch {
-            throw RealtimeError(.tlsFailure, "could not build the TLS context", underlying: error)
-        }
-        let serverName = options.serverName ?? host
-        // SNI carries host names only; an IP literal (v4 or v6) is sent without it.
-        let isIPLiteral = (try? SocketAddress(ipAddress: String(serverName.filter { $0 != "[" && $0 != "]" }), port: 0)) != nil
-        let sniName: String? = isIPLiteral ? nil : serverName
-        let handshake = runtime.eventLoopGroup.any().makePromise(of: Void.self)
-        let bootstrap = ClientBootstrap(group: runtime.eventLoopGroup)
-            .connectTimeout(.nanoseconds(Int64(timeout.seconds * 1e9)))
-            .channelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    let handler = try NIOSSLClientHandler(context: context, serverHostname: sniName)
-                    try channel.pipeline.syncOperations.addHandler(handler)
-                    try channel.pipeline.syncOperations.addHandler(HandshakeWatcher(promise: handshake))
-                }
-            }
-        let channel: any Channel
-        do {
-            channel = try await bootstrap.connect(host: host, port: port).get()
-        } catch {
-            handshake.fail(error)
-            throw RealtimeError(.connectFailed, "could not connect to \(host):\(port) to check the pinned key", underlying: error)
-        }
-        defer { channel.close(promise: nil) }
-        let certificate: NIOSSLCertificate?
-        do {
-            try await handshake.futureResult.get()
-            certificate = try await channel.nioSSL_peerCertificate().get()
-        } catch {
-            throw RealtimeError(.tlsFailure, "TLS handshake with \(host):\(port) failed", underlying: error)
-        }
+    /// Throws `certificatePinMismatch` unless the leaf's key is one of `pins`.
+    static func check(_ certificate: NIOSSLCertificate?, pins: [String]) throws {
         guard let certificate else {
             throw RealtimeError(.certificatePinMismatch, "the server presented no certificate")
         }
-        let digest = try spkiSHA256(of: certificate)
-        guard options.pinnedPublicKeySHA256.contains(digest) else {
+        let digest: String
+        do {
+            digest = try spkiSHA256(of: certificate)
+        } catch {
+            throw RealtimeError(.certificatePinMismatch, "could not read the server's public key", underlying: error)
+        }
+        guard pins.contains(digest) else {
             throw RealtimeError(.certificatePinMismatch, "the server's public key matches no pinned key")
+        }
+    }
+
+    /// For async-http-client's `http1_1ConnectionDebugInitializer`/`http2ConnectionDebugInitializer`:
+    /// they run once the TLS handshake is complete and before the connection carries a request; a
+    /// failed future fails the connection. A pinned client refuses connections without TLS.
+    static func verifyConnection(_ channel: any Channel, pins: [String]) -> EventLoopFuture<Void> {
+        channel.eventLoop.submit {
+            let handler: NIOSSLHandler
+            do {
+                handler = try channel.pipeline.syncOperations.handler(type: NIOSSLHandler.self)
+            } catch {
+                throw RealtimeError(.certificatePinMismatch, "pinned keys require TLS, and this connection has none")
+            }
+            try check(handler.peerCertificate, pins: pins)
         }
     }
 }
 
-/// Completes a promise when the TLS handshake finishes, or fails it with the handshake's error.
-private final class HandshakeWatcher: ChannelInboundHandler, RemovableChannelHandler {
+/// Holds every outbound byte of a pinned TLS connection until the handshake has completed and the
+/// leaf key matched a pin; on a mismatch the connection is closed with nothing sent.
+///
+/// It sits right above `NIOSSLClientHandler`, so the chain and host-name verification of the same
+/// handshake have already passed when it checks the key. (swift-nio-ssl's callback that would run at
+/// that point is underscored, "not guaranteed to be stable"; this handler uses only stable API.)
+final class TLSPinGate: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = NIOAny
-    private var promise: EventLoopPromise<Void>?
+    typealias OutboundIn = NIOAny
 
-    init(promise: EventLoopPromise<Void>) { self.promise = promise }
+    private let pins: [String]
+    private var held: [(NIOAny, EventLoopPromise<Void>?)] = []
+    private var flushHeld = false
+    private var open = false
+
+    init(pins: [String]) { self.pins = pins }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        if open { context.write(data, promise: promise) } else { held.append((data, promise)) }
+    }
+
+    func flush(context: ChannelHandlerContext) {
+        if open { context.flush() } else { flushHeld = true }
+    }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if case TLSUserEvent.handshakeCompleted = event {
-            promise?.succeed()
-            promise = nil
+        if !open, case TLSUserEvent.handshakeCompleted = event {
+            do {
+                let tls = try context.pipeline.syncOperations.handler(type: NIOSSLHandler.self)
+                try TLSPinning.check(tls.peerCertificate, pins: pins)
+            } catch {
+                failHeld(error)
+                context.fireErrorCaught(error)
+                context.close(promise: nil)
+                return
+            }
+            open = true
+            let held = self.held
+            self.held = []
+            for (data, promise) in held { context.write(data, promise: promise) }
+            if flushHeld { context.flush() }
         }
         context.fireUserInboundEventTriggered(event)
     }
 
-    func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        promise?.fail(error)
-        promise = nil
-        context.close(promise: nil)
+    func handlerRemoved(context: ChannelHandlerContext) {
+        failHeld(ChannelError.ioOnClosedChannel)
     }
 
-    func channelInactive(context: ChannelHandlerContext) {
-        promise?.fail(ChannelError.eof)
-        promise = nil
-        context.fireChannelInactive()
+    private func failHeld(_ error: any Error) {
+        let held = self.held
+        self.held = []
+        for (_, promise) in held { promise?.fail(error) }
     }
 }

@@ -4,16 +4,25 @@ public import NIOHTTP1
 public struct WebSocketConfiguration: Sendable {
     /// Extra headers sent with the upgrade request (authorisation, cookies, ...). Never logged.
     public var headers: HTTPHeaders
+    /// The `Origin` header of the upgrade request. Nil (the default) sends none, as native clients
+    /// do; servers that check origins (python-engineio, ASP.NET Core with CORS) accept that. Set it
+    /// only when a server requires a particular origin.
+    public var origin: String?
+    /// A cookie store shared with the client's HTTP requests: the upgrade sends its matching
+    /// cookies and stores the response's `Set-Cookie`. Nil (the default): no cookie handling.
+    public var cookies: CookieStore?
     /// Subprotocols offered in `Sec-WebSocket-Protocol`, most preferred first.
     public var subprotocols: [String]
     /// Offer permessage-deflate (RFC 7692, zlib). The server decides whether it is used.
     public var compression: Bool
-    /// The largest message accepted, after reassembly and decompression. A larger one closes the
-    /// connection with code 1009 and fails with ``RealtimeError/Code/messageTooLarge``. Default 1 MiB.
+    /// The largest message accepted, after reassembly and decompression; also the largest single
+    /// frame read off the wire. A larger one closes the connection with code 1009 and fails with
+    /// ``RealtimeError/Code/messageTooLarge``. Default 1 MiB.
     public var maxMessageSize: Int
     /// Send a ping this often when idle and close the connection if no pong comes back; nil disables.
     public var autoPing: Duration?
-    /// How long the TCP connect, TLS handshake and upgrade may take together.
+    /// How long the TCP connect, TLS handshake and upgrade may take together (a refused upgrade's
+    /// body excerpt is read within the same limit).
     public var connectTimeout: Duration
     /// How long to wait for the server's close frame after sending one.
     public var closeTimeout: Duration
@@ -23,6 +32,8 @@ public struct WebSocketConfiguration: Sendable {
 
     public init(
         headers: HTTPHeaders = [:],
+        origin: String? = nil,
+        cookies: CookieStore? = nil,
         subprotocols: [String] = [],
         compression: Bool = false,
         maxMessageSize: Int = 1 << 20,
@@ -33,6 +44,8 @@ public struct WebSocketConfiguration: Sendable {
         tls: TLSOptions = .default
     ) {
         self.headers = headers
+        self.origin = origin
+        self.cookies = cookies
         self.subprotocols = subprotocols
         self.compression = compression
         self.maxMessageSize = maxMessageSize
@@ -49,4 +62,28 @@ public struct WebSocketCloseInfo: Sendable, Equatable {
     /// The close code (1000 normal, 1001 going away, 1009 too big, 4000-4999 application codes...).
     public let code: UInt16
     public let reason: String?
+}
+
+/// The server's answer to the upgrade request, readable on the open connection.
+public struct WebSocketUpgradeResponse: Sendable {
+    /// `101 Switching Protocols` on an open connection.
+    public let status: HTTPResponseStatus
+    /// Every header of the response (`Set-Cookie`, server-specific headers...).
+    public let headers: HTTPHeaders
+
+    /// The subprotocol the server chose from those offered, if any.
+    public var subprotocol: String? {
+        headers.first(name: "sec-websocket-protocol")?.trimmingSpacesString()
+    }
+
+    /// The names of the extensions the server accepted (`permessage-deflate`).
+    public var extensions: [String] {
+        headers[canonicalForm: "sec-websocket-extensions"].compactMap { value in
+            value.split(separator: ";", maxSplits: 1).first.map { String($0.trimmingSpaces()) }
+        }
+    }
+}
+
+extension String {
+    func trimmingSpacesString() -> String { String(Substring(self).trimmingSpaces()) }
 }

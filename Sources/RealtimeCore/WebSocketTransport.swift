@@ -1,12 +1,10 @@
 public import NIOCore
 import HTTPTypes
+import Logging
 import NIOHTTP1
 import NIOConcurrencyHelpers
-import NIOSSL
 import NIOWebSocket
-import WSClient
-import WSCompression
-public import WSCore
+@_spi(WSInternal) public import WSCore
 
 /// A live WebSocket connection, valid inside the closure given to ``WebSocketTransport/connect(to:configuration:runtime:_:)``.
 public struct WebSocketConnection: Sendable {
@@ -14,6 +12,8 @@ public struct WebSocketConnection: Sendable {
     public let inbound: WebSocketMessages
     let outbound: WebSocketOutboundWriter
     let closeRequested: NIOLockedValueBox<Bool>
+    /// The server's answer to the upgrade: status, headers, chosen subprotocol and extensions.
+    public let upgradeResponse: WebSocketUpgradeResponse
 
     /// Sends one message; returns once it is written to the socket (this is the backpressure).
     public func send(_ message: RealtimeMessage) async throws {
@@ -34,51 +34,95 @@ public struct WebSocketConnection: Sendable {
 }
 
 /// The inbound side of a ``WebSocketConnection``: complete messages, in order.
+///
+/// Fragments are reassembled here, with the size limit checked as each frame arrives (a message
+/// that grows past ``WebSocketConfiguration/maxMessageSize`` closes the connection with 1009 and
+/// fails with `messageTooLarge`) and text checked for UTF-8 (1007 and `invalidUTF8`).
 public struct WebSocketMessages: AsyncSequence, Sendable {
     public typealias Element = RealtimeMessage
-    let base: WebSocketInboundMessageStream
+    let base: WebSocketInboundStream
     let outbound: WebSocketOutboundWriter
     let maxMessageSize: Int
+    let validateUTF8: Bool
+    let url: String
 
     public struct AsyncIterator: AsyncIteratorProtocol {
-        var base: WebSocketInboundMessageStream.AsyncIterator
+        var base: WebSocketInboundStream.AsyncIterator
         let outbound: WebSocketOutboundWriter
         let maxMessageSize: Int
+        let validateUTF8: Bool
+        let url: String
 
         public mutating func next() async throws -> RealtimeMessage? {
-            let message: RealtimeMessage
-            let size: Int
-            switch try await base.next() {
-            case .none: return nil
-            case .text(let text):
-                size = text.utf8.count
-                message = .text(text)
-            case .binary(let buffer):
-                size = buffer.readableBytes
-                message = .binary(buffer)
+            var message: (opcode: WebSocketDataFrame.Opcode, data: ByteBuffer)?
+            while true {
+                let frame: WebSocketDataFrame?
+                do {
+                    frame = try await base.next()
+                } catch {
+                    throw WebSocketTransport.mapError(error, url: url)
+                }
+                guard let frame else {
+                    return nil
+                }
+                switch (frame.opcode, message) {
+                case (.text, nil), (.binary, nil):
+                    message = (frame.opcode, frame.data)
+                case (.continuation, .some(var partial)):
+                    message = nil
+                    partial.data.writeImmutableBuffer(frame.data)
+                    message = partial
+                default:
+                    try? await outbound.close(.protocolError, reason: nil)
+                    throw RealtimeError(.protocolViolation, "the server interleaved WebSocket message fragments", closeCode: 1002)
+                }
+                guard let current = message else { continue }
+                if current.data.readableBytes > maxMessageSize {
+                    try? await outbound.close(.messageTooLarge, reason: nil)
+                    throw RealtimeError(
+                        .messageTooLarge, "the server sent a message of more than \(maxMessageSize) bytes (maxMessageSize)", closeCode: 1009)
+                }
+                guard frame.fin else { continue }
+                if current.opcode == .binary { return .binary(current.data) }
+                guard let text = Self.text(current.data, validate: validateUTF8) else {
+                    try? await outbound.close(.dataInconsistentWithMessage, reason: nil)
+                    throw RealtimeError(.invalidUTF8, "the server sent a text message that is not valid UTF-8", closeCode: 1007)
+                }
+                return .text(text)
             }
-            if size > maxMessageSize {
-                try? await outbound.close(.messageTooLarge, reason: nil)
-                throw RealtimeError(.messageTooLarge, "the server sent a \(size)-byte message; maxMessageSize is \(maxMessageSize)", closeCode: 1009)
+        }
+
+        static func text(_ buffer: ByteBuffer, validate: Bool) -> String? {
+            guard validate else { return String(buffer: buffer) }
+            if #available(macOS 15, iOS 18, tvOS 18, watchOS 11, *) {
+                return String(validating: buffer.readableBytesView, as: UTF8.self)
             }
-            return message
+            let text = String(buffer: buffer)
+            return text.utf8.elementsEqual(buffer.readableBytesView) ? text : nil
         }
     }
 
     public func makeAsyncIterator() -> AsyncIterator {
-        AsyncIterator(base: base.makeAsyncIterator(), outbound: outbound, maxMessageSize: maxMessageSize)
+        AsyncIterator(
+            base: base.makeAsyncIterator(), outbound: outbound, maxMessageSize: maxMessageSize, validateUTF8: validateUTF8, url: url)
     }
 }
 
-/// WebSocket connections on swift-websocket's `WSClient`: ws and wss, headers, subprotocols,
-/// permessage-deflate, message size limits, automatic ping, and close codes surfaced as errors.
+/// WebSocket client connections: ws and wss, headers, subprotocols, permessage-deflate, cookies,
+/// message size limits, automatic ping, and close codes surfaced as errors.
+///
+/// The handshake is ours (``WebSocketClientChannel``, on swift-nio's upgrader and frame codec and
+/// swift-nio-ssl); after the upgrade, swift-websocket's `WSCore` handler runs the frame protocol
+/// (control frames, the closing handshake, fragmentation, UTF-8 checks, extensions). See
+/// Docs/Architecture.md, "WebSocket", for why and what that costs.
 public enum WebSocketTransport {
     /// Connects, runs `body` with the connection, and closes it when `body` returns.
     ///
     /// - Returns: how the server closed the connection, if it sent a close frame.
     /// - Throws: ``RealtimeError`` for connection, TLS and protocol failures (`invalidURL`,
-    ///   `connectFailed`, `tlsFailure`, `certificatePinMismatch`, `timeout`, `messageTooLarge`,
-    ///   `invalidUTF8`, `protocolViolation`), and whatever `body` throws.
+    ///   `connectFailed`, `tlsFailure`, `certificatePinMismatch`, `badStatus` with the status and a
+    ///   body excerpt for a refused upgrade, `timeout`, `messageTooLarge`, `invalidUTF8`,
+    ///   `protocolViolation`), and whatever `body` throws. Whatever fails, the socket is closed.
     @discardableResult
     public static func connect(
         to url: String,
@@ -86,31 +130,14 @@ public enum WebSocketTransport {
         runtime: RealtimeRuntime = .shared,
         _ body: @escaping @Sendable (WebSocketConnection) async throws -> Void
     ) async throws -> WebSocketCloseInfo? {
-        let target = try Endpoint(url, allowedSchemes: ["ws", "wss", "http", "https"])
-        let tlsConfiguration: TLSConfiguration? = target.isSecure ? try configuration.tls.makeTLSConfiguration() : nil
-        if target.isSecure {
-            try await TLSPinning.verify(host: target.host, port: target.port, options: configuration.tls, runtime: runtime)
-        }
-        var clientConfiguration = WebSocketClientConfiguration(
-            // Frames up to twice the limit are read so an oversized message gets a precise error
-            // (close 1009 + messageTooLarge); larger frames are cut off by the frame decoder.
-            maxFrameSize: configuration.maxMessageSize.multipliedReportingOverflow(by: 2).overflow ? .max : configuration.maxMessageSize * 2,
-            additionalHeaders: HTTPFields(configuration.headers),
-            extensions: configuration.compression
-                ? [.perMessageDeflate(maxDecompressedFrameSize: configuration.maxMessageSize)] : [],
-            closeTimeout: configuration.closeTimeout,
-            autoPing: configuration.autoPing.map { .enabled(timePeriod: $0) } ?? .disabled,
-            validateUTF8: configuration.validateUTF8,
-            sniHostname: configuration.tls.serverName
-        )
-        if !configuration.subprotocols.isEmpty {
-            clientConfiguration.additionalHeaders[HTTPField.Name.secWebSocketProtocol] = configuration.subprotocols.joined(separator: ", ")
-        }
+        let channelFactory = try WebSocketClientChannel(url: url, configuration: configuration)
         let eventLoop = runtime.eventLoopGroup.next()
         let phase = NIOLockedValueBox(ConnectPhase.connecting)
         let closeRequested = NIOLockedValueBox(false)
         let maxMessageSize = configuration.maxMessageSize
-        let finalConfiguration = clientConfiguration
+        let autoPing: AutoPingSetup = configuration.autoPing.map { .enabled(timePeriod: $0) } ?? .disabled
+        let (closeTimeout, validateUTF8) = (configuration.closeTimeout, configuration.validateUTF8)
+        let logger = runtime.logger
         let closeFrame: WebSocketCloseFrame?
         do {
             closeFrame = try await Deadline.run(
@@ -120,26 +147,33 @@ public enum WebSocketTransport {
                 abandon: { phase.withLockedValue { $0 = .abandoned } },
                 timeoutError: RealtimeError.timeout("the WebSocket connection to \(Redaction.url(url)) was not open within \(configuration.connectTimeout)")
             ) {
-                let client = WebSocketClient(
-                    url: target.webSocketURL,
-                    configuration: finalConfiguration,
-                    tlsConfiguration: tlsConfiguration,
-                    eventLoopGroup: eventLoop,
-                    logger: runtime.logger
-                ) { inbound, outbound, _ in
+                try await withEventLoopPreference(eventLoop) {
+                    let (asyncChannel, response, extensions) = try await channelFactory.open(on: eventLoop)
                     let abandoned = phase.withLockedValue { phase -> Bool in
                         if phase == .abandoned { return true }
                         phase = .open
                         return false
                     }
-                    if abandoned { return }
-                    let connection = WebSocketConnection(
-                        inbound: WebSocketMessages(base: inbound.messages(maxSize: maxMessageSize), outbound: outbound, maxMessageSize: maxMessageSize),
-                        outbound: outbound, closeRequested: closeRequested)
-                    // The body reads and writes on the connection's own event loop: no thread hop per message.
-                    try await withEventLoopPreference(eventLoop) { try await body(connection) }
+                    if abandoned {
+                        try? await asyncChannel.channel.close()
+                        return nil
+                    }
+                    return try await WebSocketHandler.handle(
+                        type: .client,
+                        configuration: WebSocketHandler.Configuration(
+                            extensions: extensions, autoPing: autoPing, closeTimeout: closeTimeout, validateUTF8: validateUTF8,
+                            maxFrameSize: maxMessageSize),
+                        asyncChannel: asyncChannel,
+                        context: TransportContext(logger: logger)
+                    ) { inbound, outbound, _ in
+                        let connection = WebSocketConnection(
+                            inbound: WebSocketMessages(
+                                base: inbound, outbound: outbound, maxMessageSize: maxMessageSize, validateUTF8: validateUTF8,
+                                url: url),
+                            outbound: outbound, closeRequested: closeRequested, upgradeResponse: response)
+                        try await body(connection)
+                    }
                 }
-                return try await client.run()
             }
         } catch {
             throw mapError(error, url: url)
@@ -153,6 +187,8 @@ public enum WebSocketTransport {
         switch closeFrame.closeCode {
         case .normalClosure, .goingAway:
             return info
+        case .messageTooLarge:
+            throw RealtimeError(.messageTooLarge, "the server closed the WebSocket: a message was too large", serverMessage: info.reason, closeCode: info.code)
         default:
             throw RealtimeError(
                 .webSocketClosed, "the server closed the WebSocket", serverMessage: info.reason, closeCode: info.code)
@@ -165,26 +201,38 @@ public enum WebSocketTransport {
         switch error {
         case let error as RealtimeError:
             return error
-        case let error as WebSocketClientError:
-            switch error {
-            case .invalidURL: return RealtimeError.invalidURL(url)
-            case .serverSentMessageTooLarge:
-                return RealtimeError(.messageTooLarge, "the server sent a message larger than maxMessageSize", underlying: error)
-            case .serverSentDataInconsistentWithMessage:
-                return RealtimeError(.invalidUTF8, "the server sent a text message that is not valid UTF-8", underlying: error)
-            case .webSocketUpgradeFailed:
-                return RealtimeError(.connectFailed, "the server refused the WebSocket upgrade at \(Redaction.url(url))", underlying: error)
-            default:
-                return RealtimeError(.protocolViolation, "WebSocket protocol error", underlying: error)
-            }
         case is CancellationError:
             return error
+        case let error as NIOWebSocketError:
+            switch error {
+            case .invalidFrameLength:
+                return RealtimeError(
+                    .messageTooLarge, "the server sent a frame larger than maxMessageSize", closeCode: 1009, underlying: error)
+            default:
+                return RealtimeError(.protocolViolation, "the server broke the WebSocket framing rules", closeCode: 1002, underlying: error)
+            }
+        case let error as NIOHTTPClientUpgradeError:
+            return RealtimeError(.protocolViolation, "the server's answer to the WebSocket upgrade is invalid", underlying: error)
+        case let error as ChannelError:
+            switch error {
+            case .connectTimeout:
+                return RealtimeError(.timeout, "could not connect to \(Redaction.url(url)) in time", underlying: error)
+            case .inappropriateOperationForState, .eof, .ioOnClosedChannel, .alreadyClosed, .outputClosed, .inputClosed:
+                return RealtimeError(.connectionClosed, "the server closed the connection to \(Redaction.url(url))", underlying: error)
+            default:
+                return RealtimeError(.connectFailed, "could not connect to \(Redaction.url(url))", underlying: error)
+            }
         case let error where TLSErrorDetection.isTLSFailure(error):
             return RealtimeError(.tlsFailure, "TLS handshake with \(Redaction.url(url)) failed", underlying: error)
         default:
             return RealtimeError(.connectFailed, "could not connect to \(Redaction.url(url))", underlying: error)
         }
     }
+}
+
+/// The context swift-websocket's frame handler logs through.
+struct TransportContext: WebSocketContext {
+    let logger: Logger
 }
 
 extension HTTPFields {

@@ -1,0 +1,65 @@
+import AsyncHTTPClient
+import NIOConcurrencyHelpers
+import NIOCore
+
+/// The runtime's own async-http-client clients: one per distinct TLS setting and connection
+/// options, made on first use and shared. Each one:
+/// - verifies TLS with the setting's `TLSConfiguration` and checks pinned keys on the connection's
+///   own handshake (before the connection carries a request);
+/// - does not retry failed connection attempts: a refused connection or a TLS failure fails the
+///   request at once (the protocol clients have their own reconnection policy), instead of after
+///   retries until the request's deadline;
+/// - has no read timeout (streams may be quiet; `HTTPRequestSpec.idleTimeout` watches them);
+/// - allows ``HTTPConnectionOptions/maxConnectionsPerHost`` connections per host.
+final class HTTPClientCache: Sendable {
+    private struct Key: Hashable {
+        var tls: TLSOptions?
+        var options: HTTPConnectionOptions
+    }
+
+    private let eventLoopGroup: any EventLoopGroup
+    private let clients = NIOLockedValueBox<[Key: HTTPClient]>([:])
+
+    init(eventLoopGroup: any EventLoopGroup) {
+        self.eventLoopGroup = eventLoopGroup
+    }
+
+    deinit {
+        // A client that is shutting down keeps itself alive until it is down.
+        for client in clients.withLockedValue({ Array($0.values) }) {
+            client.shutdown { _ in }
+        }
+    }
+
+    func client(tls: TLSOptions?, options: HTTPConnectionOptions) throws -> HTTPClient {
+        let key = Key(tls: tls, options: options)
+        if let client = clients.withLockedValue({ $0[key] }) { return client }
+        let configuration = try Self.configuration(tls: tls, options: options)
+        return clients.withLockedValue { clients in
+            if let existing = clients[key] { return existing }
+            let client = HTTPClient(eventLoopGroupProvider: .shared(eventLoopGroup), configuration: configuration)
+            clients[key] = client
+            return client
+        }
+    }
+
+    static func configuration(tls: TLSOptions?, options: HTTPConnectionOptions) throws -> HTTPClient.Configuration {
+        var configuration = HTTPClient.Configuration(
+            tlsConfiguration: try tls?.makeTLSConfiguration(),
+            redirectConfiguration: .follow(max: 10, allowCycles: false),
+            timeout: .init(connect: TimeAmount(options.connectTimeout), read: nil),
+            connectionPool: .init(
+                idleTimeout: TimeAmount(options.idleTimeout),
+                concurrentHTTP1ConnectionsPerHostSoftLimit: max(1, options.maxConnectionsPerHost)),
+            proxy: nil,
+            ignoreUncleanSSLShutdown: false,
+            decompression: .disabled
+        )
+        configuration.connectionPool.retryConnectionEstablishment = false
+        if let pins = tls?.pinnedPublicKeySHA256, !pins.isEmpty {
+            configuration.http1_1ConnectionDebugInitializer = { TLSPinning.verifyConnection($0, pins: pins) }
+            configuration.http2ConnectionDebugInitializer = { TLSPinning.verifyConnection($0, pins: pins) }
+        }
+        return configuration
+    }
+}

@@ -1,0 +1,276 @@
+import HTTPTypes
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import NIOSSL
+import NIOWebSocket
+import WSCompression
+import WSCore
+
+/// Opens a WebSocket client channel: TCP, TLS, the HTTP/1.1 upgrade, and the frame codec.
+///
+/// The pieces are swift-nio's (`ClientBootstrap`, `NIOSSLClientHandler`, the typed HTTP client
+/// upgrader, `WebSocketFrameEncoder`/`Decoder`); the policy is ours: no `Origin` unless configured,
+/// no SNI for IP literals, pinning inside the handshake (``TLSPinGate``), cookies, a readable
+/// upgrade response, a typed error with the status and a body excerpt for a refused upgrade, and
+/// every failure path closes the channel it opened.
+struct WebSocketClientChannel {
+    enum Outcome: Sendable {
+        case upgraded(NIOAsyncChannel<WebSocketFrame, WebSocketFrame>, WebSocketUpgradeResponse, [any WebSocketExtension])
+        case refused(EventLoopFuture<RefusedUpgradeCollector.Response>)
+    }
+
+    /// The largest part of a refused upgrade's body kept for the error.
+    static let refusedBodyExcerpt = 512
+
+    let target: Endpoint
+    let url: String
+    let configuration: WebSocketConfiguration
+    let sslContext: NIOSSLContext?
+    let extensionBuilders: [any WebSocketExtensionBuilder]
+
+    init(url: String, configuration: WebSocketConfiguration) throws {
+        self.url = url
+        self.target = try Endpoint(url, allowedSchemes: ["ws", "wss", "http", "https"])
+        self.configuration = configuration
+        if target.isSecure {
+            do {
+                sslContext = try NIOSSLContext(configuration: try configuration.tls.makeTLSConfiguration())
+            } catch let error as RealtimeError {
+                throw error
+            } catch {
+                throw RealtimeError(.tlsFailure, "could not build the TLS context", underlying: error)
+            }
+        } else {
+            sslContext = nil
+        }
+        extensionBuilders =
+            configuration.compression
+            ? [WebSocketExtensionFactory.perMessageDeflate(maxDecompressedFrameSize: configuration.maxMessageSize).build()] : []
+    }
+
+    /// Connects and upgrades. The returned channel is open and upgraded; on any error nothing is
+    /// left open. Cancellation closes the channel being set up.
+    func open(on eventLoop: any EventLoop) async throws -> (NIOAsyncChannel<WebSocketFrame, WebSocketFrame>, WebSocketUpgradeResponse, [any WebSocketExtension]) {
+        let bootstrap = ClientBootstrap(group: eventLoop)
+            .connectTimeout(TimeAmount(configuration.connectTimeout))
+            .channelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
+            .channelOption(ChannelOptions.allowRemoteHalfClosure, value: true)
+        let (channel, upgrade) = try await bootstrap.connect(host: target.host, port: target.port) { channel in
+            channel.eventLoop.makeCompletedFuture {
+                (channel, try self.configure(channel))
+            }
+        }
+        do {
+            let outcome = try await withTaskCancellationHandler {
+                try await upgrade.get()
+            } onCancel: {
+                channel.close(promise: nil)
+            }
+            switch outcome {
+            case .upgraded(let asyncChannel, let response, let extensions):
+                try Task.checkCancellation()
+                return (asyncChannel, response, extensions)
+            case .refused(let collected):
+                let response = try await collected.get()
+                channel.close(promise: nil)
+                throw RealtimeError.badStatus(response.head.status, url: url, body: response.bodyExcerpt)
+            }
+        } catch {
+            channel.close(promise: nil)
+            throw error
+        }
+    }
+
+    /// Builds the pipeline; runs on the channel's event loop before it connects.
+    private func configure(_ channel: any Channel) throws -> EventLoopFuture<Outcome> {
+        let pipeline = channel.pipeline.syncOperations
+        if let sslContext {
+            let serverName = configuration.tls.serverName ?? target.host
+            // SNI carries host names only; for an IP literal the certificate is checked against the
+            // peer's address instead.
+            let sniName = Self.isIPLiteral(serverName) ? nil : serverName
+            try pipeline.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: sniName))
+            if !configuration.tls.pinnedPublicKeySHA256.isEmpty {
+                try pipeline.addHandler(TLSPinGate(pins: configuration.tls.pinnedPublicKeySHA256))
+            }
+        }
+        try pipeline.addHandler(FlushCoalescingHandler())
+
+        let requestURL = url
+        let cookies = configuration.cookies
+        let offeredProtocols = configuration.subprotocols
+        let builders = extensionBuilders
+        let upgrader = NIOTypedWebSocketClientUpgrader<Outcome>(
+            maxFrameSize: max(configuration.maxMessageSize, 125),
+            upgradePipelineHandler: { channel, head in
+                channel.eventLoop.makeCompletedFuture {
+                    cookies?.record(head.headers, from: requestURL)
+                    let response = WebSocketUpgradeResponse(status: head.status, headers: head.headers)
+                    if let chosen = response.subprotocol, !offeredProtocols.contains(chosen) {
+                        throw RealtimeError(.protocolViolation, "the server chose the subprotocol \(chosen), which was not offered")
+                    }
+                    let offeredNames = Set(builders.map { type(of: $0).name })
+                    if let unknown = response.extensions.first(where: { !offeredNames.contains($0) }) {
+                        throw RealtimeError(.protocolViolation, "the server enabled the extension \(unknown), which was not offered")
+                    }
+                    let extensions = try builders.buildClientExtensions(from: HTTPFields(head.headers))
+                    let asyncChannel = try NIOAsyncChannel<WebSocketFrame, WebSocketFrame>(wrappingChannelSynchronously: channel)
+                    return .upgraded(asyncChannel, response, extensions)
+                }
+            }
+        )
+        let upgradeConfiguration = NIOTypedHTTPClientUpgradeConfiguration<Outcome>(
+            upgradeRequestHead: requestHead(),
+            upgraders: [upgrader],
+            notUpgradingCompletionHandler: { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    let collector = RefusedUpgradeCollector(
+                        limit: Self.refusedBodyExcerpt, promise: channel.eventLoop.makePromise(), cookies: cookies, url: requestURL)
+                    try channel.pipeline.syncOperations.addHandler(collector)
+                    return .refused(collector.promise.futureResult)
+                }
+            }
+        )
+        var pipelineConfiguration = NIOUpgradableHTTPClientPipelineConfiguration(upgradeConfiguration: upgradeConfiguration)
+        pipelineConfiguration.leftOverBytesStrategy = .forwardBytes
+        return try pipeline.configureUpgradableHTTPClientPipeline(configuration: pipelineConfiguration)
+    }
+
+    private func requestHead() -> HTTPRequestHead {
+        var headers = HTTPHeaders()
+        let hostPart = target.host.contains(":") ? "[\(target.host)]" : target.host
+        let defaultPort = target.isSecure ? 443 : 80
+        headers.add(name: "Host", value: target.port == defaultPort ? hostPart : "\(hostPart):\(target.port)")
+        if let origin = configuration.origin { headers.add(name: "Origin", value: origin) }
+        for (name, value) in configuration.headers where !Self.reservedHeaders.contains(name.lowercased()) {
+            headers.add(name: name, value: value)
+        }
+        if !configuration.subprotocols.isEmpty {
+            headers.add(name: "Sec-WebSocket-Protocol", value: configuration.subprotocols.joined(separator: ", "))
+        }
+        for builder in extensionBuilders {
+            let offer = builder.clientRequestHeader()
+            if !offer.isEmpty { headers.add(name: "Sec-WebSocket-Extensions", value: offer) }
+        }
+        configuration.cookies?.apply(to: &headers, url: url)
+        return HTTPRequestHead(version: .http1_1, method: .GET, uri: target.pathAndQuery, headers: headers)
+    }
+
+    /// Headers the upgrade sets itself; a caller's copies would corrupt the handshake.
+    private static let reservedHeaders: Set<String> = [
+        "host", "connection", "upgrade", "sec-websocket-key", "sec-websocket-version", "sec-websocket-extensions",
+        "content-length", "transfer-encoding",
+    ]
+
+    static func isIPLiteral(_ host: String) -> Bool {
+        let bare = host.filter { $0 != "[" && $0 != "]" }
+        return (try? SocketAddress(ipAddress: bare, port: 0)) != nil
+    }
+}
+
+/// Reads the head and the start of the body of a response that refused the upgrade, for the error.
+final class RefusedUpgradeCollector: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPClientResponsePart
+
+    struct Response: Sendable {
+        var head: NIOHTTP1.HTTPResponseHead
+        var body: ByteBuffer
+
+        var bodyExcerpt: String? {
+            guard body.readableBytes > 0 else { return nil }
+            return String(decoding: body.readableBytesView, as: UTF8.self)
+        }
+    }
+
+    let promise: EventLoopPromise<Response>
+    private let limit: Int
+    private let cookies: CookieStore?
+    private let url: String
+    private var head: NIOHTTP1.HTTPResponseHead?
+    private var body = ByteBuffer()
+
+    init(limit: Int, promise: EventLoopPromise<Response>, cookies: CookieStore?, url: String) {
+        self.limit = limit
+        self.promise = promise
+        self.cookies = cookies
+        self.url = url
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head(let head):
+            self.head = head
+            cookies?.record(head.headers, from: url)
+        case .body(var part):
+            let room = limit - body.readableBytes
+            if room > 0, let slice = part.readSlice(length: min(room, part.readableBytes)) {
+                body.writeImmutableBuffer(slice)
+            }
+            if body.readableBytes >= limit { finish() }
+        case .end:
+            finish()
+        }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        finish()
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        finish()
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        finish()
+    }
+
+    private func finish() {
+        guard let head else {
+            promise.fail(RealtimeError(.connectionClosed, "the server closed the connection during the WebSocket upgrade"))
+            return
+        }
+        promise.succeed(Response(head: head, body: body))
+    }
+}
+
+/// Coalesces flushes: a flush is passed on at the end of the current event loop tick, so frames
+/// written together leave in one `writev` (and, over TLS, in fewer records). Writes are not held:
+/// they reach the channel at once and count toward its writability, so backpressure is unchanged.
+/// Past `maxPendingBytes` unflushed bytes a flush goes out at once.
+final class FlushCoalescingHandler: ChannelOutboundHandler, RemovableChannelHandler {
+    typealias OutboundIn = IOData
+    typealias OutboundOut = IOData
+
+    private let maxPendingBytes: Int
+    private var pendingBytes = 0
+    private var flushScheduled = false
+
+    init(maxPendingBytes: Int = 64 << 10) {
+        self.maxPendingBytes = maxPendingBytes
+    }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        pendingBytes &+= unwrapOutboundIn(data).readableBytes
+        context.write(data, promise: promise)
+    }
+
+    func flush(context: ChannelHandlerContext) {
+        if pendingBytes >= maxPendingBytes {
+            pendingBytes = 0
+            context.flush()
+            return
+        }
+        guard !flushScheduled else { return }
+        flushScheduled = true
+        let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        context.eventLoop.execute {
+            let (handler, context) = loopBound.value
+            handler.flushScheduled = false
+            handler.pendingBytes = 0
+            context.flush()
+        }
+    }
+}
