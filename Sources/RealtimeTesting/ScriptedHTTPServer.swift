@@ -91,6 +91,9 @@ public final class ScriptedHTTPServer: Sendable {
 
     public var baseURL: String { server.withLockedValue { $0?.baseURL ?? "" } }
     public var port: Int { server.withLockedValue { $0?.port ?? 0 } }
+    /// The same address with `ws`/`wss`: a WebSocket upgrade to it gets the scripted answer, so a
+    /// test can refuse an upgrade with any status and body.
+    public var webSocketBaseURL: String { server.withLockedValue { $0?.webSocketBaseURL ?? "" } }
 
     /// Sets the handler for an exact path (no query).
     public func route(_ path: String, _ handler: @escaping Handler) {

@@ -132,4 +132,40 @@ import Testing
         await #expect(throws: Boom.self) { try await sender.send(1) }
         #expect(sender.pendingCount == 0)
     }
+
+    /// Streams hold their connection; when a configured pool limit is reached, the next request
+    /// fails with a typed error after the connect timeout instead of waiting forever.
+    @Test func aFullPoolFailsTheWaitingRequestWithATypedError() async throws {
+        let server = try await ScriptedHTTPServer.start()
+        defer { Task { await server.stop() } }
+        let feed = ChunkFeed()
+        server.route("/hold") { _ in ScriptedResponse(headers: [("Content-Type", "text/event-stream")], body: .feed(feed)) }
+        server.route("/hello") { _ in .text("hi") }
+        let runtime = RealtimeRuntime(http: HTTPConnectionOptions(maxConnectionsPerHost: 2, connectTimeout: .milliseconds(300)))
+        let opened = AsyncStream<Void>.makeStream()
+        let holders = Task {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for _ in 0..<2 {
+                    group.addTask {
+                        try await HTTPTransport.stream(HTTPRequestSpec(url: server.baseURL + "/hold"), runtime: runtime) { _, body in
+                            opened.continuation.yield()
+                            for try await _ in body {}
+                        }
+                    }
+                }
+                try await group.waitForAll()
+            }
+        }
+        defer { holders.cancel() }
+        var openedIterator = opened.stream.makeAsyncIterator()
+        for _ in 0..<2 { await openedIterator.next() }
+        let error = await #expect(throws: RealtimeError.self) {
+            _ = try await HTTPTransport.execute(HTTPRequestSpec(url: server.baseURL + "/hello"), runtime: runtime)
+        }
+        #expect(error?.code == .timeout, "\(String(describing: error))")
+        #expect(server.requests(to: "/hello").isEmpty)
+        // The default runtime's pool is not that small.
+        let (head, _) = try await HTTPTransport.execute(HTTPRequestSpec(url: server.baseURL + "/hello"))
+        #expect(head.status == .ok)
+    }
 }

@@ -15,7 +15,9 @@ import Testing
         certificates = try TestCertificates.generate()
     }
 
-    func serverTLS(_ pair: TestCertificates.Pair, requireClientCertificate: Bool = false) throws -> TLSConfiguration {
+    func serverTLS(
+        _ pair: TestCertificates.Pair, requireClientCertificate: Bool = false, counter: TLSHandshakeCounter? = nil
+    ) throws -> TLSConfiguration {
         var configuration = TLSConfiguration.makeServerConfiguration(
             certificateChain: try NIOSSLCertificate.fromPEMFile(pair.certificatePath).map { .certificate($0) },
             privateKey: .privateKey(try NIOSSLPrivateKey(file: pair.keyPath, format: .pem)))
@@ -23,6 +25,7 @@ import Testing
             configuration.certificateVerification = .noHostnameVerification
             configuration.trustRoots = .file(certificates.ca.certificatePath)
         }
+        counter?.install(on: &configuration)
         return configuration
     }
 
@@ -37,21 +40,23 @@ import Testing
         return reply.withLockedValue { $0 }
     }
 
-    @Test func wssWorksWithTheCustomCA() async throws {
+    /// By host name (sent as SNI) and by IP address (no SNI; the certificate's IP SAN is checked).
+    @Test(arguments: [true, false]) func wssWorksWithTheCustomCA(byName: Bool) async throws {
         let server = try await WebSocketEchoServer.start(tls: try serverTLS(certificates.server))
         defer { Task { await server.stop() } }
-        let reply = try await echoOnce(server.webSocketBaseURL.replacingLocalhost(), TLSOptions(trustRoots: .pemFile(certificates.ca.certificatePath)))
+        let url = byName ? server.webSocketBaseURL.replacingLocalhost() : server.webSocketBaseURL
+        #expect(url.hasPrefix(byName ? "wss://localhost:" : "wss://127.0.0.1:"))
+        let reply = try await echoOnce(url, TLSOptions(trustRoots: .pemFile(certificates.ca.certificatePath)))
         #expect(reply == "over tls")
-        #expect(server.webSocketBaseURL.replacingLocalhost().hasPrefix("wss://"))
     }
 
     @Test func selfSignedIsRejectedByDefault() async throws {
         let server = try await WebSocketEchoServer.start(tls: try serverTLS(certificates.selfSigned))
         defer { Task { await server.stop() } }
-        let error = await #expect(throws: RealtimeError.self) { _ = try await echoOnce(server.webSocketBaseURL.replacingLocalhost(), .default) }
+        let error = await #expect(throws: RealtimeError.self) { _ = try await echoOnce(server.webSocketBaseURL, .default) }
         #expect(error?.code == .tlsFailure)
         // ...and accepted only through the dangerous option.
-        let reply = try await echoOnce(server.webSocketBaseURL.replacingLocalhost(), .dangerouslyDisableCertificateVerification())
+        let reply = try await echoOnce(server.webSocketBaseURL, .dangerouslyDisableCertificateVerification())
         #expect(reply == "over tls")
     }
 
@@ -59,24 +64,55 @@ import Testing
         let server = try await WebSocketEchoServer.start(tls: try serverTLS(certificates.wrongHost))
         defer { Task { await server.stop() } }
         let error = await #expect(throws: RealtimeError.self) {
-            _ = try await echoOnce(server.webSocketBaseURL.replacingLocalhost(), TLSOptions(trustRoots: .pemFile(certificates.ca.certificatePath)))
+            _ = try await echoOnce(server.webSocketBaseURL, TLSOptions(trustRoots: .pemFile(certificates.ca.certificatePath)))
         }
         #expect(error?.code == .tlsFailure)
     }
 
-    @Test func pinningAcceptsTheRightKeyAndRejectsAnother() async throws {
-        let server = try await WebSocketEchoServer.start(tls: try serverTLS(certificates.server))
+    /// The pin is checked on the connection's own handshake: a pinned key is accepted with exactly
+    /// one handshake; a CA-valid certificate with another key is refused before anything is sent.
+    @Test func pinningOnTheSameConnectionForWSS() async throws {
+        let counter = TLSHandshakeCounter()
+        let server = try await WebSocketEchoServer.start(tls: try serverTLS(certificates.server, counter: counter))
         defer { Task { await server.stop() } }
-        let rightPin = try TLSPinning.spkiSHA256(of: try NIOSSLCertificate(file: certificates.server.certificatePath, format: .pem))
-        let otherPin = try TLSPinning.spkiSHA256(of: try NIOSSLCertificate(file: certificates.otherCA.certificatePath, format: .pem))
-        #expect(rightPin != otherPin)
+        let (rightPin, otherPin) = try pins()
         let ca = TLSOptions.TrustRoots.pemFile(certificates.ca.certificatePath)
-        let reply = try await echoOnce(server.webSocketBaseURL.replacingLocalhost(), TLSOptions(trustRoots: ca, pinnedPublicKeySHA256: [otherPin, rightPin]))
+        let reply = try await echoOnce(server.webSocketBaseURL, TLSOptions(trustRoots: ca, pinnedPublicKeySHA256: [otherPin, rightPin]))
         #expect(reply == "over tls")
+        #expect(counter.count == 1)
         let error = await #expect(throws: RealtimeError.self) {
-            _ = try await echoOnce(server.webSocketBaseURL.replacingLocalhost(), TLSOptions(trustRoots: ca, pinnedPublicKeySHA256: [otherPin]))
+            _ = try await echoOnce(server.webSocketBaseURL, TLSOptions(trustRoots: ca, pinnedPublicKeySHA256: [otherPin]))
         }
         #expect(error?.code == .certificatePinMismatch)
+        #expect(counter.count == 2)
+    }
+
+    @Test func pinningOnTheSameConnectionForHTTPS() async throws {
+        let counter = TLSHandshakeCounter()
+        let server = try await ScriptedHTTPServer.start(tls: try serverTLS(certificates.server, counter: counter))
+        defer { Task { await server.stop() } }
+        server.route("/hello") { _ in .text("hi") }
+        let (rightPin, otherPin) = try pins()
+        let ca = TLSOptions.TrustRoots.pemFile(certificates.ca.certificatePath)
+        let (head, body) = try await HTTPTransport.execute(
+            HTTPRequestSpec(url: server.baseURL + "/hello", tls: TLSOptions(trustRoots: ca, pinnedPublicKeySHA256: [rightPin])))
+        #expect(head.status == .ok)
+        #expect(String(buffer: body) == "hi")
+        #expect(counter.count == 1)
+        let error = await #expect(throws: RealtimeError.self) {
+            _ = try await HTTPTransport.execute(
+                HTTPRequestSpec(url: server.baseURL + "/hello", tls: TLSOptions(trustRoots: ca, pinnedPublicKeySHA256: [otherPin])))
+        }
+        #expect(error?.code == .certificatePinMismatch, "\(String(describing: error))")
+        #expect(counter.count == 2)
+        #expect(server.requests(to: "/hello").count == 1, "the refused connection carried no request")
+    }
+
+    func pins() throws -> (right: String, other: String) {
+        let right = try TLSPinning.spkiSHA256(of: try NIOSSLCertificate(file: certificates.server.certificatePath, format: .pem))
+        let other = try TLSPinning.spkiSHA256(of: try NIOSSLCertificate(file: certificates.otherCA.certificatePath, format: .pem))
+        #expect(right != other)
+        return (right, other)
     }
 
     @Test func mutualTLSPresentsTheClientCertificate() async throws {
@@ -86,8 +122,8 @@ import Testing
         let withCertificate = TLSOptions(
             trustRoots: ca,
             clientCertificate: .files(chain: certificates.client.certificatePath, privateKey: certificates.client.keyPath))
-        #expect(try await echoOnce(server.webSocketBaseURL.replacingLocalhost(), withCertificate) == "over tls")
-        await #expect(throws: (any Error).self) { _ = try await echoOnce(server.webSocketBaseURL.replacingLocalhost(), TLSOptions(trustRoots: ca)) }
+        #expect(try await echoOnce(server.webSocketBaseURL, withCertificate) == "over tls")
+        await #expect(throws: (any Error).self) { _ = try await echoOnce(server.webSocketBaseURL, TLSOptions(trustRoots: ca)) }
     }
 
     @Test func httpsUsesTheSameOptions() async throws {
@@ -98,16 +134,25 @@ import Testing
         let (head, body) = try await HTTPTransport.execute(ok)
         #expect(head.status == .ok)
         #expect(String(buffer: body) == "hi")
+    }
+
+    /// A certificate failure is reported at once, not after connection retries until the deadline.
+    @Test func aSelfSignedHTTPSServerFailsAtOnceWithTLSFailure() async throws {
+        let server = try await ScriptedHTTPServer.start(tls: try serverTLS(certificates.selfSigned))
+        defer { Task { await server.stop() } }
+        server.route("/hello") { _ in .text("hi") }
+        let started = ContinuousClock.now
         let error = await #expect(throws: RealtimeError.self) {
-            _ = try await HTTPTransport.execute(HTTPRequestSpec(url: server.baseURL + "/hello", headTimeout: .seconds(3)))
+            _ = try await HTTPTransport.execute(HTTPRequestSpec(url: server.baseURL + "/hello", headTimeout: .seconds(30)))
         }
-        #expect(error?.code == .tlsFailure)
+        #expect(error?.code == .tlsFailure, "\(String(describing: error))")
+        // Behaviour, not speed: with retries until the deadline this took the whole 30 s.
+        #expect(ContinuousClock.now - started < .seconds(15))
     }
 }
 
 extension String {
-    /// swift-websocket sends the URL host as SNI, and SNI cannot carry an IP address: TLS tests use
-    /// the name `localhost`, which the test certificates also cover.
+    /// The same URL by host name (the test certificates cover `localhost` and `127.0.0.1`).
     func replacingLocalhost() -> String {
         var copy = self
         if let range = copy.range(of: "127.0.0.1") { copy.replaceSubrange(range, with: "localhost") }

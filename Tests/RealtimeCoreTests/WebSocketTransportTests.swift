@@ -71,25 +71,89 @@ import Testing
         #expect(error?.serverMessage == "kicked out")
     }
 
-    /// Up to twice maxMessageSize arrives and is refused with close 1009 + messageTooLarge; a single
-    /// frame beyond that never reaches memory: the frame decoder drops the connection (1006).
-    @Test(arguments: [
-        (1500, RealtimeError.Code.messageTooLarge, UInt16(1009)),
-        (5000, RealtimeError.Code.connectionClosed, UInt16(1006)),
-    ])
-    func oversizedMessagesFailWithATypedError(size: Int, code: RealtimeError.Code, closeCode: UInt16) async throws {
+    /// A message over maxMessageSize is refused with close 1009 + messageTooLarge, whether it comes
+    /// as one frame (the frame decoder refuses it before reading it into memory) or in fragments.
+    @Test(arguments: [(1024, 1500), (1024, 5000), (1 << 20, 3 << 20)])
+    func oversizedMessagesFailWithMessageTooLarge(limit: Int, size: Int) async throws {
         let server = try await WebSocketEchoServer.start()
         defer { Task { await server.stop() } }
         let error = await #expect(throws: RealtimeError.self) {
             try await WebSocketTransport.connect(
-                to: server.webSocketBaseURL, configuration: WebSocketConfiguration(maxMessageSize: 1024)
+                to: server.webSocketBaseURL, configuration: WebSocketConfiguration(maxMessageSize: limit)
             ) { connection in
                 try await connection.send(text: "!send \(size)")
                 for try await _ in connection.inbound {}
             }
         }
-        #expect(error?.code == code, "\(String(describing: error))")
-        #expect(error?.closeCode == closeCode)
+        #expect(error?.code == .messageTooLarge, "\(String(describing: error))")
+        #expect(error?.closeCode == 1009)
+    }
+
+    @Test func sendsNoOriginUnlessOneIsConfigured() async throws {
+        let server = try await WebSocketEchoServer.start()
+        defer { Task { await server.stop() } }
+        #expect(try await askServer(server.webSocketBaseURL, "!header origin") == "<none>")
+        let configured = WebSocketConfiguration(origin: "https://app.example")
+        #expect(try await askServer(server.webSocketBaseURL, "!header origin", configured) == "https://app.example")
+    }
+
+    @Test func theUpgradeResponseIsReadable() async throws {
+        let server = try await WebSocketEchoServer.start(compression: true)
+        defer { Task { await server.stop() } }
+        let response = NIOLockedValueBox<WebSocketUpgradeResponse?>(nil)
+        try await WebSocketTransport.connect(
+            to: server.webSocketBaseURL, configuration: WebSocketConfiguration(subprotocols: ["chat.v2", "chat.v1"], compression: true)
+        ) { connection in
+            response.withLockedValue { $0 = connection.upgradeResponse }
+            try await connection.close()
+        }
+        let head = try #require(response.withLockedValue { $0 })
+        #expect(head.status == .switchingProtocols)
+        #expect(head.subprotocol == "chat.v2")
+        #expect(head.extensions == ["permessage-deflate"])
+        #expect(head.headers.first(name: "sec-websocket-accept") != nil)
+    }
+
+    /// A protocol module must tell "unknown connection id" (404) from "unauthorised" (401).
+    @Test(arguments: [400, 401, 403, 404, 409, 503])
+    func aRefusedUpgradeIsBadStatusWithTheStatusAndBody(status: Int) async throws {
+        let server = try await ScriptedHTTPServer.start()
+        defer { Task { await server.stop() } }
+        server.route("/hub") { _ in .text("refused: reason \(status)", status: status) }
+        let error = await #expect(throws: RealtimeError.self) {
+            try await WebSocketTransport.connect(to: server.webSocketBaseURL + "/hub") { _ in Issue.record("must not open") }
+        }
+        #expect(error?.code == .badStatus)
+        #expect(error?.status?.code == UInt(status))
+        #expect(error?.serverMessage == "refused: reason \(status)")
+    }
+
+    @Test func aCookieSetOnAnHTTPResponseIsSentOnTheUpgrade() async throws {
+        let http = try await ScriptedHTTPServer.start()
+        defer { Task { await http.stop() } }
+        let webSocket = try await WebSocketEchoServer.start()
+        defer { Task { await webSocket.stop() } }
+        http.route("/handshake") { _ in
+            ScriptedResponse(headers: [("Set-Cookie", "lb=node-7; Path=/"), ("Set-Cookie", "other=x; Path=/elsewhere")])
+        }
+        let cookies = CookieStore()
+        _ = try await HTTPTransport.execute(HTTPRequestSpec(url: http.baseURL + "/handshake", cookies: cookies))
+        #expect(cookies.count == 2)
+        let sent = try await askServer(webSocket.webSocketBaseURL + "/", "!header cookie", WebSocketConfiguration(cookies: cookies))
+        #expect(sent == "lb=node-7")
+        #expect(try await askServer(webSocket.webSocketBaseURL + "/", "!header cookie") == "<none>")
+    }
+
+    /// Sends `command` to the echo server and returns its answer.
+    func askServer(_ url: String, _ command: String, _ configuration: WebSocketConfiguration = .init()) async throws -> String? {
+        let answer = NIOLockedValueBox<String?>(nil)
+        try await WebSocketTransport.connect(to: url, configuration: configuration) { connection in
+            try await connection.send(text: command)
+            var iterator = connection.inbound.makeAsyncIterator()
+            if case .text(let text) = try await iterator.next() { answer.withLockedValue { $0 = text } }
+            try await connection.close()
+        }
+        return answer.withLockedValue { $0 }
     }
 
     @Test func aServerThatNeverAnswersTheUpgradeTimesOut() async throws {
