@@ -1,4 +1,5 @@
 public import NIOSSL
+import NIOConcurrencyHelpers
 
 /// TLS settings shared by every transport (WebSocket and HTTP alike).
 ///
@@ -118,4 +119,31 @@ public struct TLSOptions: Sendable, Hashable {
         }
         return configuration
     }
+}
+
+extension TLSOptions {
+    /// The swift-nio-ssl context these options describe, made once per distinct options and shared:
+    /// loading trust roots (the system store is hundreds of certificates) costs far more than a
+    /// handshake, and every reconnect would pay it again. At most 64 contexts are kept; files named
+    /// by the options are read when a context is first made.
+    func sslContext() throws -> NIOSSLContext {
+        if let cached = TLSContextCache.contexts.withLockedValue({ $0[self] }) { return cached }
+        let context: NIOSSLContext
+        do {
+            context = try NIOSSLContext(configuration: try makeTLSConfiguration())
+        } catch let error as RealtimeError {
+            throw error
+        } catch {
+            throw RealtimeError(.tlsFailure, "could not build the TLS context", underlying: error)
+        }
+        TLSContextCache.contexts.withLockedValue { contexts in
+            if contexts.count >= 64 { contexts.removeAll() }
+            contexts[self] = context
+        }
+        return context
+    }
+}
+
+enum TLSContextCache {
+    static let contexts = NIOLockedValueBox<[TLSOptions: NIOSSLContext]>([:])
 }

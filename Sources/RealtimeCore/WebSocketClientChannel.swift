@@ -34,17 +34,7 @@ struct WebSocketClientChannel {
         self.url = url
         self.target = try Endpoint(url, allowedSchemes: ["ws", "wss", "http", "https"])
         self.configuration = configuration
-        if target.isSecure {
-            do {
-                sslContext = try NIOSSLContext(configuration: try configuration.tls.makeTLSConfiguration())
-            } catch let error as RealtimeError {
-                throw error
-            } catch {
-                throw RealtimeError(.tlsFailure, "could not build the TLS context", underlying: error)
-            }
-        } else {
-            sslContext = nil
-        }
+        sslContext = target.isSecure ? try configuration.tls.sslContext() : nil
         extensionBuilders =
             configuration.compression
             ? [WebSocketExtensionFactory.perMessageDeflate(maxDecompressedFrameSize: configuration.maxMessageSize).build()] : []
