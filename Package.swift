@@ -146,6 +146,7 @@ let package = Package(
             dependencies: [
                 "SocketIOEngine", "RealtimeCore", "RealtimeTesting",
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "OrderedCollections", package: "swift-collections"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),

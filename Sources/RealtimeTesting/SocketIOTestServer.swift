@@ -40,6 +40,9 @@ public final class SocketIOTestServer: Sendable {
         public var port = 0
         /// Serve HTTPS and WSS with this configuration (nil: plain HTTP and WS).
         public var tls: TLSConfiguration?
+        /// A `Set-Cookie` value sent with the polling handshake, as a load balancer with sticky
+        /// sessions does (``upgradeCookies`` records what the WebSocket upgrades sent back).
+        public var handshakeCookie: String?
         public init() {}
     }
 
@@ -59,6 +62,7 @@ public final class SocketIOTestServer: Sendable {
         var pingsPaused = false
         var events: [(namespace: String, name: String, arguments: [JSONValue])] = []
         var handshakeQueries: [[String: String]] = []
+        var upgradeCookies: [String?] = []
         var connectCount = 0
     }
 
@@ -79,6 +83,8 @@ public final class SocketIOTestServer: Sendable {
     public var receivedEvents: [(namespace: String, name: String, arguments: [JSONValue])] { state.withLockedValue { $0.events } }
     /// The query parameters of each Engine.IO handshake.
     public var handshakeQueries: [[String: String]] { state.withLockedValue { $0.handshakeQueries } }
+    /// The `Cookie` header of every WebSocket upgrade request, in order (nil: none was sent).
+    public var upgradeCookies: [String?] { state.withLockedValue { $0.upgradeCookies } }
     /// Namespace connections accepted so far.
     public var connectCount: Int { state.withLockedValue { $0.connectCount } }
     /// Open Engine.IO sessions.
@@ -102,6 +108,8 @@ public final class SocketIOTestServer: Sendable {
             guard query["EIO"] == "4", query["transport"] == "websocket" else { return .dontUpgrade }
             let existing = query["sid"].flatMap { sid in server.state.withLockedValue { $0.sessions[sid] } }
             if query["sid"] != nil && existing == nil { return .dontUpgrade }
+            let cookie = request.headerFields[.cookie]
+            server.state.withLockedValue { $0.upgradeCookies.append(cookie) }
             return .upgrade([:]) { inbound, outbound, _ in
                 // Read and write on the connection's event loop, as a NIO server would (no thread hop per packet).
                 try await withEventLoopPreference(channel.eventLoop) {
@@ -231,7 +239,9 @@ public final class SocketIOTestServer: Sendable {
             guard request.method == .get else { return Self.badRequest(2, "Bad handshake method") }
             state.withLockedValue { $0.handshakeQueries.append(query) }
             let session = newSession()
-            return Self.text(EngineIOCodec.encodePayload([openPacket(sid: session.sid, upgrades: options.allowUpgrade ? ["websocket"] : [])]))
+            var response = Self.text(EngineIOCodec.encodePayload([openPacket(sid: session.sid, upgrades: options.allowUpgrade ? ["websocket"] : [])]))
+            if let cookie = options.handshakeCookie { response.headers[.setCookie] = cookie }
+            return response
         }
         guard let session = state.withLockedValue({ $0.sessions[sid] }) else { return Self.badRequest(1, "Session ID unknown") }
         if request.method == .post {

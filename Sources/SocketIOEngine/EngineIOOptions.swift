@@ -29,6 +29,11 @@ public struct EngineIOOptions: Sendable {
     /// The largest message accepted from the server (a WebSocket message, or a whole polling response).
     public var maxMessageSize: Int = 16 << 20
 
+    /// The cookie store for the polling requests and the WebSocket upgrades (load balancers with
+    /// sticky sessions route the upgrade by a cookie set on the handshake). Nil (the default): each
+    /// `SocketManager` keeps a store of its own for its whole life. Pass a store to share cookies
+    /// with other clients or to read them.
+    public var cookies: CookieStore?
     public init() {}
 
     public static var websocketOnly: EngineIOOptions {

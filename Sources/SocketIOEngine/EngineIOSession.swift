@@ -119,7 +119,8 @@ final class EngineIOSession: Sendable {
             tls: options.tls,
             headTimeout: headLimit,
             idleTimeout: headLimit,
-            maxBodySize: options.maxMessageSize)
+            maxBodySize: options.maxMessageSize,
+            cookies: options.cookies)
     }
 
     private func decodePolling(_ head: RealtimeCore.HTTPResponseHead, _ body: ByteBuffer) throws -> [EngineIOPacket] {
@@ -267,6 +268,7 @@ final class EngineIOSession: Sendable {
     private var webSocketConfiguration: WebSocketConfiguration {
         WebSocketConfiguration(
             headers: options.headers,
+            cookies: options.cookies,
             compression: options.compression,
             maxMessageSize: options.maxMessageSize,
             // Engine.IO has its own heartbeat.

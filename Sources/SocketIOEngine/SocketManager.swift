@@ -23,6 +23,8 @@ public final class SocketManager: Sendable {
 
     public let url: String
     public let configuration: SocketIOConfiguration
+    /// The engine options sessions use: the configuration's, with this manager's cookie store.
+    private let engineOptions: EngineIOOptions
     let driver: ReconnectDriver<Never>
     private let state = NIOLockedValueBox(State())
     var runtime: RealtimeRuntime { configuration.runtime }
@@ -31,6 +33,9 @@ public final class SocketManager: Sendable {
     public init(url: String, configuration: SocketIOConfiguration = SocketIOConfiguration()) {
         self.url = url
         self.configuration = configuration
+        var engineOptions = configuration.engine
+        if engineOptions.cookies == nil { engineOptions.cookies = CookieStore() }
+        self.engineOptions = engineOptions
         self.driver = ReconnectDriver(policy: configuration.reconnectPolicy, runtime: configuration.runtime)
     }
 
@@ -147,7 +152,7 @@ public final class SocketManager: Sendable {
             }
         }
         let handler = SessionHandler(manager: self, context: context)
-        let session = try EngineIOSession(url: url, options: configuration.engine, runtime: runtime, delegate: handler)
+        let session = try EngineIOSession(url: url, options: engineOptions, runtime: runtime, delegate: handler)
         handler.session = session
         state.withLockedValue {
             $0.session = session

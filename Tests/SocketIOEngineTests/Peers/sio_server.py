@@ -26,11 +26,10 @@ port = int(sys.argv[1]) if len(sys.argv) > 1 else 0
 ping_interval = float(sys.argv[2]) if len(sys.argv) > 2 else 25
 ping_timeout = float(sys.argv[3]) if len(sys.argv) > 3 else 20
 
-# swift-websocket's WSClient always sends "Origin: ws://<host>" (scheme ws, no port), which
-# python-engineio's default same-origin check refuses; allow exactly that origin (a known gap, see
-# Docs/SocketIO.md).
+# python-engineio's default origin check stays on (cors_allowed_origins is not set): it refuses a
+# request whose Origin is not the server's own, and our client sends no Origin, as native clients do.
 sio = socketio.AsyncServer(async_mode="aiohttp", ping_interval=ping_interval, ping_timeout=ping_timeout,
-                           max_http_buffer_size=10_000_000, cors_allowed_origins=["ws://127.0.0.1"])
+                           max_http_buffer_size=10_000_000)
 app = web.Application()
 sio.attach(app)
 auths = {}
