@@ -40,6 +40,17 @@ let package = Package(
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
         ),
         .executableTarget(
+            name: "WebSocketCompare",
+            dependencies: [
+                .product(name: "RealtimeCore", package: "swift-realtime"),
+                .product(name: "RealtimeTesting", package: "swift-realtime"),
+                .product(name: "WSClient", package: "swift-websocket"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Sources/WebSocketCompare"
+        ),
+        .executableTarget(
             name: "SocketIOCompare",
             dependencies: [
                 .product(name: "RealtimeCore", package: "swift-realtime"),

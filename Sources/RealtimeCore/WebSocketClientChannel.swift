@@ -11,7 +11,8 @@ import WSCore
 /// Opens a WebSocket client channel: TCP, TLS, the HTTP/1.1 upgrade, and the frame codec.
 ///
 /// The pieces are swift-nio's (`ClientBootstrap`, `NIOSSLClientHandler`, the typed HTTP client
-/// upgrader, `WebSocketFrameEncoder`/`Decoder`); the policy is ours: no `Origin` unless configured,
+/// upgrade handler, `WebSocketFrameDecoder`) with our ``WebSocketClientUpgrader`` and
+/// ``MaskingFrameEncoder``; the policy is ours: no `Origin` unless configured,
 /// no SNI for IP literals, pinning inside the handshake (``TLSPinGate``), cookies, a readable
 /// upgrade response, a typed error with the status and a body excerpt for a refused upgrade, and
 /// every failure path closes the channel it opened.
@@ -92,7 +93,7 @@ struct WebSocketClientChannel {
         let cookies = configuration.cookies
         let offeredProtocols = configuration.subprotocols
         let builders = extensionBuilders
-        let upgrader = NIOTypedWebSocketClientUpgrader<Outcome>(
+        let upgrader = WebSocketClientUpgrader<Outcome>(
             maxFrameSize: max(configuration.maxMessageSize, 125),
             upgradePipelineHandler: { channel, head in
                 channel.eventLoop.makeCompletedFuture {

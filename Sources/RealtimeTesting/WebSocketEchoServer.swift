@@ -16,6 +16,8 @@ import RealtimeCore
 /// - `!send <n>`: send a text message of `n` bytes.
 /// - `!header <name>`: answer with the value of that upgrade request header (or `<none>`).
 /// - `!protocol`: answer with the subprotocol the server selected (or `<none>`).
+/// - `!sink <n>`: take the next `n` messages without answering, then send `sunk <n>` (for one-way
+///   throughput: the client's burst is over when that arrives).
 /// The server selects the first subprotocol the client offers.
 public enum WebSocketEchoServer {
     public static func start(
@@ -40,7 +42,13 @@ public enum WebSocketEchoServer {
             return .upgrade(responseHeaders) { inbound, outbound, _ in
                 // Echo from the connection's event loop, as a NIO server would (no thread hop per message).
                 try await withEventLoopPreference(channel.eventLoop) {
+                    var sink = (remaining: 0, total: 0)
                     for try await message in inbound.messages(maxSize: maxMessageSize) {
+                        if sink.remaining > 0 {
+                            sink.remaining -= 1
+                            if sink.remaining == 0 { try await outbound.write(.text("sunk \(sink.total)")) }
+                            continue
+                        }
                         switch message {
                         case .binary(let buffer):
                             try await outbound.write(.binary(buffer))
@@ -59,6 +67,10 @@ public enum WebSocketEchoServer {
                                 try await outbound.write(.text(name.flatMap { requestHeaders[$0] } ?? "<none>"))
                             case "protocol":
                                 try await outbound.write(.text(chosenProtocol ?? "<none>"))
+                            case "sink":
+                                let count = parts.count > 1 ? Int(parts[1]) ?? 0 : 0
+                                sink = (count, count)
+                                if count == 0 { try await outbound.write(.text("sunk 0")) }
                             default:
                                 try await outbound.write(.text(text))
                             }
