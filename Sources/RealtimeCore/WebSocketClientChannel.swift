@@ -227,41 +227,70 @@ final class RefusedUpgradeCollector: ChannelInboundHandler, RemovableChannelHand
     }
 }
 
-/// Coalesces flushes: a flush is passed on at the end of the current event loop tick, so frames
-/// written together leave in one `writev` (and, over TLS, in fewer records). Writes are not held:
-/// they reach the channel at once and count toward its writability, so backpressure is unchanged.
-/// Past `maxPendingBytes` unflushed bytes a flush goes out at once.
+/// Coalesces flushes, so frames written in a burst leave in one `writev` (and, over TLS, in fewer
+/// records).
+///
+/// A sender that awaits each `send` writes one frame per turn of the event loop: its next frame is
+/// a job queued behind the flush of the previous one. So a flush is not passed on at once: it waits
+/// while writes keep arriving, and goes out after ``maxIdleTurns`` turns of the loop with no new
+/// write, or at once when ``maxPendingBytes`` or ``maxPendingWrites`` are reached. A lone message
+/// waits a few turns of an idle loop (microseconds). Writes themselves are never held: they reach
+/// the channel at once and count toward its writability, so a full socket still suspends senders.
 final class FlushCoalescingHandler: ChannelOutboundHandler, RemovableChannelHandler {
     typealias OutboundIn = IOData
     typealias OutboundOut = IOData
 
-    private let maxPendingBytes: Int
+    let maxPendingBytes: Int
+    let maxPendingWrites: Int
+    let maxIdleTurns: Int
     private var pendingBytes = 0
-    private var flushScheduled = false
+    private var pendingWrites = 0
+    private var writeCount = 0
+    private var flushRequested = false
+    private var turnScheduled = false
 
-    init(maxPendingBytes: Int = 64 << 10) {
+    init(maxPendingBytes: Int = 64 << 10, maxPendingWrites: Int = 128, maxIdleTurns: Int = 16) {
         self.maxPendingBytes = maxPendingBytes
+        self.maxPendingWrites = maxPendingWrites
+        self.maxIdleTurns = maxIdleTurns
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         pendingBytes &+= unwrapOutboundIn(data).readableBytes
+        pendingWrites &+= 1
+        writeCount &+= 1
         context.write(data, promise: promise)
     }
 
     func flush(context: ChannelHandlerContext) {
-        if pendingBytes >= maxPendingBytes {
-            pendingBytes = 0
-            context.flush()
-            return
+        flushRequested = true
+        if pendingBytes >= maxPendingBytes || pendingWrites >= maxPendingWrites {
+            flushNow(context)
+        } else if !turnScheduled {
+            scheduleTurn(context, writesSeen: writeCount, idleTurns: 0)
         }
-        guard !flushScheduled else { return }
-        flushScheduled = true
+    }
+
+    private func scheduleTurn(_ context: ChannelHandlerContext, writesSeen: Int, idleTurns: Int) {
+        turnScheduled = true
         let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
         context.eventLoop.execute {
             let (handler, context) = loopBound.value
-            handler.flushScheduled = false
-            handler.pendingBytes = 0
-            context.flush()
+            handler.turnScheduled = false
+            guard handler.flushRequested else { return }
+            let idle = handler.writeCount == writesSeen ? idleTurns + 1 : 0
+            if idle >= handler.maxIdleTurns {
+                handler.flushNow(context)
+            } else {
+                handler.scheduleTurn(context, writesSeen: handler.writeCount, idleTurns: idle)
+            }
         }
+    }
+
+    private func flushNow(_ context: ChannelHandlerContext) {
+        flushRequested = false
+        pendingBytes = 0
+        pendingWrites = 0
+        context.flush()
     }
 }
