@@ -230,12 +230,14 @@ final class RefusedUpgradeCollector: ChannelInboundHandler, RemovableChannelHand
 /// Coalesces flushes, so frames written in a burst leave in one `writev` (and, over TLS, in fewer
 /// records).
 ///
-/// A sender that awaits each `send` writes one frame per turn of the event loop: its next frame is
-/// a job queued behind the flush of the previous one. So a flush is not passed on at once: it waits
-/// while writes keep arriving, and goes out after ``maxIdleTurns`` turns of the loop with no new
-/// write, or at once when ``maxPendingBytes`` or ``maxPendingWrites`` are reached. A lone message
-/// waits a few turns of an idle loop (microseconds). Writes themselves are never held: they reach
-/// the channel at once and count toward its writability, so a full socket still suspends senders.
+/// A sender that awaits each `send` writes one frame every few turns of the event loop: its next
+/// frame is a job queued behind the flush of the previous one. So while writes come densely (less
+/// than ``burstGap`` apart) a flush waits as long as they keep arriving, and goes out after
+/// ``maxIdleTurns`` turns of the loop with no new write; a sparse write (a request, a reply, the
+/// first frame of a burst) is flushed at once, so round trips pay nothing. At
+/// ``maxPendingBytes`` or ``maxPendingWrites`` a flush goes out at once. Writes themselves are
+/// never held: they reach the channel at once and count toward its writability, so a full socket
+/// still suspends senders.
 final class FlushCoalescingHandler: ChannelOutboundHandler, RemovableChannelHandler {
     typealias OutboundIn = IOData
     typealias OutboundOut = IOData
@@ -243,19 +245,26 @@ final class FlushCoalescingHandler: ChannelOutboundHandler, RemovableChannelHand
     let maxPendingBytes: Int
     let maxPendingWrites: Int
     let maxIdleTurns: Int
+    let burstGap: TimeAmount
+    private var lastWrite = NIODeadline.uptimeNanoseconds(0)
+    private var dense = false
     private var pendingBytes = 0
     private var pendingWrites = 0
     private var writeCount = 0
     private var flushRequested = false
     private var turnScheduled = false
 
-    init(maxPendingBytes: Int = 64 << 10, maxPendingWrites: Int = 128, maxIdleTurns: Int = 16) {
+    init(maxPendingBytes: Int = 64 << 10, maxPendingWrites: Int = 128, maxIdleTurns: Int = 16, burstGap: TimeAmount = .microseconds(50)) {
         self.maxPendingBytes = maxPendingBytes
         self.maxPendingWrites = maxPendingWrites
         self.maxIdleTurns = maxIdleTurns
+        self.burstGap = burstGap
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        let now = NIODeadline.now()
+        dense = now - lastWrite < burstGap
+        lastWrite = now
         pendingBytes &+= unwrapOutboundIn(data).readableBytes
         pendingWrites &+= 1
         writeCount &+= 1
@@ -264,7 +273,7 @@ final class FlushCoalescingHandler: ChannelOutboundHandler, RemovableChannelHand
 
     func flush(context: ChannelHandlerContext) {
         flushRequested = true
-        if pendingBytes >= maxPendingBytes || pendingWrites >= maxPendingWrites {
+        if !dense || pendingBytes >= maxPendingBytes || pendingWrites >= maxPendingWrites {
             flushNow(context)
         } else if !turnScheduled {
             scheduleTurn(context, writesSeen: writeCount, idleTurns: 0)
