@@ -42,8 +42,10 @@ package enum Deadline {
             }
             if !isPastDeadlinePhase() {
                 abandon()
-                operationTask.cancel()
+                // Deliver the timeout before cancelling: cancellation makes the operation fail on
+                // its own (a closed channel), and that error must not win the race.
                 finish(.failure(timeoutError))
+                operationTask.cancel()
             }
         }
         Task {
@@ -64,13 +66,13 @@ package enum Deadline {
                 if let early { continuation.resume(with: early) }
             }
         } onCancel: {
-            operationTask.cancel()
             timer.cancel()
             // Once past the first phase the operation reacts to cancellation itself: wait for it.
             if !isPastDeadlinePhase() {
                 abandon()
                 finish(.failure(CancellationError()))
             }
+            operationTask.cancel()
         }
     }
 

@@ -66,7 +66,8 @@ struct Direct: BenchConnection {
     }
 }
 
-/// Holds a mutable iterator for code that only reads it from one task.
+/// Holds a mutable iterator. Unchecked: each box is made and read inside one connection body, by
+/// one task, one call at a time.
 final class IteratorBox<Base: AsyncIteratorProtocol>: @unchecked Sendable {
     var base: Base
     init(_ base: Base) { self.base = base }
@@ -121,6 +122,7 @@ func burst(_ name: String, url: String, count: Int, message: Message) async thro
     return rate.get()
 }
 
+/// Unchecked: every access goes through the lock.
 final class LockedDouble: @unchecked Sendable {
     private let lock = NSLock()
     private var value = 0.0
