@@ -38,14 +38,16 @@ import Testing
     }
 
     func expectNoLeak(port: Int, descriptorsBefore: Int) async throws {
-        // The kernel's table settles as the last closes are processed.
+        // Abandoned attempts finish closing in the background (a cancelled connect closes its
+        // channel once the connect completes): give them up to 3 s to settle.
         var open = Self.openClientSockets(toPort: port)
-        for _ in 0..<40 where open > 0 {
+        var after = Self.openDescriptors()
+        for _ in 0..<60 where open > 0 || after - descriptorsBefore >= 64 {
             try await Task.sleep(for: .milliseconds(50))
             open = Self.openClientSockets(toPort: port)
+            after = Self.openDescriptors()
         }
         #expect(open == 0, "\(open) client sockets to port \(port) are still open")
-        let after = Self.openDescriptors()
         #expect(after - descriptorsBefore < 64, "descriptors went from \(descriptorsBefore) to \(after)")
     }
 
@@ -88,12 +90,41 @@ import Testing
         try await expectNoLeak(port: silent.port, descriptorsBefore: before)
     }
 
+    /// A caller that gives up (its task is cancelled) while the upgrade is pending gets
+    /// `CancellationError` and leaves nothing open.
+    @Test func cancelledConnectsLeaveNoSocketOpen() async throws {
+        let silent = try await SilentTCPServer.start()
+        defer { Task { await silent.stop() } }
+        let before = Self.openDescriptors()
+        let outcomes = try await withThrowingTaskGroup(of: String.self) { group in
+            for _ in 0..<200 {
+                group.addTask {
+                    let attempt = Task {
+                        try await WebSocketTransport.connect(
+                            to: "ws://127.0.0.1:\(silent.port)/", configuration: WebSocketConfiguration(connectTimeout: .seconds(30))
+                        ) { _ in }
+                    }
+                    try await Task.sleep(for: .milliseconds(20))
+                    attempt.cancel()
+                    switch await attempt.result {
+                    case .success: return "opened"
+                    case .failure(let error): return error is CancellationError ? "cancelled" : "\(error)"
+                    }
+                }
+            }
+            return try await group.reduce(into: [String]()) { $0.append($1) }
+        }
+        #expect(outcomes.count == 200)
+        #expect(outcomes.allSatisfy { $0 == "cancelled" }, "\(Set(outcomes))")
+        try await expectNoLeak(port: silent.port, descriptorsBefore: before)
+    }
+
     static func openDescriptors() -> Int {
         (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? 0
     }
 
-    /// Client sockets whose remote port is `port` and that still hold a descriptor (established, or
-    /// closed by the peer but not by us). TIME_WAIT and FIN_WAIT entries have no descriptor.
+    /// Client sockets whose remote port is `port` and that still hold a descriptor (connecting,
+    /// established, or closed by the peer but not by us). TIME_WAIT and FIN_WAIT entries have none.
     static func openClientSockets(toPort port: Int) -> Int {
         var count = 0
         for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
@@ -103,7 +134,7 @@ import Testing
                 guard fields.count > 3, let remotePort = fields[2].split(separator: ":").last.flatMap({ Int($0, radix: 16) })
                 else { continue }
                 let state = fields[3]
-                if remotePort == port, state == "01" || state == "08" { count += 1 }
+                if remotePort == port, state == "01" || state == "02" || state == "08" { count += 1 }
             }
         }
         return count
