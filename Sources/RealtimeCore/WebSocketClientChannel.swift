@@ -30,6 +30,9 @@ struct WebSocketClientChannel {
     let configuration: WebSocketConfiguration
     let sslContext: NIOSSLContext?
     let extensionBuilders: [any WebSocketExtensionBuilder]
+    /// The first WebSocket protocol error seen on the channel (an oversized frame, bad framing): the frame
+    /// stream may end before that error reaches the reader, so the transport reports it from here.
+    let protocolError = ProtocolErrorRecorder.Box(nil)
 
     init(url: String, configuration: WebSocketConfiguration) throws {
         self.url = url
@@ -93,6 +96,7 @@ struct WebSocketClientChannel {
         let cookies = configuration.cookies
         let offeredProtocols = configuration.subprotocols
         let builders = extensionBuilders
+        let recorded = protocolError
         let upgrader = WebSocketClientUpgrader<Outcome>(
             maxFrameSize: max(configuration.maxMessageSize, 125),
             upgradePipelineHandler: { channel, head in
@@ -107,6 +111,7 @@ struct WebSocketClientChannel {
                         throw RealtimeError(.protocolViolation, "the server enabled the extension \(unknown), which was not offered")
                     }
                     let extensions = try builders.buildClientExtensions(from: HTTPFields(head.headers))
+                    try channel.pipeline.syncOperations.addHandler(ProtocolErrorRecorder(box: recorded))
                     let asyncChannel = try NIOAsyncChannel<WebSocketFrame, WebSocketFrame>(wrappingChannelSynchronously: channel)
                     return .upgraded(asyncChannel, response, extensions)
                 }
@@ -158,6 +163,21 @@ struct WebSocketClientChannel {
     static func isIPLiteral(_ host: String) -> Bool {
         let bare = host.filter { $0 != "[" && $0 != "]" }
         return (try? SocketAddress(ipAddress: bare, port: 0)) != nil
+    }
+}
+
+/// Keeps the first WebSocket protocol error raised in the frame pipeline (swift-nio's frame decoder:
+/// an oversized frame, bad framing) and passes every error on.
+final class ProtocolErrorRecorder: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = NIOAny
+    typealias Box = NIOLockedValueBox<(any Error)?>
+    let box: Box
+
+    init(box: Box) { self.box = box }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        if error is NIOWebSocketError { box.withLockedValue { if $0 == nil { $0 = error } } }
+        context.fireErrorCaught(error)
     }
 }
 

@@ -176,9 +176,15 @@ public enum WebSocketTransport {
                 }
             }
         } catch {
+            // A connection that ended because of a protocol error reports that error, not the
+            // closed channel it caused.
+            if let recorded = channelFactory.protocolError.withLockedValue({ $0 }), Self.isEndOfConnection(error) {
+                throw mapError(recorded, url: url)
+            }
             throw mapError(error, url: url)
         }
         guard let closeFrame else {
+            if let recorded = channelFactory.protocolError.withLockedValue({ $0 }) { throw mapError(recorded, url: url) }
             if closeRequested.withLockedValue({ $0 }) { return nil }
             throw RealtimeError(
                 .connectionClosed, "the WebSocket connection ended without a close frame (abnormal closure)", closeCode: 1006)
@@ -196,6 +202,11 @@ public enum WebSocketTransport {
     }
 
     private enum ConnectPhase: Sendable { case connecting, open, abandoned }
+
+    static func isEndOfConnection(_ error: any Error) -> Bool {
+        if let error = error as? RealtimeError { return error.code == .connectionClosed }
+        return error is ChannelError || error is NIOWebSocketError
+    }
 
     static func mapError(_ error: any Error, url: String) -> any Error {
         switch error {
