@@ -57,19 +57,19 @@ struct WebSocketClientChannel {
             }
         }
         do {
-            let outcome = try await withTaskCancellationHandler {
-                try await upgrade.get()
+            // Cancellation (the caller's, or the connect deadline's) closes the channel, which ends
+            // both waits below: the upgrade, and a refused upgrade's body from a stalled server.
+            return try await withTaskCancellationHandler {
+                switch try await upgrade.get() {
+                case .upgraded(let asyncChannel, let response, let extensions):
+                    try Task.checkCancellation()
+                    return (asyncChannel, response, extensions)
+                case .refused(let collected):
+                    let response = try await collected.get()
+                    throw RealtimeError.badStatus(response.head.status, url: url, body: response.bodyExcerpt)
+                }
             } onCancel: {
                 channel.close(promise: nil)
-            }
-            switch outcome {
-            case .upgraded(let asyncChannel, let response, let extensions):
-                try Task.checkCancellation()
-                return (asyncChannel, response, extensions)
-            case .refused(let collected):
-                let response = try await collected.get()
-                channel.close(promise: nil)
-                throw RealtimeError.badStatus(response.head.status, url: url, body: response.bodyExcerpt)
             }
         } catch {
             channel.close(promise: nil)
@@ -201,6 +201,7 @@ final class RefusedUpgradeCollector: ChannelInboundHandler, RemovableChannelHand
     private let url: String
     private var head: NIOHTTP1.HTTPResponseHead?
     private var body = ByteBuffer()
+    private var finished = false
 
     init(limit: Int, promise: EventLoopPromise<Response>, cookies: CookieStore?, url: String) {
         self.limit = limit
@@ -239,6 +240,8 @@ final class RefusedUpgradeCollector: ChannelInboundHandler, RemovableChannelHand
     }
 
     private func finish() {
+        guard !finished else { return }
+        finished = true
         guard let head else {
             promise.fail(RealtimeError(.connectionClosed, "the server closed the connection during the WebSocket upgrade"))
             return
@@ -273,6 +276,7 @@ final class FlushCoalescingHandler: ChannelOutboundHandler, RemovableChannelHand
     private var writeCount = 0
     private var flushRequested = false
     private var turnScheduled = false
+    private var removed = false
 
     init(maxPendingBytes: Int = 64 << 10, maxPendingWrites: Int = 128, maxIdleTurns: Int = 16, burstGap: TimeAmount = .microseconds(50)) {
         self.maxPendingBytes = maxPendingBytes
@@ -306,7 +310,7 @@ final class FlushCoalescingHandler: ChannelOutboundHandler, RemovableChannelHand
         context.eventLoop.execute {
             let (handler, context) = loopBound.value
             handler.turnScheduled = false
-            guard handler.flushRequested else { return }
+            guard handler.flushRequested, !handler.removed else { return }
             let idle = handler.writeCount == writesSeen ? idleTurns + 1 : 0
             if idle >= handler.maxIdleTurns {
                 handler.flushNow(context)
@@ -314,6 +318,10 @@ final class FlushCoalescingHandler: ChannelOutboundHandler, RemovableChannelHand
                 handler.scheduleTurn(context, writesSeen: handler.writeCount, idleTurns: idle)
             }
         }
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        removed = true
     }
 
     private func flushNow(_ context: ChannelHandlerContext) {

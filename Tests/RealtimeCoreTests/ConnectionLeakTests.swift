@@ -90,6 +90,37 @@ import Testing
         try await expectNoLeak(port: silent.port, descriptorsBefore: before)
     }
 
+    /// A server that refuses the upgrade and then stalls in the middle of its body: the attempt ends
+    /// with the connect deadline and closes its socket.
+    @Test func aRefusalWhoseBodyStallsTimesOutAndLeavesNoSocket() async throws {
+        let server = try await ScriptedHTTPServer.start()
+        defer { Task { await server.stop() } }
+        server.route("/stall") { _ in
+            let feed = ChunkFeed()
+            feed.send("the start of a refusal, then nothing")
+            return ScriptedResponse(status: 403, headers: [("Content-Type", "text/plain")], body: .feed(feed))
+        }
+        let before = Self.openDescriptors()
+        let codes = try await withThrowingTaskGroup(of: RealtimeError.Code?.self) { group in
+            for _ in 0..<50 {
+                group.addTask {
+                    do {
+                        try await WebSocketTransport.connect(
+                            to: server.webSocketBaseURL + "/stall", configuration: WebSocketConfiguration(connectTimeout: .milliseconds(300))
+                        ) { _ in }
+                        return nil
+                    } catch let error as RealtimeError {
+                        return error.code
+                    }
+                }
+            }
+            return try await group.reduce(into: [RealtimeError.Code?]()) { $0.append($1) }
+        }
+        #expect(codes.count == 50)
+        #expect(codes.allSatisfy { $0 == .timeout }, "\(Set(codes.map { String(describing: $0) }))")
+        try await expectNoLeak(port: server.port, descriptorsBefore: before)
+    }
+
     /// A caller that gives up (its task is cancelled) while the upgrade is pending gets
     /// `CancellationError` and leaves nothing open.
     @Test func cancelledConnectsLeaveNoSocketOpen() async throws {
