@@ -113,9 +113,13 @@ final class WebSocketClientUpgrader<UpgradeResult: Sendable>: NIOTypedHTTPClient
 
     func shouldAllowUpgrade(upgradeResponse: NIOHTTP1.HTTPResponseHead) -> Bool {
         let accept = upgradeResponse.headers["Sec-WebSocket-Accept"]
-        guard accept.count == 1 else { return false }
-        let digest = Insecure.SHA1.hash(data: Array((requestKey + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").utf8))
-        return Data(digest).base64EncodedString() == accept[0]
+        return accept.count == 1 && accept[0] == Self.acceptValue(for: requestKey)
+    }
+
+    /// The `Sec-WebSocket-Accept` value a server must answer `key` with (RFC 6455 section 4.2.2).
+    static func acceptValue(for key: String) -> String {
+        let digest = Insecure.SHA1.hash(data: Array((key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").utf8))
+        return Data(digest).base64EncodedString()
     }
 
     func upgrade(channel: any Channel, upgradeResponse: NIOHTTP1.HTTPResponseHead) -> EventLoopFuture<UpgradeResult> {
