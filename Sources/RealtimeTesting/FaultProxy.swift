@@ -1,0 +1,436 @@
+import NIOConcurrencyHelpers
+public import NIOCore
+import NIOPosix
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A TCP proxy on 127.0.0.1 that forwards to a target and injects network faults on command, while
+/// traffic flows: for proving what a client promises when connections are cut, stall or slow down.
+///
+/// ```swift
+/// let proxy = try await FaultProxy.start(targetPort: server.port)
+/// defer { Task { await proxy.stop() } }
+/// let client = connect(to: "http://127.0.0.1:\(proxy.port)")
+/// proxy.inject(.cutAfter(bytes: 40_000, .clientToTarget, .reset))  // cut in the middle of a burst
+/// ```
+///
+/// Every connection accepted is forwarded over its own connection to the target, on the same event
+/// loop, with backpressure: the proxy reads from one side only while the other side can take bytes,
+/// so it buffers at most about 1 MiB per direction and connection (more only while latency is set).
+///
+/// What each ``Fault`` does:
+/// - ``Fault/cut(_:)``: closes every open connection (both halves) now. `.fin` closes normally;
+///   `.reset` sets `SO_LINGER` to zero first, so the peers see a TCP reset.
+/// - ``Fault/cutAfter(bytes:_:_:)``: forwards `bytes` more bytes in the given directions, counted
+///   over all connections from the moment of the call, then cuts every connection. The last byte
+///   forwarded is the `bytes`-th; nothing after it passes.
+/// - ``Fault/stall(_:for:)``: forwards nothing in those directions (and stops reading, so the
+///   sender's socket buffers fill up as with a peer that stopped reading) until ``resume()`` or the
+///   duration passes; what was held is then forwarded in order.
+/// - ``Fault/latency(_:_:for:)``: delays every chunk read in those directions by that time, in order,
+///   until ``resume()`` or the duration passes.
+/// - ``Fault/refuse(for:)``: closes the listening socket, so new connections are refused
+///   (`ECONNREFUSED`) while open ones go on; listens again on the same port afterwards. Connections
+///   the kernel had completed but the proxy not yet accepted are reset. ``refuseConnections(for:)``
+///   does the same and returns once the listener is closed.
+///
+/// ``startRandomFaults(_:)`` runs a ``RandomFaultSchedule``: the same seed gives the same faults at
+/// the same offsets. ``statistics`` counts connections and forwarded bytes; ``faultLog`` lists the
+/// faults applied, in order.
+public final class FaultProxy: Sendable {
+    /// The port the proxy listens on (127.0.0.1).
+    public let port: Int
+    /// Where connections are forwarded.
+    public let targetHost: String
+    public let targetPort: Int
+
+    let state: NIOLockedValueBox<ProxyState>
+
+    /// Directions of traffic through the proxy.
+    public struct Directions: OptionSet, Sendable, Hashable, CustomStringConvertible {
+        public let rawValue: Int
+        public init(rawValue: Int) { self.rawValue = rawValue }
+        /// Bytes the client sends to the target.
+        public static let clientToTarget = Directions(rawValue: 1)
+        /// Bytes the target sends to the client.
+        public static let targetToClient = Directions(rawValue: 2)
+        public static let both: Directions = [.clientToTarget, .targetToClient]
+
+        public var description: String {
+            switch self {
+            case .clientToTarget: "clientToTarget"
+            case .targetToClient: "targetToClient"
+            case .both: "both"
+            default: "none"
+            }
+        }
+    }
+
+    /// How a connection is cut.
+    public enum CutMode: Sendable, Hashable {
+        /// A normal close: the peers read end-of-stream.
+        case fin
+        /// An abortive close: the peers see `ECONNRESET`.
+        case reset
+    }
+
+    /// A fault the proxy can apply. See ``FaultProxy`` for what each one does.
+    public enum Fault: Sendable, Hashable, CustomStringConvertible {
+        case cut(CutMode)
+        case cutAfter(bytes: Int, Directions, CutMode)
+        /// `nil`: until ``FaultProxy/resume()``.
+        case stall(Directions, for: Duration?)
+        /// `nil`: until ``FaultProxy/resume()``.
+        case latency(Duration, Directions, for: Duration?)
+        /// `nil`: until ``FaultProxy/acceptConnections()``.
+        case refuse(for: Duration?)
+
+        public var description: String {
+            switch self {
+            case .cut(let mode): "cut(\(mode))"
+            case .cutAfter(let bytes, let directions, let mode): "cutAfter(\(bytes) bytes, \(directions), \(mode))"
+            case .stall(let directions, let duration): "stall(\(directions), for: \(duration.map { "\($0)" } ?? "until resumed"))"
+            case .latency(let latency, let directions, let duration):
+                "latency(\(latency), \(directions), for: \(duration.map { "\($0)" } ?? "until resumed"))"
+            case .refuse(let duration): "refuse(for: \(duration.map { "\($0)" } ?? "until accepting"))"
+            }
+        }
+    }
+
+    /// Counters since the proxy started.
+    public struct Statistics: Sendable, Hashable {
+        /// Connections accepted from clients.
+        public var connectionsAccepted = 0
+        /// Connections open now.
+        public var connectionsOpen = 0
+        /// Connections closed by a fault (``Fault/cut(_:)`` or ``Fault/cutAfter(bytes:_:_:)``).
+        public var connectionsCut = 0
+        /// Connections whose target could not be reached.
+        public var targetConnectFailures = 0
+        /// Bytes forwarded from clients to the target.
+        public var bytesToTarget = 0
+        /// Bytes forwarded from the target to clients.
+        public var bytesToClient = 0
+    }
+
+    private init(port: Int, targetHost: String, targetPort: Int, state: NIOLockedValueBox<ProxyState>) {
+        self.port = port
+        self.targetHost = targetHost
+        self.targetPort = targetPort
+        self.state = state
+    }
+
+    /// Starts listening on 127.0.0.1 (`port` 0: an ephemeral port) and forwards to the target.
+    public static func start(targetHost: String = "127.0.0.1", targetPort: Int, port: Int = 0) async throws -> FaultProxy {
+        let state = NIOLockedValueBox(ProxyState())
+        let box = ProxyBox()
+        let listener = try await bind(port: port, box: box)
+        let proxy = FaultProxy(
+            port: listener.localAddress?.port ?? 0, targetHost: targetHost, targetPort: targetPort, state: state
+        )
+        box.proxy.withLockedValue { $0.value = proxy }
+        state.withLockedValue {
+            $0.listener = listener
+            $0.box = box
+        }
+        return proxy
+    }
+
+    /// `http://127.0.0.1:<port>` (or another scheme, such as `ws`).
+    public func url(scheme: String = "http") -> String { "\(scheme)://127.0.0.1:\(port)" }
+
+    public var statistics: Statistics {
+        state.withLockedValue {
+            var statistics = $0.statistics
+            statistics.connectionsOpen = $0.connections.count
+            return statistics
+        }
+    }
+
+    /// The faults applied so far, in order (including those of a random schedule).
+    public var faultLog: [Fault] { state.withLockedValue { $0.log } }
+
+    /// Applies a fault now.
+    public func inject(_ fault: Fault) {
+        let connections: [ProxyConnection] = state.withLockedValue { state in
+            state.log.append(fault)
+            switch fault {
+            case .cut:
+                return state.connections.values.map { $0 }
+            case .cutAfter(let bytes, let directions, let mode):
+                state.trigger = CutTrigger(remaining: max(bytes, 0), directions: directions, mode: mode)
+                return bytes <= 0 ? state.connections.values.map { $0 } : []
+            case .stall(let directions, _):
+                state.stalled.formUnion(directions)
+                return []
+            case .latency(let latency, let directions, _):
+                if directions.contains(.clientToTarget) { state.latency[0] = latency }
+                if directions.contains(.targetToClient) { state.latency[1] = latency }
+                return []
+            case .refuse:
+                return []
+            }
+        }
+        switch fault {
+        case .cut(let mode):
+            cut(connections, mode: mode)
+        case .cutAfter(let bytes, _, let mode):
+            if bytes <= 0 {
+                state.withLockedValue { $0.trigger = nil }
+                cut(connections, mode: mode)
+            }
+        case .stall(let directions, let duration):
+            if let duration { after(duration) { $0.end(stall: directions, latency: []) } }
+        case .latency(_, let directions, let duration):
+            if let duration { after(duration) { $0.end(stall: [], latency: directions) } }
+        case .refuse(let duration):
+            _ = stopListening()
+            if let duration { after(duration) { proxy in Task { try? await proxy.acceptConnections() } } }
+        }
+    }
+
+    /// Refuses new connections (``Fault/refuse(for:)``) and returns once the listening socket is closed,
+    /// so a connection attempted afterwards is refused for certain.
+    public func refuseConnections(for duration: Duration? = nil) async {
+        state.withLockedValue { $0.log.append(.refuse(for: duration)) }
+        try? await stopListening()?.get()
+        if let duration { after(duration) { proxy in Task { try? await proxy.acceptConnections() } } }
+    }
+
+    private func stopListening() -> EventLoopFuture<Void>? {
+        let listener = state.withLockedValue { state -> (any Channel)? in
+            defer { state.listener = nil }
+            state.refusing = true
+            return state.listener
+        }
+        return listener?.close()
+    }
+
+    /// Cuts every open connection now (``Fault/cut(_:)``).
+    public func cutAll(_ mode: CutMode = .fin) { inject(.cut(mode)) }
+
+    /// Ends stalls and latency in every direction; held bytes are forwarded in order.
+    public func resume() {
+        end(stall: .both, latency: .both)
+    }
+
+    private func end(stall: Directions, latency: Directions) {
+        let connections = state.withLockedValue { state in
+            state.stalled.subtract(stall)
+            if latency.contains(.clientToTarget) { state.latency[0] = .zero }
+            if latency.contains(.targetToClient) { state.latency[1] = .zero }
+            return state.connections.values.map { $0 }
+        }
+        for connection in connections {
+            connection.eventLoop.execute { connection.resumeAll() }
+        }
+    }
+
+    /// Listens again after ``Fault/refuse(for:)``, on the same port.
+    public func acceptConnections() async throws {
+        let box: ProxyBox? = state.withLockedValue { state in
+            guard state.refusing, !state.stopped else { return nil }
+            state.refusing = false
+            return state.box
+        }
+        guard let box else { return }
+        let listener = try await Self.bind(port: port, box: box)
+        let keep = state.withLockedValue { state -> Bool in
+            guard !state.stopped, !state.refusing else { return false }
+            state.listener = listener
+            return true
+        }
+        if !keep { try? await listener.close() }
+    }
+
+    /// Starts applying `schedule`'s faults (replacing a schedule already running).
+    public func startRandomFaults(_ schedule: RandomFaultSchedule) {
+        let plan = schedule.plan()
+        let task = Task { [weak self] in
+            let start = ContinuousClock.now
+            for step in plan {
+                try await Task.sleep(until: start.advanced(by: step.at), clock: .continuous)
+                guard let self else { return }
+                self.inject(step.fault)
+            }
+        }
+        let previous = state.withLockedValue { state in
+            defer { state.randomFaults = task }
+            return state.randomFaults
+        }
+        previous?.cancel()
+    }
+
+    /// Stops a random schedule; faults it applied stay until resumed.
+    public func stopRandomFaults() {
+        state.withLockedValue { state in
+            defer { state.randomFaults = nil }
+            return state.randomFaults
+        }?.cancel()
+    }
+
+    /// Waits until at least `count` connections have been accepted (for example a client's reconnection).
+    public func waitForConnections(_ count: Int, timeout: Duration = .seconds(10)) async throws {
+        let deadline = ContinuousClock.now.advanced(by: timeout)
+        while statistics.connectionsAccepted < count {
+            guard ContinuousClock.now < deadline else {
+                throw FaultProxyError(message: "waited \(timeout) for \(count) connections; \(statistics.connectionsAccepted) accepted")
+            }
+            try await Task.sleep(for: .milliseconds(5))
+        }
+    }
+
+    /// Stops listening, cuts every connection and waits until they are closed.
+    public func stop() async {
+        let (listener, connections, random) = state.withLockedValue { state in
+            state.stopped = true
+            defer { state.listener = nil }
+            return (state.listener, state.connections.values.map { $0 }, state.randomFaults)
+        }
+        random?.cancel()
+        try? await listener?.close()
+        cut(connections, mode: .fin, countAsFault: false)
+        for connection in connections {
+            try? await connection.client.closeFuture.get()
+        }
+    }
+
+    // MARK: - Internals
+
+    private func cut(_ connections: [ProxyConnection], mode: CutMode, countAsFault: Bool = true) {
+        if countAsFault {
+            state.withLockedValue { $0.statistics.connectionsCut += connections.count }
+        }
+        for connection in connections {
+            connection.eventLoop.execute { connection.close(mode: mode) }
+        }
+    }
+
+    private func after(_ duration: Duration, _ body: @escaping @Sendable (FaultProxy) -> Void) {
+        Task { [weak self] in
+            try? await Task.sleep(for: duration)
+            if let self { body(self) }
+        }
+    }
+
+    private static func bind(port: Int, box: ProxyBox) async throws -> any Channel {
+        try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+            .childChannelInitializer { channel in
+                guard let proxy = box.proxy.withLockedValue({ $0.value }) else { return channel.close() }
+                return proxy.accepted(channel)
+            }
+            .bind(host: "127.0.0.1", port: port).get()
+    }
+
+    private func accepted(_ client: any Channel) -> EventLoopFuture<Void> {
+        let connection = ProxyConnection(proxy: self, client: client)
+        let accepted = state.withLockedValue { state -> Bool in
+            // A connection the kernel completed just before the listener closed is reset.
+            guard !state.stopped, !state.refusing else { return false }
+            state.statistics.connectionsAccepted += 1
+            state.connections[ObjectIdentifier(connection)] = connection
+            return true
+        }
+        guard accepted else {
+            if let provider = client as? any SocketOptionProvider {
+                return provider.setSoLinger(linger(l_onoff: 1, l_linger: 0)).flatMap { client.close() }
+            }
+            return client.close()
+        }
+        client.closeFuture.whenComplete { [weak self] _ in
+            self?.state.withLockedValue {
+                $0.connections.removeValue(forKey: ObjectIdentifier(connection))
+                $0.doomed.remove(ObjectIdentifier(connection))
+            }
+        }
+        do {
+            try client.pipeline.syncOperations.addHandler(ProxySideHandler(connection: connection, side: 0))
+        } catch {
+            return client.eventLoop.makeFailedFuture(error)
+        }
+        return client.eventLoop.makeSucceededVoidFuture()
+    }
+
+    /// Called by connections for every chunk before it is forwarded: how many of its bytes may pass,
+    /// and whether the cut-after trigger fired (then every connection is to be cut after them).
+    func consume(_ count: Int, direction: Int, connection: ObjectIdentifier) -> (allowed: Int, fire: CutMode?) {
+        state.withLockedValue { state in
+            // A connection the trigger has condemned forwards nothing more while its cut is on the way.
+            if state.doomed.contains(connection) { return (0, nil) }
+            let bit: Directions = direction == 0 ? .clientToTarget : .targetToClient
+            var allowed = count
+            var fire: CutMode?
+            if var trigger = state.trigger, trigger.directions.contains(bit) {
+                allowed = min(count, trigger.remaining)
+                trigger.remaining -= allowed
+                if trigger.remaining == 0 {
+                    fire = trigger.mode
+                    state.trigger = nil
+                    state.doomed = Set(state.connections.keys)
+                } else {
+                    state.trigger = trigger
+                }
+            }
+            if direction == 0 { state.statistics.bytesToTarget += allowed } else { state.statistics.bytesToClient += allowed }
+            return (allowed, fire)
+        }
+    }
+
+    func conditions(direction: Int) -> (stalled: Bool, latency: Duration) {
+        state.withLockedValue { state in
+            let bit: Directions = direction == 0 ? .clientToTarget : .targetToClient
+            return (state.stalled.contains(bit), state.latency[direction])
+        }
+    }
+
+    func fireCut(_ mode: CutMode) {
+        cut(state.withLockedValue { state in state.doomed.compactMap { state.connections[$0] } }, mode: mode)
+    }
+
+    func targetConnectFailed() {
+        state.withLockedValue { $0.statistics.targetConnectFailures += 1 }
+    }
+}
+
+public struct FaultProxyError: Error, CustomStringConvertible {
+    public let message: String
+    public init(message: String) { self.message = message }
+    public var description: String { message }
+}
+
+struct CutTrigger {
+    var remaining: Int
+    var directions: FaultProxy.Directions
+    var mode: FaultProxy.CutMode
+}
+
+/// Lets the listener's initializer reach the proxy, which exists only once the listener is bound.
+final class ProxyBox: Sendable {
+    struct Weak { weak var value: FaultProxy? }
+    let proxy = NIOLockedValueBox(Weak())
+}
+
+struct ProxyState {
+    var listener: (any Channel)?
+    var box: ProxyBox?
+    var connections: [ObjectIdentifier: ProxyConnection] = [:]
+    var statistics = FaultProxy.Statistics()
+    var log: [FaultProxy.Fault] = []
+    var trigger: CutTrigger?
+    /// Connections a fired trigger is cutting: they forward nothing more.
+    var doomed: Set<ObjectIdentifier> = []
+    var stalled: FaultProxy.Directions = []
+    /// Index 0: client to target; 1: target to client.
+    var latency: [Duration] = [.zero, .zero]
+    var refusing = false
+    var stopped = false
+    var randomFaults: Task<Void, any Error>?
+}
