@@ -1,4 +1,4 @@
-import DequeModule
+public import DequeModule
 
 /// What an ``OfflineQueue`` does when it is full.
 public struct OverflowPolicy: Hashable, Sendable {
@@ -33,7 +33,7 @@ public struct OfflineQueue<Element> {
 
     /// - Parameter capacity: how many elements are kept; 100 by default, at least 0.
     public init(capacity: Int = 100, overflowPolicy: OverflowPolicy = .rejectNewest) {
-        self.capacity = max(0, capacity)
+        self.capacity = Swift.max(0, capacity)
         self.overflowPolicy = overflowPolicy
     }
 
@@ -69,3 +69,8 @@ public struct OfflineQueue<Element> {
 }
 
 extension OfflineQueue: Sendable where Element: Sendable {}
+
+extension OfflineQueue: Sequence {
+    /// The elements, oldest first.
+    public func makeIterator() -> Deque<Element>.Iterator { storage.makeIterator() }
+}

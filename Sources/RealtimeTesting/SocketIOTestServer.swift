@@ -23,7 +23,10 @@ public import SocketIOEngine
 ///   (acks its arguments), `echo_event` (emits `echoed` with them), `ask` (asks the client's
 ///   `question` with an ack, emits `answer` with the reply), `count n` (emits `tick` 1...n),
 ///   `disconnect_me`, `record` (kept in ``recorded``), `broadcast` (broadcasts `news` with its
-///   arguments to the namespace), `late_ack ms` (acks after a delay).
+///   arguments to the namespace), `late_ack ms` (acks after a delay), `size` (acks the byte length
+///   of its string or binary argument).
+/// - Limits as engine.io enforces them: a POST body over `maxPayload` is answered 413; a WebSocket
+///   message over it closes the connection (1009).
 /// - Namespace `/chat`: refuses unless the auth is `{"token": "secret"}`; `echo`, `whoami` (acks the auth).
 /// - Any other namespace: CONNECT_ERROR `{"message": "Invalid namespace"}`, as the Node server does.
 public final class SocketIOTestServer: Sendable {
@@ -246,7 +249,10 @@ public final class SocketIOTestServer: Sendable {
         guard let session = state.withLockedValue({ $0.sessions[sid] }) else { return Self.badRequest(1, "Session ID unknown") }
         if request.method == .post {
             var request = request
-            let body = try await request.collectBody(upTo: options.maxPayload + 1024)
+            // engine.io answers a body over maxHttpBufferSize with 413.
+            guard let body = try? await request.collectBody(upTo: options.maxPayload) else {
+                return Response(status: .contentTooLarge)
+            }
             let packets: [EngineIOPacket]
             do {
                 packets = try body.withUnsafeReadableBytes { try EngineIOCodec.decodePayload($0) }
@@ -265,7 +271,8 @@ public final class SocketIOTestServer: Sendable {
         inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter, upgrading existing: ServerEngineSession?,
         query: [String: String]
     ) async throws {
-        var iterator = inbound.messages(maxSize: 64 << 20).makeAsyncIterator()
+        // A message over maxPayload closes the connection (1009), as engine.io does.
+        var iterator = inbound.messages(maxSize: options.maxPayload).makeAsyncIterator()
         let session: ServerEngineSession
         if let existing {
             // Upgrade: probe, then wait for the upgrade packet.

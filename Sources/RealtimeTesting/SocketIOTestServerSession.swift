@@ -286,6 +286,12 @@ final class ServerEngineSession: Sendable {
         }
         switch name {
         case "echo": ack(arguments)
+        case "size":
+            switch arguments.first {
+            case .string(let text)?: ack([.number(Double(text.utf8.count))])
+            case .binary(let data)?: ack([.number(Double(data.count))])
+            default: ack([.null])
+            }
         case "whoami": ack([state.withLockedValue { $0.sockets[namespace]?.auth } ?? .null])
         case "echo_event": emit(namespace: namespace, event: "echoed", arguments: arguments)
         case "ask":

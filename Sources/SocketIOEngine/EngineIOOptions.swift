@@ -34,6 +34,15 @@ public struct EngineIOOptions: Sendable {
     /// `SocketManager` keeps a store of its own for its whole life. Pass a store to share cookies
     /// with other clients or to read them.
     public var cookies: CookieStore?
+    /// Frames written over a WebSocket are kept, up to this window, until the server shows it
+    /// received them (an ack for that emit or a later one); after a drop the kept ones are sent
+    /// again on the next connection, so a cut loses none of them (the server may see some twice).
+    /// Frames that leave a full window unconfirmed are presumed delivered.
+    public var resendWindow: ResendWindow = .standard
+    /// The most packets one polling POST carries. python-engineio answers a POST of more than 16
+    /// packets with `ok` and drops all of it (`Payload.max_decode_packets`), so 16 is the default;
+    /// engine.io (Node) has no such limit. Batches also stay within the server's `maxPayload`.
+    public var maxPacketsPerPoll: Int = 16
     public init() {}
 
     public static var websocketOnly: EngineIOOptions {

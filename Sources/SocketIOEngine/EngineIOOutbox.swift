@@ -8,8 +8,40 @@ struct EngineIOFrame: Sendable {
     /// The namespace of the Socket.IO packet it carries; nil for Engine.IO control packets and
     /// CONNECT packets, which are not re-sent after a reconnect.
     var requeueNamespace: String?
+    /// The ack id of an emit that waits for an ack.
+    var ackID: Int? = nil
 
+    /// The bytes the frame takes in a polling payload, with one record separator.
     var pollingSize: Int { packets.reduce(0) { $0 + $1.pollingSize + 1 } }
+
+    /// The bytes of its largest WebSocket message.
+    var largestWebSocketMessage: Int {
+        packets.reduce(0) { largest, packet in
+            switch packet.payload {
+            case .binary(let data): max(largest, data.count)
+            default: max(largest, packet.pollingSize)
+            }
+        }
+    }
+}
+
+/// How many frames written over a WebSocket a session keeps for re-sending after a drop: WebSocket
+/// gives no receipt, so a frame written just before a cut may never have reached the server.
+public struct ResendWindow: Sendable, Hashable {
+    /// Frames kept at most.
+    public var frames: Int
+    /// Bytes (polling size) kept at most.
+    public var bytes: Int
+
+    public init(frames: Int, bytes: Int) {
+        self.frames = max(0, frames)
+        self.bytes = max(0, bytes)
+    }
+
+    /// The last 1,000 frames or 4 MiB written.
+    public static let standard = ResendWindow(frames: 1_000, bytes: 4 << 20)
+    /// Keep nothing: frames written before a drop are not re-sent (at most once for them).
+    public static let disabled = ResendWindow(frames: 0, bytes: 0)
 }
 
 /// The ordered send queue of one Engine.IO session: `push` never waits (so synchronous emits keep
@@ -17,6 +49,10 @@ struct EngineIOFrame: Sendable {
 final class EngineIOOutbox: Sendable {
     private struct State {
         var queue: Deque<EngineIOFrame> = []
+        /// Frames written over a WebSocket and not confirmed yet, oldest first.
+        var written: Deque<EngineIOFrame> = []
+        var writtenBytes = 0
+        var presumedDelivered = 0
         var waiter: CheckedContinuation<Void, Never>?
         var idleWaiters: [CheckedContinuation<Void, Never>] = []
         var paused = false
@@ -27,6 +63,11 @@ final class EngineIOOutbox: Sendable {
     }
 
     private let state = NIOLockedValueBox(State())
+    let window: ResendWindow
+
+    init(window: ResendWindow = .standard) {
+        self.window = window
+    }
 
     /// Queues a frame. Returns false when the session is over (the caller keeps the frame).
     @discardableResult
@@ -50,9 +91,9 @@ final class EngineIOOutbox: Sendable {
     }
 
     /// Takes the next frames for writer `generation`: all queued frames up to `maxBytes` (polling
-    /// size), at least one. Waits while empty or paused. Returns nil when the session is closed or
+    /// size) and `maxPackets` packets, at least one frame. Waits while empty or paused. Returns nil when the session is closed or
     /// the writer was retired. Call ``finishedWrite()`` after writing them.
-    func take(maxBytes: Int, generation: Int) async -> [EngineIOFrame]? {
+    func take(maxBytes: Int, maxPackets: Int = .max, generation: Int) async -> [EngineIOFrame]? {
         while true {
             enum Step { case frames([EngineIOFrame]), stop, wait }
             let step = state.withLockedValue { state -> Step in
@@ -60,11 +101,13 @@ final class EngineIOOutbox: Sendable {
                 if state.paused || state.queue.isEmpty { return .wait }
                 var frames: [EngineIOFrame] = []
                 var total = 0
+                var packets = 0
                 while let first = state.queue.first {
                     let size = maxBytes == .max ? 0 : first.pollingSize
-                    if !frames.isEmpty && total + size > maxBytes { break }
+                    if !frames.isEmpty && (total + size > maxBytes || packets + first.packets.count > maxPackets) { break }
                     frames.append(state.queue.removeFirst())
                     total += size
+                    packets += first.packets.count
                 }
                 state.inFlight = true
                 return .frames(frames)
@@ -147,19 +190,62 @@ final class EngineIOOutbox: Sendable {
 
     var generation: Int { state.withLockedValue { $0.writerGeneration } }
 
-    /// Closes the outbox and returns every frame not written.
-    func close() -> [EngineIOFrame] {
-        let (frames, waiter, idle) = state.withLockedValue { state in
+    /// Frames were written over a WebSocket: keep the re-sendable ones until confirmed, within the
+    /// window (the oldest leave first, presumed delivered).
+    func wroteUnconfirmed(_ frames: some Sequence<EngineIOFrame>) {
+        state.withLockedValue { state in
+            for frame in frames where frame.requeueNamespace != nil {
+                state.written.append(frame)
+                state.writtenBytes += frame.pollingSize
+            }
+            while let oldest = state.written.first,
+                state.written.count > window.frames || state.writtenBytes > window.bytes
+            {
+                state.written.removeFirst()
+                state.writtenBytes -= oldest.pollingSize
+                state.presumedDelivered += 1
+            }
+        }
+    }
+
+    /// The server answered the ack `ackID` of `namespace`: it received that frame, and (one TCP
+    /// stream, read in order) every frame written before it.
+    func confirm(namespace: String, ackID: Int) {
+        state.withLockedValue { state in
+            guard let index = state.written.firstIndex(where: { $0.ackID == ackID && $0.requeueNamespace == namespace }) else { return }
+            for frame in state.written[...index] { state.writtenBytes -= frame.pollingSize }
+            state.written.removeFirst(index + 1)
+        }
+    }
+
+    /// Frames that left the window unconfirmed since the session started.
+    var presumedDelivered: Int { state.withLockedValue { $0.presumedDelivered } }
+
+    /// Closes the outbox: pushes fail from now on; writers stop. The frames stay for ``takeUnsent()``.
+    func close() {
+        let (waiter, idle) = state.withLockedValue { state in
             state.closed = true
             defer {
-                state.queue = []
                 state.waiter = nil
                 state.idleWaiters = []
             }
-            return (Array(state.queue), state.waiter, state.idleWaiters)
+            return (state.waiter, state.idleWaiters)
         }
         waiter?.resume()
         for waiter in idle { waiter.resume() }
-        return frames
+    }
+
+    /// Closes the outbox and returns the frames written but not confirmed, then those never written,
+    /// each oldest first.
+    func takeUnsent() -> (written: [EngineIOFrame], unwritten: [EngineIOFrame]) {
+        close()
+        return state.withLockedValue { state in
+            defer {
+                state.queue = []
+                state.written = []
+                state.writtenBytes = 0
+            }
+            return (Array(state.written), Array(state.queue))
+        }
     }
 }

@@ -50,7 +50,7 @@ final class EngineIOSession: Sendable {
     let options: EngineIOOptions
     let runtime: RealtimeRuntime
     private let urls: EngineIOURLs
-    private let outbox = EngineIOOutbox()
+    private let outbox: EngineIOOutbox
     private let state = NIOLockedValueBox(State())
     private let heartbeat: HeartbeatTracker
     private weak let delegateBox: (any EngineIODelegate)?
@@ -60,6 +60,7 @@ final class EngineIOSession: Sendable {
 
     init(url: String, options: EngineIOOptions, runtime: RealtimeRuntime, delegate: any EngineIODelegate) throws {
         self.options = options
+        self.outbox = EngineIOOutbox(window: options.resendWindow)
         let eventLoop = runtime.eventLoopGroup.next()
         var pinned = runtime
         pinned.eventLoopGroup = eventLoop
@@ -90,13 +91,20 @@ final class EngineIOSession: Sendable {
         outbox.push(EngineIOFrame(packets: [EngineIOPacket(.close)], requeueNamespace: nil))
     }
 
-    /// Ends the session for good and returns the frames that were never written.
-    func collectUnsent() -> [EngineIOFrame] { outbox.close() }
+    /// Ends the session for good and returns the frames written but not confirmed (WebSocket), then
+    /// the frames never written.
+    func collectUnsent() -> (written: [EngineIOFrame], unwritten: [EngineIOFrame]) { outbox.takeUnsent() }
+
+    /// Frames that left the resend window unconfirmed.
+    var presumedDelivered: Int { outbox.presumedDelivered }
+
+    /// The server acknowledged `ackID` on `namespace`: frames written up to it arrived.
+    func confirmDelivery(namespace: String, ackID: Int) { outbox.confirm(namespace: namespace, ackID: ackID) }
 
     /// Runs the session until it ends. Throws ``RealtimeError`` when it fails (handshake, transport,
     /// heartbeat timeout, protocol violation).
     func run() async throws -> EngineIOSessionEnd {
-        defer { _ = outbox.close() }
+        defer { outbox.close() }
         return try await withEventLoopPreference(eventLoop) {
             switch options.transports.first ?? .polling {
             case .websocket: return try await runWebSocketOnly()
@@ -179,7 +187,9 @@ final class EngineIOSession: Sendable {
     }
 
     private func pollingWriter(_ handshake: EngineIOHandshake, generation: Int) async throws -> ChildEnd {
-        while let frames = await outbox.take(maxBytes: max(handshake.maxPayload, 1), generation: generation) {
+        while let frames = await outbox.take(
+            maxBytes: max(handshake.maxPayload, 1), maxPackets: max(options.maxPacketsPerPoll, 1), generation: generation
+        ) {
             let packets = frames.flatMap(\.packets)
             let request = pollingRequest(method: .POST, body: EngineIOCodec.encodePayload(packets), handshake: handshake)
             do {
@@ -420,16 +430,19 @@ final class EngineIOSession: Sendable {
                         }
                     }
                 } catch {
+                    outbox.wroteUnconfirmed(frames[..<index])
                     outbox.requeueFront(Array(frames[index...]))
                     outbox.finishedWrite()
                     throw error
                 }
                 if frame.packets.contains(where: { $0.type == .close }) {
+                    outbox.wroteUnconfirmed(frames[...index])
                     outbox.finishedWrite()
                     try? await connection.close(code: 1000, reason: nil)
                     return .sessionOver(.closedByClient)
                 }
             }
+            outbox.wroteUnconfirmed(frames)
             outbox.finishedWrite()
         }
         return .keepGoing

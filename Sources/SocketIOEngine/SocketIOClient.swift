@@ -1,4 +1,5 @@
 public import Foundation
+import DequeModule
 import Logging
 import OrderedCollections
 import NIOConcurrencyHelpers
@@ -40,6 +41,8 @@ public final class SocketIOClient: Sendable {
         var anyHandlers: [(id: UUID, call: @Sendable (SocketAnyEvent) -> Void)] = []
         var queue: OfflineQueue<EngineIOFrame>
         var receiveBuffer: [SocketIOPacket] = []
+        var streams: [UUID: EventStreamEntry] = [:]
+        var droppedEmits = 0
         var connectWaiters: [UUID: CheckedContinuation<Void, any Error>] = [:]
     }
 
@@ -76,6 +79,10 @@ public final class SocketIOClient: Sendable {
     public var recoveryState: (pid: String?, offset: String?) { state.withLockedValue { ($0.pid, $0.lastOffset) } }
     /// Emits waiting in the offline queue.
     public var queuedEmitCount: Int { state.withLockedValue { $0.queue.count } }
+    /// Emits dropped and reported (an ack failure, or an `error` client event): the offline queue
+    /// overflowed while unsent frames were handed back after a drop, or a queued emit turned out
+    /// larger than the server's `maxPayload` once the handshake told it.
+    public var droppedEmitCount: Int { state.withLockedValue { $0.droppedEmits } }
     var isActive: Bool { state.withLockedValue { $0.wantsConnection } }
 
     private func setStatus(_ status: SocketIOStatus, in state: inout State) -> Bool {
@@ -156,6 +163,7 @@ public final class SocketIOClient: Sendable {
             return (wasActive, state.acks, state.connectWaiters, changed)
         }
         guard wasActive else { return }
+        finishStreams()
         let error = RealtimeError(.notConnected, "the socket for \(namespace) was disconnected")
         for (id, entry) in acks {
             ackTimeouts.cancel(id)
@@ -203,12 +211,26 @@ public final class SocketIOClient: Sendable {
     // MARK: Emitting
 
     func frame(_ packet: SocketIOPacket, requeue: Bool) -> EngineIOFrame {
-        EngineIOFrame(packets: SocketIOCodec.encode(packet).engineIOPackets, requeueNamespace: requeue ? namespace : nil)
+        EngineIOFrame(
+            packets: SocketIOCodec.encode(packet).engineIOPackets, requeueNamespace: requeue ? namespace : nil,
+            ackID: packet.type == .event || packet.type == .binaryEvent ? packet.id : nil)
+    }
+
+    /// Why `frame` cannot be sent to this server: it is larger than the handshake's `maxPayload`
+    /// (one polling payload when polling may carry it, else its largest WebSocket message).
+    private func sizeError(_ frame: EngineIOFrame) -> RealtimeError? {
+        guard let manager, let limit = manager.handshake?.maxPayload else { return nil }
+        let size = manager.mayUsePolling ? frame.pollingSize - 1 : frame.largestWebSocketMessage
+        guard size > limit else { return nil }
+        return RealtimeError(
+            .messageTooLarge,
+            "the packet takes \(size) bytes encoded (with its attachments) and the server's maxPayload is \(limit)")
     }
 
     /// Sends now when connected, or queues. Frames keep their order either way.
     private func submit(_ packet: SocketIOPacket) throws {
         let frame = frame(packet, requeue: true)
+        if let error = sizeError(frame) { throw error }
         let session = manager?.openSession
         let result = state.withLockedValue { state -> OfflineQueue<EngineIOFrame>.EnqueueResult? in
             if state.status == .connected, state.queue.isEmpty, let session, session.send(frame) { return nil }
@@ -228,7 +250,8 @@ public final class SocketIOClient: Sendable {
     /// Emits an event with JSON arguments (`.binary` values anywhere become attachments).
     ///
     /// Sent at once when connected, otherwise queued (in order) until the namespace connects.
-    /// - Throws: ``RealtimeCore/RealtimeError`` `queueFull` when the offline queue rejects it.
+    /// - Throws: ``RealtimeCore/RealtimeError`` `queueFull` when the offline queue rejects it;
+    ///   `messageTooLarge` when the encoded packet exceeds the server's `maxPayload` (nothing is sent).
     public func emit(_ event: String, arguments: [JSONValue]) throws {
         try submit(SocketIOPacket(type: .event, namespace: namespace, data: .array([.string(event)] + arguments)))
     }
@@ -257,10 +280,12 @@ public final class SocketIOClient: Sendable {
     /// Emits and waits for the server's ack.
     ///
     /// The timeout always fires; an ack arriving after it is dropped. Emits made while offline
-    /// wait in the queue, and their timeout runs from the call.
+    /// wait in the queue, and their timeout runs from the call. When the connection drops after the
+    /// emit was written, the call fails at once with `connectionClosed` (the server may or may not
+    /// have handled it; the emit is not sent again).
     /// - Returns: the ack's arguments.
-    /// - Throws: ``RealtimeCore/RealtimeError`` `timeout`, `queueFull`, `notConnected` (the socket
-    ///   was disconnected), or `CancellationError`.
+    /// - Throws: ``RealtimeCore/RealtimeError`` `timeout`, `queueFull`, `messageTooLarge`,
+    ///   `connectionClosed`, `notConnected` (the socket was disconnected), or `CancellationError`.
     public func emitWithAck(_ event: String, arguments: [JSONValue], timeout: Duration) async throws -> [JSONValue] {
         let box = NIOLockedValueBox<Int?>(nil)
         return try await withTaskCancellationHandler {
@@ -384,22 +409,25 @@ public final class SocketIOClient: Sendable {
         }
     }
 
-    private func dispatch(_ name: String, _ arguments: [JSONValue], ackID: Int?) {
-        let (entries, anyHandlers) = state.withLockedValue { state -> ([HandlerEntry], [@Sendable (SocketAnyEvent) -> Void]) in
+    private func dispatch(_ name: String, _ arguments: [JSONValue], ackID: Int?, offset: String? = nil, fromServer: Bool = true) {
+        let (entries, anyHandlers, streams) = state.withLockedValue { state in
             let entries = state.handlers[name] ?? []
             if entries.contains(where: \.once) { state.handlers[name]?.removeAll { $0.once } }
-            return (entries, state.anyHandlers.map(\.call))
+            let streams = fromServer && !state.streams.isEmpty ? state.streams.values.filter { $0.name == nil || $0.name == name } : []
+            return (entries, state.anyHandlers.map(\.call), streams)
         }
+        let event = SocketIOEvent(name: name, arguments: arguments, ackID: ackID, offset: offset, socket: self)
+        // Sequences first: once a handler has seen an event, every sequence has it too.
+        for stream in streams { stream.yield(event) }
         if !anyHandlers.isEmpty {
             let any = SocketAnyEvent(event: name, arguments: arguments)
             for handler in anyHandlers { handler(any) }
         }
-        let event = SocketIOEvent(name: name, arguments: arguments, ackID: ackID, socket: self)
         for entry in entries { entry.call(event) }
     }
 
     func fire(_ event: SocketClientEvent, _ arguments: [JSONValue]) {
-        dispatch(event.rawValue, arguments, ackID: nil)
+        dispatch(event.rawValue, arguments, ackID: nil, fromServer: false)
     }
 
     // MARK: Inbound
@@ -420,6 +448,7 @@ public final class SocketIOClient: Sendable {
             publish(.disconnected, changed: changed)
             fire(.error, [packet.data ?? .string(message)])
             for waiter in waiters.values { waiter.resume(throwing: error) }
+            finishStreams()
             manager?.socketBecameInactive()
         case .disconnect:
             let (acks, changed) = state.withLockedValue { state in
@@ -437,12 +466,10 @@ public final class SocketIOClient: Sendable {
             }
             publish(.disconnected, changed: changed)
             fire(.disconnect, ["io server disconnect"])
+            finishStreams()
             manager?.socketBecameInactive()
         case .event, .binaryEvent:
             let buffered = state.withLockedValue { state -> Bool in
-                if state.pid != nil, let arguments = packet.data?.arrayValue, arguments.count > 1, case .string(let offset) = arguments.last {
-                    state.lastOffset = offset
-                }
                 guard state.status == .connected else {
                     state.receiveBuffer.append(packet)
                     return true
@@ -451,6 +478,7 @@ public final class SocketIOClient: Sendable {
             }
             if !buffered { deliver(packet) }
         case .ack, .binaryAck:
+            if let id = packet.id { session?.confirmDelivery(namespace: namespace, ackID: id) }
             guard let id = packet.id, let entry = state.withLockedValue({ $0.acks.removeValue(forKey: id) }) else {
                 runtime.logger.trace("dropped an ack nobody waits for (late or unknown)", metadata: ["id": "\(packet.id ?? -1)"])
                 return
@@ -467,20 +495,32 @@ public final class SocketIOClient: Sendable {
         case .number(let number): JSONWriter.string(.number(number))
         default: ""
         }
-        dispatch(name, Array(arguments.dropFirst()), ackID: packet.id)
+        // With connection state recovery the server appends its offset to every event.
+        let offset = state.withLockedValue { state -> String? in
+            guard state.pid != nil, arguments.count > 1, case .string(let offset) = arguments.last else { return nil }
+            state.lastOffset = offset
+            return offset
+        }
+        dispatch(name, Array(arguments.dropFirst().dropLast(offset == nil ? 0 : 1)), ackID: packet.id, offset: offset)
     }
 
     private func didConnect(_ packet: SocketIOPacket, session: EngineIOSession?) {
         let sid = packet.data?["sid"]?.stringValue
         let pid = packet.data?["pid"]?.stringValue
+        var tooLarge: [(EngineIOFrame, RealtimeError)] = []
         let (buffered, waiters, changed) = state.withLockedValue { state in
             state.recovered = pid != nil && pid == state.pid
             state.pid = pid
             if !state.recovered { state.lastOffset = nil }
             state.sid = sid
             let changed = setStatus(.connected, in: &state)
-            // Flush the offline queue before anything else can be sent, in order.
+            // Flush the offline queue before anything else can be sent, in order. Frames queued
+            // before this server's limits were known and too large for them are not sent.
             while let frame = state.queue.dequeue() {
+                if let error = sizeError(frame) {
+                    tooLarge.append((frame, error))
+                    continue
+                }
                 guard let session, session.send(frame) else {
                     state.queue.requeueFront(frame)
                     break
@@ -493,6 +533,7 @@ public final class SocketIOClient: Sendable {
             return (state.receiveBuffer, state.connectWaiters, changed)
         }
         publish(.connected, changed: changed)
+        for (frame, error) in tooLarge { reportUnsendable(frame, error) }
         var details: [String: JSONValue] = [:]
         if let sid { details["sid"] = .string(sid) }
         if let pid { details["pid"] = .string(pid) }
@@ -514,10 +555,75 @@ public final class SocketIOClient: Sendable {
         if let error, wasConnected || isActive { fire(.error, [.string(error.description)]) }
     }
 
-    /// Frames that were not written before the session ended go back to the front of the queue.
-    func requeue(_ frames: [EngineIOFrame]) {
-        state.withLockedValue { state in
-            for frame in frames.reversed() { state.queue.requeueFront(frame) }
+    /// The Engine.IO session ended. `written`: this namespace's frames written but not confirmed;
+    /// `unwritten`: those never written; each oldest first.
+    ///
+    /// Every pending ack whose emit may have reached the server fails now with `connectionClosed`
+    /// (its emit is not sent again). Everything else goes back to the front of the offline queue,
+    /// in order, to be sent on the next connection; what does not fit is dropped by the queue's
+    /// overflow policy and reported.
+    func sessionEnded(written: [EngineIOFrame], unwritten: [EngineIOFrame]) {
+        let (failedAcks, dropped, policy) = state.withLockedValue { state in
+            var waiting = Set(unwritten.compactMap(\.ackID))
+            for frame in state.queue { if let id = frame.ackID { waiting.insert(id) } }
+            var failed: [(Int, AckEntry)] = []
+            for (id, entry) in state.acks where !waiting.contains(id) { failed.append((id, entry)) }
+            for (id, _) in failed { state.acks.removeValue(forKey: id) }
+            // Written emits that wait for an ack are reported through the ack, not sent again.
+            let resend = written.filter { $0.ackID == nil } + unwritten
+            let queued = state.queue.drain()
+            var all = resend + queued
+            var dropped: [EngineIOFrame] = []
+            let capacity = state.queue.capacity
+            if all.count > capacity {
+                switch state.queue.overflowPolicy {
+                case .dropOldest:
+                    dropped = Array(all.prefix(all.count - capacity))
+                    all.removeFirst(all.count - capacity)
+                default:
+                    dropped = Array(all.suffix(all.count - capacity))
+                    all.removeLast(all.count - capacity)
+                }
+            }
+            for frame in all { _ = state.queue.enqueue(frame) }
+            state.droppedEmits += dropped.count
+            return (failed, dropped, state.queue.overflowPolicy)
+        }
+        let error = RealtimeError(
+            .connectionClosed, "the connection dropped before the ack arrived; the server may or may not have handled the emit")
+        for (id, entry) in failedAcks {
+            ackTimeouts.cancel(id)
+            entry.deliver(.failure(error))
+        }
+        guard !dropped.isEmpty else { return }
+        let which = policy == .dropOldest ? "oldest" : "newest"
+        let full = RealtimeError(
+            .queueFull,
+            "the offline queue (capacity \(state.withLockedValue { $0.queue.capacity })) could not take back \(dropped.count) unsent emits; the \(which) were dropped")
+        for frame in dropped where frame.ackID != nil { failAck(frame.ackID!, with: full) }
+        runtime.logger.warning("Socket.IO emits dropped after a disconnect", metadata: ["namespace": "\(namespace)", "socketio.dropped": "\(dropped.count)"])
+        fire(.error, [.string(full.description)])
+    }
+
+    func addStream(_ id: UUID, _ entry: EventStreamEntry) { state.withLockedValue { $0.streams[id] = entry } }
+
+    func removeStream(_ id: UUID) { state.withLockedValue { _ = $0.streams.removeValue(forKey: id) } }
+
+    /// Ends every event stream (the socket stopped being active).
+    func finishStreams() {
+        let streams = state.withLockedValue { state in
+            defer { state.streams = [:] }
+            return state.streams.values
+        }
+        for stream in streams { stream.continuation.finish() }
+    }
+
+    private func reportUnsendable(_ frame: EngineIOFrame, _ error: RealtimeError) {
+        if let id = frame.ackID {
+            failAck(id, with: error)
+        } else {
+            state.withLockedValue { $0.droppedEmits += 1 }
+            fire(.error, [.string(error.description)])
         }
     }
 
@@ -531,6 +637,7 @@ public final class SocketIOClient: Sendable {
         }
         let failure = error ?? RealtimeError(.notConnected, "the connection was closed")
         for waiter in waiters.values { waiter.resume(throwing: failure) }
+        finishStreams()
         publish(.disconnected, changed: changed)
         if let error, wasActive {
             fire(.reconnectFailed, [.string(error.description)])

@@ -5,12 +5,25 @@ import OrderedCollections
 public struct SocketIOEvent: Sendable {
     /// The event name (numbers, which servers may use as names, come as their decimal text).
     public let name: String
-    /// The arguments after the name. With connection state recovery, the last one is the server's
-    /// offset string, as in the JavaScript client.
+    /// The arguments after the name (without the recovery offset; see ``offset``).
     public let arguments: [JSONValue]
     /// The ack id the server asked for, or nil.
     public let ackID: Int?
+    /// With connection state recovery, the server's offset for this event (it travels as the last
+    /// argument); sent back on reconnect so the server can replay what was missed.
+    public let offset: String?
     let socket: SocketIOClient?
+
+    init(name: String, arguments: [JSONValue], ackID: Int?, offset: String? = nil, socket: SocketIOClient?) {
+        self.name = name
+        self.arguments = arguments
+        self.ackID = ackID
+        self.offset = offset
+        self.socket = socket
+    }
+
+    /// The arguments as the JavaScript client gives them: with the offset as the last one.
+    public var argumentsWithOffset: [JSONValue] { arguments + (offset.map { [.string($0)] } ?? []) }
 
     /// Whether the server waits for an answer (call ``ack(_:)``).
     public var expectsAck: Bool { ackID != nil }

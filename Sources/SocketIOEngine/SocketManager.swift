@@ -19,6 +19,7 @@ public final class SocketManager: Sendable {
         var handler: SessionHandler?
         var runTask: Task<Void, Never>?
         var closing = false
+        var handshake: EngineIOHandshake?
     }
 
     public let url: String
@@ -41,6 +42,15 @@ public final class SocketManager: Sendable {
 
     /// The Engine.IO connection state (connecting, connected, reconnecting(attempt), disconnected(error)).
     public var connectionState: StateBroadcaster<ConnectionState> { driver.state }
+
+    /// The server's handshake from the last connection (its limits: `maxPayload`, `pingInterval`,
+    /// `pingTimeout`); nil before the first. Emits larger than `maxPayload` fail with `messageTooLarge`.
+    public var handshake: EngineIOHandshake? { state.withLockedValue { $0.handshake } }
+
+    func opened(_ handshake: EngineIOHandshake) { state.withLockedValue { $0.handshake = handshake } }
+
+    /// Whether frames may travel over polling (then a frame must fit one polling payload).
+    var mayUsePolling: Bool { engineOptions.transports.contains(.polling) }
 
     /// The transport in use, when connected.
     public var transport: EngineIOOptions.Transport? {
@@ -166,6 +176,7 @@ public final class SocketManager: Sendable {
             failure = RealtimeError.wrap(error)
         }
         let unsent = session.collectUnsent()
+        let presumed = session.presumedDelivered
         let (closing, wasOpen) = state.withLockedValue { state -> (Bool, Bool) in
             state.session = nil
             state.handler = nil
@@ -177,9 +188,16 @@ public final class SocketManager: Sendable {
         case .closedByServer: "transport close"
         case nil: failure?.code == .timeout && wasOpen ? "ping timeout" : "transport error"
         }
+        if presumed > 0 {
+            logger.debug("Socket.IO frames left the resend window unconfirmed", metadata: ["socketio.presumed_delivered": "\(presumed)"])
+        }
         let sockets = self.sockets
-        for (namespace, frames) in Dictionary(grouping: unsent.filter { $0.requeueNamespace != nil }, by: { $0.requeueNamespace! }) {
-            existingSocket(namespace)?.requeue(frames)
+        let written = Dictionary(grouping: unsent.written.filter { $0.requeueNamespace != nil }, by: { $0.requeueNamespace! })
+        let unwritten = Dictionary(grouping: unsent.unwritten.filter { $0.requeueNamespace != nil }, by: { $0.requeueNamespace! })
+        // Hand every frame back before telling the sockets: a disconnect handler that emits queues
+        // behind them.
+        for socket in sockets {
+            socket.sessionEnded(written: written[socket.namespace] ?? [], unwritten: unwritten[socket.namespace] ?? [])
         }
         for socket in sockets { socket.engineClosed(reason: reason, error: failure) }
         if closing || end == .closedByClient { return .closed }
@@ -217,6 +235,7 @@ final class SessionHandler: EngineIODelegate {
 
     func engineIOOpened(_ handshake: EngineIOHandshake, transport: EngineIOOptions.Transport) async throws {
         state.withLockedValue { $0.open = true }
+        manager.opened(handshake)
         try await context.connected(sender: { _ in })
         guard let session else { return }
         for socket in manager.sockets where socket.isActive {

@@ -16,8 +16,14 @@ struct SocketIOClientBehaviourTests {
         let manager = SocketManager(url: server.url, configuration: .testing(transports, upgrade: false))
         let socket = manager.defaultSocket
         let news = Recorder<[JSONValue]>()
+        let offsets = Recorder<String?>()
+        let javaScriptShape = Recorder<[JSONValue]>()
         let connects = Recorder<Int>()
-        socket.on("news") { news.append($0.arguments) }
+        socket.on("news") {
+            news.append($0.arguments)
+            offsets.append($0.offset)
+            javaScriptShape.append($0.argumentsWithOffset)
+        }
         socket.on(clientEvent: .connect) { _ in connects.append(1) }
         try await socket.connect(timeout: .seconds(5))
         let sid = socket.sid
@@ -35,8 +41,10 @@ struct SocketIOClientBehaviourTests {
         await news.wait(for: 3)
         server.broadcast("news", [4])
         let received = await news.wait(for: 4)
-        // The JavaScript client hands the offset to handlers as the last argument; so do we.
-        #expect(received == [[1, "1"], [2, "2"], [3, "3"], [4, "4"]])
+        // The offset is its own property; the JavaScript shape (offset last) stays available.
+        #expect(received == [[1], [2], [3], [4]])
+        #expect(offsets.values == ["1", "2", "3", "4"])
+        #expect(javaScriptShape.values == [[1, "1"], [2, "2"], [3, "3"], [4, "4"]])
         #expect(socket.recovered)
         #expect(socket.sid == sid)
         manager.disconnect()

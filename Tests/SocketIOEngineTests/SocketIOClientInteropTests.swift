@@ -18,13 +18,16 @@ enum ServerUnderTest: String, CaseIterable, Sendable, CustomTestStringConvertibl
         let stop: @Sendable () async -> Void
     }
 
-    func start() async throws -> Running {
+    func start(maxPayload: Int? = nil) async throws -> Running {
         switch self {
         case .python:
-            let peer = try await PythonPeer.start(scriptPath: peerScript("sio_server.py"))
+            let arguments = maxPayload.map { ["0", "25", "20", "\($0)"] } ?? []
+            let peer = try await PythonPeer.start(scriptPath: peerScript("sio_server.py"), arguments: arguments)
             return Running(url: "http://127.0.0.1:\(peer.port)", stop: { await peer.shutdown() })
         case .inProcess:
-            let server = try await SocketIOTestServer.start()
+            var options = SocketIOTestServer.Options()
+            if let maxPayload { options.maxPayload = maxPayload }
+            let server = try await SocketIOTestServer.start(options: options)
             return Running(url: server.url, stop: { await server.stop() })
         }
     }

@@ -1,6 +1,6 @@
 """Socket.IO peer for the interop tests: python-socketio's AsyncServer on aiohttp, bound to 127.0.0.1.
 
-Usage: sio_server.py [port] [ping_interval_s] [ping_timeout_s]   (port 0 = ephemeral)
+Usage: sio_server.py [port] [ping_interval_s] [ping_timeout_s] [max_http_buffer_size]   (port 0 = ephemeral)
 Prints "PORT <n>" once listening, then one line per notable server-side observation ("GOT ...").
 
 Namespace "/":
@@ -12,6 +12,10 @@ Namespace "/":
   count        emits "tick" 1..n
   disconnect_me  the server disconnects the client
   record       prints "GOT record <json args>" (to check what the client sent)
+  seq          records its first argument in arrival order (any connection); seq_report acks with
+               that list; seq_reset clears it and acks
+  stall        never acks (the handler sleeps for a minute)
+  size         acks with the length of its first argument (str or bytes)
 Namespace "/chat": refuses unless auth is {"token": "secret"}; echo as above; "whoami" acks the auth.
 Any other namespace is refused by python-socketio with a plain-string CONNECT_ERROR.
 """
@@ -25,11 +29,12 @@ from aiohttp import web
 port = int(sys.argv[1]) if len(sys.argv) > 1 else 0
 ping_interval = float(sys.argv[2]) if len(sys.argv) > 2 else 25
 ping_timeout = float(sys.argv[3]) if len(sys.argv) > 3 else 20
+max_buffer = int(sys.argv[4]) if len(sys.argv) > 4 else 10_000_000
 
 # python-engineio's default origin check stays on (cors_allowed_origins is not set): it refuses a
 # request whose Origin is not the server's own, and our client sends no Origin, as native clients do.
 sio = socketio.AsyncServer(async_mode="aiohttp", ping_interval=ping_interval, ping_timeout=ping_timeout,
-                           max_http_buffer_size=10_000_000)
+                           max_http_buffer_size=max_buffer)
 app = web.Application()
 sio.attach(app)
 auths = {}
@@ -81,6 +86,35 @@ async def disconnect_me(sid):
 @sio.event
 async def record(sid, *args):
     print("GOT record " + json.dumps(jsonable(list(args))), flush=True)
+
+
+arrivals = []
+
+
+@sio.event
+async def seq(sid, n):
+    arrivals.append(n)
+
+
+@sio.event
+async def seq_report(sid):
+    return list(arrivals)
+
+
+@sio.event
+async def seq_reset(sid):
+    arrivals.clear()
+    return True
+
+
+@sio.event
+async def stall(sid, *args):
+    await asyncio.sleep(60)
+
+
+@sio.event
+async def size(sid, value):
+    return len(value)
 
 
 @sio.on("connect", namespace="/chat")
