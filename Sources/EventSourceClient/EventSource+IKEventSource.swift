@@ -9,6 +9,16 @@ import RealtimeCore
 /// As in IKEventSource 3, a source created with ``init(url:headers:)`` does not reconnect by itself:
 /// when the connection ends, ``onComplete(_:)`` reports the status, whether reconnecting makes sense
 /// (false only after a 204) and the error, and the app calls ``connect(lastEventId:)`` again.
+///
+/// For callbacks with automatic reconnection, make the source with a configuration and register
+/// the same callbacks; `onComplete` then runs once, when the client gives up or is closed:
+/// ```swift
+/// let source = EventSource(url: url, configuration: EventSourceConfiguration(headers: ["Authorization": "Bearer t"]))
+/// source.onMessage { id, event, data in print(data ?? "") }
+/// source.onComplete { status, reconnect, error in print("ended", status ?? 0, error ?? "none") }
+/// source.connect()
+/// ```
+/// Callbacks buffer nothing: an app that never iterates ``EventSource/events`` keeps no events.
 extension EventSource {
     struct Callbacks {
         var onOpen: (@Sendable () -> Void)?
@@ -81,7 +91,7 @@ extension EventSource {
         listener?(id, event.type, event.data)
     }
 
-    func notifyComplete(status: Int?, reconnect: Bool, error: RealtimeError?) {
+    func notifyComplete(status: Int?, error: RealtimeError?) {
         guard let onComplete = callbacks.withLockedValue({ $0.onComplete }) else { return }
         var cause = error
         if let error, error.code == .reconnectGaveUp, let underlying = error.underlying as? RealtimeError { cause = underlying }

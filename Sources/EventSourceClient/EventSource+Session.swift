@@ -46,6 +46,7 @@ extension EventSource {
                 try await context.connected { (never: Never) in }
                 self.setReadyState(.open)
                 self.notifyOpen()
+                if self.hasConsumer { await body.pausingIdleTimeout { await self.buffer.send(.open) } }
                 return try await self.consume(body)
             }
         } catch let error as RealtimeError where error.code == .timeout {
@@ -54,8 +55,9 @@ extension EventSource {
     }
 
     private func consume(_ body: HTTPBodyChunks) async throws -> SessionEnd {
+        let includeComments = configuration.includeComments
         var parser = SSEParser(
-            configuration: .init(maxEventSize: configuration.maxEventSize, emitsComments: configuration.onComment != nil),
+            configuration: .init(maxEventSize: configuration.maxEventSize, emitsComments: configuration.onComment != nil || includeComments),
             lastEventId: state.withLockedValue { $0.lastEventId })
         let onComment = configuration.onComment
         defer {
@@ -63,22 +65,36 @@ extension EventSource {
             let lastEventId = parser.lastEventId
             state.withLockedValue { $0.lastEventId = lastEventId }
         }
+        // The outputs of one chunk, kept to be handed on after the parser returns (handing on may wait).
+        var outputs: [SSEParser.Output] = []
         for try await chunk in body {
             runtime.logger.trace("event stream chunk", metadata: ["realtime.bytes": "\(chunk.readableBytes)"])
-            // Outputs are handled as the parser produces them: no per-chunk collection.
-            try parser.parse(chunk) { output in
+            outputs.removeAll(keepingCapacity: true)
+            try parser.parse(chunk) { outputs.append($0) }
+            for output in outputs {
+                let update: EventSourceUpdate?
                 switch output {
                 case .event(let event):
                     state.withLockedValue { $0.lastEventId = event.lastEventId }
-                    continuation.yield(event)
                     notifyEvent(event)
+                    update = .event(event)
                 case .retry(let milliseconds):
                     state.withLockedValue { $0.reconnectionTime = .milliseconds(milliseconds) }
+                    update = nil
                 case .comment(let text):
                     onComment?(text)
+                    update = includeComments ? .comment(text) : nil
+                }
+                guard let update, hasConsumer else { continue }
+                if buffer.isFull {
+                    // The consumer is behind: stop reading until it catches up (backpressure).
+                    await body.pausingIdleTimeout { await buffer.send(update) }
+                } else {
+                    await buffer.send(update)
                 }
             }
             if state.withLockedValue({ $0.closed }) { return .closed }
+            try Task.checkCancellation()
         }
         // A clean end of the body: reconnect after the reconnection time.
         runtime.logger.debug("event stream ended by the server")

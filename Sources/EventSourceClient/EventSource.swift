@@ -3,6 +3,7 @@ public import FoundationEssentials
 #else
 public import Foundation
 #endif
+import Logging
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
@@ -15,18 +16,25 @@ public import ServiceLifecycle
 /// let source = EventSource(url: url, configuration: .init())
 /// for try await event in source.events { print(event.type, event.data) }
 /// ```
-/// Iterating ``events`` starts the connection (or run it as a `Service` with ``run()``). The
-/// sequence ends when ``close()`` is called or the server answers 204; it throws a
+/// Iterating ``events`` (or ``updates``) starts the connection (or run it as a `Service` with
+/// ``run()``). ``events`` ends when ``close()`` is called or the server answers 204; it throws a
 /// ``RealtimeError`` when the connection fails for good (a status other than 200, a content type
-/// other than `text/event-stream`, or the reconnect policy giving up).
+/// other than `text/event-stream`, an event over `maxEventSize`, or the reconnect policy giving up).
+/// ``updates`` carries the same events in the same order, with the comments (on request) and a
+/// notice for every open and every failure, saying whether it will be retried.
+///
+/// Memory: events are buffered for the sequence only once an iterator exists, and at most
+/// ``EventSourceConfiguration/bufferSize`` of them; while the consumer is that far behind, the
+/// client stops reading the connection (the server's writes then wait on TCP), and the idle timeout
+/// does not count that time. Callbacks (`onMessage`, `onComment`...) are called before the event is
+/// buffered, in order, and never buffer anything.
 public final class EventSource: Service, Sendable {
     public let url: URL
     public let configuration: EventSourceConfiguration
     let runtime: RealtimeRuntime
     let driver: ReconnectDriver<Never>
     let state: NIOLockedValueBox<LoopState>
-    let stream: AsyncThrowingStream<ServerSentEvent, any Error>
-    let continuation: AsyncThrowingStream<ServerSentEvent, any Error>.Continuation
+    let buffer: AsyncBoundedBuffer<EventSourceUpdate>
     /// Callbacks of the IKEventSource-shaped layer (EventSource+IKEventSource.swift).
     let callbacks = NIOLockedValueBox(Callbacks())
 
@@ -39,6 +47,10 @@ public final class EventSource: Service, Sendable {
         var readyState: EventSourceState = .connecting
         var lastStatus: Int?
         var reconnects = true
+        /// An iterator of `events` or `updates` exists: produce into the buffer.
+        var hasConsumer = false
+        var restartRequested = false
+        var restartWaiter: CheckedContinuation<Void, Never>?
     }
 
     /// - Parameters:
@@ -67,12 +79,18 @@ public final class EventSource: Service, Sendable {
                 shouldRetry: configuration.shouldRetry),
             queue: OfflineQueue(capacity: 0),
             runtime: runtime)
-        (stream, continuation) = AsyncThrowingStream<ServerSentEvent, any Error>.makeStream()
+        self.buffer = AsyncBoundedBuffer(capacity: configuration.bufferSize)
     }
 
     /// The events, in order. Iterating starts the connection if ``run()`` has not.
-    /// One consumer at a time.
+    /// One consumer at a time, across ``events`` and ``updates``.
     public var events: EventSourceEvents { EventSourceEvents(source: self) }
+
+    /// Everything the connection says, in order: opens, events, comments (with
+    /// ``EventSourceConfiguration/includeComments``) and failures. Ends after ``close()``, a 204, or
+    /// a failure that is not retried (its `.failure(_, willRetry: false)` comes first).
+    /// One consumer at a time, across ``events`` and ``updates``.
+    public var updates: EventSourceUpdates { EventSourceUpdates(source: self) }
 
     /// The WHATWG ready state.
     public var readyState: EventSourceState { state.withLockedValue { $0.readyState } }
@@ -105,7 +123,45 @@ public final class EventSource: Service, Sendable {
             return state.task
         }
         task?.cancel()
-        continuation.finish()
+        wakeRestartWaiter()
+        buffer.finish()
+    }
+
+    /// Drops the current connection and connects again at once (no backoff), sending the last event
+    /// ID: for a reset the server asked for in an event, or a user's "refresh". Starts the
+    /// connection if it was not running; does nothing after ``close()``.
+    public func restart() {
+        let closed = state.withLockedValue { state -> Bool in
+            if state.closed { return true }
+            state.restartRequested = true
+            return false
+        }
+        guard !closed else { return }
+        wakeRestartWaiter()
+        startIfNeeded()
+    }
+
+    private func wakeRestartWaiter() {
+        state.withLockedValue { state in
+            defer { state.restartWaiter = nil }
+            return state.restartWaiter
+        }?.resume()
+    }
+
+    /// Returns when ``restart()`` or ``close()`` is called (or the task is cancelled).
+    private func waitForRestart() async {
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                let now = state.withLockedValue { state -> Bool in
+                    if state.restartRequested || state.closed || Task.isCancelled { return true }
+                    state.restartWaiter = continuation
+                    return false
+                }
+                if now { continuation.resume() }
+            }
+        } onCancel: {
+            self.wakeRestartWaiter()
+        }
     }
 
     func startIfNeeded() {
@@ -116,26 +172,62 @@ public final class EventSource: Service, Sendable {
         }
     }
 
+    func attachConsumer() {
+        state.withLockedValue { $0.hasConsumer = true }
+        startIfNeeded()
+    }
+
+    var hasConsumer: Bool { state.withLockedValue { $0.hasConsumer } }
+
     /// The connection loop: the reconnect driver runs one session per connection.
     func loop() async {
-        let error = await driver.run { context in
+        let error = await driver.run({ context in
             if self.state.withLockedValue({ $0.closed }) { return .closed }
             self.setReadyState(.connecting)
-            return try await self.session(context)
-        }
+            self.state.withLockedValue { $0.restartRequested = false }
+            return try await withThrowingTaskGroup(of: SessionEnd?.self) { group in
+                group.addTask { try await self.session(context) }
+                group.addTask {
+                    await self.waitForRestart()
+                    return self.state.withLockedValue { $0.restartRequested && !$0.closed } ? .restart : nil
+                }
+                defer { group.cancelAll() }
+                while let end = try await group.next() {
+                    if let end { return end }
+                }
+                return .closed
+            }
+        }, onFailure: { error, willRetry in
+            self.runtime.logger.debug(
+                "event stream failed", metadata: ["realtime.error": "\(error)", "realtime.will_retry": "\(willRetry)"])
+            self.setReadyState(willRetry ? .connecting : .closed)
+            if self.hasConsumer { await self.buffer.send(.failure(error, willRetry: willRetry)) }
+        })
         setReadyState(.closed)
         let status = state.withLockedValue { $0.lastStatus }
-        notifyComplete(status: status, reconnect: error.map { configuration.shouldRetry($0) } ?? false, error: error)
+        notifyComplete(status: status, error: error)
         if let error, !state.withLockedValue({ $0.closed }) {
-            continuation.finish(throwing: error)
+            buffer.finish(throwing: error)
         } else {
-            continuation.finish()
+            buffer.finish()
         }
     }
 
     func setReadyState(_ readyState: EventSourceState) {
         state.withLockedValue { if !$0.closed || readyState == .closed { $0.readyState = readyState } }
     }
+}
+
+/// What an ``EventSource`` says, in order (``EventSource/updates``).
+public enum EventSourceUpdate: Sendable {
+    /// Connected: the server answered 200 with `text/event-stream`.
+    case open
+    case event(ServerSentEvent)
+    /// A comment line (without the colon), with ``EventSourceConfiguration/includeComments``.
+    case comment(String)
+    /// The connection failed or ended; `willRetry` says whether the client reconnects (after the
+    /// reconnection time). Every failure comes once.
+    case failure(RealtimeError, willRetry: Bool)
 }
 
 /// The events of an ``EventSource``.
@@ -145,15 +237,41 @@ public struct EventSourceEvents: AsyncSequence, Sendable {
 
     public struct AsyncIterator: AsyncIteratorProtocol {
         let source: EventSource
-        var base: AsyncThrowingStream<ServerSentEvent, any Error>.AsyncIterator
 
         public mutating func next() async throws -> ServerSentEvent? {
-            source.startIfNeeded()
-            return try await base.next()
+            while let update = try await source.buffer.next() {
+                if case .event(let event) = update { return event }
+            }
+            return nil
         }
     }
 
     public func makeAsyncIterator() -> AsyncIterator {
-        AsyncIterator(source: source, base: source.stream.makeAsyncIterator())
+        source.attachConsumer()
+        return AsyncIterator(source: source)
+    }
+}
+
+/// Everything an ``EventSource`` says (``EventSource/updates``).
+public struct EventSourceUpdates: AsyncSequence, Sendable {
+    public typealias Element = EventSourceUpdate
+    let source: EventSource
+
+    public struct AsyncIterator: AsyncIteratorProtocol {
+        let source: EventSource
+
+        /// Ends (nil) after the last update; the failure that ended the stream came as an update.
+        public mutating func next() async throws -> EventSourceUpdate? {
+            do {
+                return try await source.buffer.next()
+            } catch let error as RealtimeError where error.code != .cancelled {
+                return nil
+            }
+        }
+    }
+
+    public func makeAsyncIterator() -> AsyncIterator {
+        source.attachConsumer()
+        return AsyncIterator(source: source)
     }
 }

@@ -20,7 +20,9 @@ public struct EventSourceConfiguration: Sendable {
     public var randomizationFactor: Double
     /// Give up after this many consecutive failed attempts; nil retries forever.
     public var maxReconnectAttempts: Int?
-    /// Reconnect when no bytes (not even comments) arrive for this long. Default 5 minutes; nil disables.
+    /// Reconnect when no bytes (not even comments) arrive for this long. Default 5 minutes; nil
+    /// disables. It fires at the last byte plus this time (plus the clock's scheduling delay, a few
+    /// milliseconds); time the client spends not reading because the consumer is behind does not count.
     public var idleTimeout: Duration?
     /// Limit for the response head (connect, TLS, status, headers).
     public var connectTimeout: Duration
@@ -28,9 +30,15 @@ public struct EventSourceConfiguration: Sendable {
     public var reachability: any Reachability
     public var tls: TLSOptions
     /// The largest event held in memory; a larger one ends the stream with `messageTooLarge`.
+    /// Default 64 MiB (browsers set no limit; this keeps a runaway stream from taking all memory).
     public var maxEventSize: Int
     /// Called with every comment line (`: keep-alive`), which are otherwise ignored.
     public var onComment: (@Sendable (String) -> Void)?
+    /// Deliver comments in ``EventSource/updates`` too, in order with the events. Default false.
+    public var includeComments: Bool = false
+    /// How many updates (events, comments, notices) wait for the consumer of ``EventSource/events``
+    /// or ``EventSource/updates`` at most; when full, the client stops reading. Default 16.
+    public var bufferSize: Int = 16
     /// Decides whether an error is retried. The default retries network failures, clean ends of
     /// stream and idle timeouts; it does not retry a bad status, a wrong content type, an oversized
     /// event, a TLS failure or an invalid URL (the standard says fail the connection).
@@ -49,7 +57,7 @@ public struct EventSourceConfiguration: Sendable {
         connectTimeout: Duration = .seconds(30),
         reachability: any Reachability = PollingReachability(),
         tls: TLSOptions = .default,
-        maxEventSize: Int = 8 << 20,
+        maxEventSize: Int = 64 << 20,
         onComment: (@Sendable (String) -> Void)? = nil,
         shouldRetry: @escaping @Sendable (RealtimeError) -> Bool = EventSourceConfiguration.defaultShouldRetry
     ) {

@@ -32,20 +32,22 @@ public enum HTTPTransport {
         guard let idleTimeout = request.idleTimeout else {
             return try await body(head, HTTPBodyChunks(base: response.body, progress: nil))
         }
-        let progress = NIOLockedValueBox(0)
+        let timeline = ClockTimeline(clock: runtime.clock)
+        let progress = BodyProgress(now: timeline.now, timeline: timeline)
         return try await withThrowingTaskGroup(of: Result?.self) { group in
             group.addTask {
                 try await body(head, HTTPBodyChunks(base: response.body, progress: progress))
             }
             group.addTask {
-                var seen = -1
+                // Fires at the last byte + idleTimeout (within the clock's scheduling delay), never
+                // while the reader has paused reading (see HTTPBodyChunks.pausingIdleTimeout).
                 while true {
-                    try await runtime.sleep(for: idleTimeout)
-                    let now = progress.withLockedValue { $0 }
-                    if now == seen {
+                    let (last, paused) = progress.snapshot
+                    let deadline = last + idleTimeout
+                    if !paused, timeline.now >= deadline {
                         throw RealtimeError.timeout("no bytes from \(Redaction.url(request.url)) for \(idleTimeout)")
                     }
-                    seen = now
+                    try await timeline.sleep(until: paused ? timeline.now + idleTimeout : deadline)
                 }
             }
             defer { group.cancelAll() }
@@ -99,15 +101,43 @@ public enum HTTPTransport {
     }
 }
 
+/// When the last body bytes arrived, and whether the reader has paused reading.
+final class BodyProgress: Sendable {
+    private let state: NIOLockedValueBox<(last: Duration, paused: Int)>
+    private let timeline: ClockTimeline
+
+    init(now: Duration, timeline: ClockTimeline) {
+        state = NIOLockedValueBox((now, 0))
+        self.timeline = timeline
+    }
+
+    var snapshot: (last: Duration, paused: Bool) { state.withLockedValue { ($0.last, $0.paused > 0) } }
+
+    func touch() {
+        let now = timeline.now
+        state.withLockedValue { $0.last = now }
+    }
+
+    func pause() { state.withLockedValue { $0.paused += 1 } }
+
+    func resume() {
+        let now = timeline.now
+        state.withLockedValue {
+            $0.paused -= 1
+            $0.last = now
+        }
+    }
+}
+
 /// Body chunks of a streamed response, exactly as they arrive.
 public struct HTTPBodyChunks: AsyncSequence, Sendable {
     public typealias Element = ByteBuffer
     let base: HTTPClientResponse.Body
-    let progress: NIOLockedValueBox<Int>?
+    let progress: BodyProgress?
 
     public struct AsyncIterator: AsyncIteratorProtocol {
         var base: HTTPClientResponse.Body.AsyncIterator
-        let progress: NIOLockedValueBox<Int>?
+        let progress: BodyProgress?
 
         public mutating func next() async throws -> ByteBuffer? {
             let chunk: ByteBuffer?
@@ -116,13 +146,21 @@ public struct HTTPBodyChunks: AsyncSequence, Sendable {
             } catch let error as HTTPClientError where error == .remoteConnectionClosed {
                 throw RealtimeError(.connectionClosed, "the server closed the connection mid-body", underlying: error)
             }
-            if chunk != nil { progress?.withLockedValue { $0 &+= 1 } }
+            if chunk != nil { progress?.touch() }
             return chunk
         }
     }
 
     public func makeAsyncIterator() -> AsyncIterator {
         AsyncIterator(base: base.makeAsyncIterator(), progress: progress)
+    }
+
+    /// Runs `body` (which does not read the body: a consumer is behind) without the idle timeout
+    /// counting that time; the idle time starts again when it returns.
+    public func pausingIdleTimeout<T>(_ body: () async throws -> T) async rethrows -> T {
+        progress?.pause()
+        defer { progress?.resume() }
+        return try await body()
     }
 }
 

@@ -8,6 +8,8 @@ public enum SessionEnd: Sendable {
     /// The connection dropped and should be re-established. `minimumDelay` lets a protocol raise
     /// the wait (an SSE `retry:` field, a server's reconnect hint).
     case dropped(RealtimeError?, minimumDelay: Duration? = nil)
+    /// Reconnect at once, without backoff (a reset the user or the server asked for).
+    case restart
 }
 
 /// The reusable reconnect loop every client runs: connection state, backoff, reachability and the
@@ -130,7 +132,13 @@ public final class ReconnectDriver<Outbound: Sendable>: Sendable {
     /// Runs sessions until one ends with ``SessionEnd/closed``, the policy gives up, or the task is
     /// cancelled. Returns the error that ended it for good, or nil.
     @discardableResult
-    public func run(_ session: @Sendable (SessionContext) async throws -> SessionEnd) async -> RealtimeError? {
+    ///
+    /// `onFailure` is told about every failure once, in order, with whether the loop will retry
+    /// (the policy's `shouldRetry` and backoff are consulted once per failure).
+    public func run(
+        _ session: @Sendable (SessionContext) async throws -> SessionEnd,
+        onFailure: (@Sendable (RealtimeError, _ willRetry: Bool) async -> Void)? = nil
+    ) async -> RealtimeError? {
         box.withLockedValue { $0.stopped = false }
         var attempt = 0
         state.update(.connecting)
@@ -149,19 +157,27 @@ public final class ReconnectDriver<Outbound: Sendable>: Sendable {
                 return state.sender != nil
             }
             if Task.isCancelled { break loop }
+            if case .restart = end {
+                attempt = 0
+                state.update(.reconnecting(attempt: 0))
+                continue loop
+            }
             guard case .dropped(let error, let minimumDelay) = end else { break loop }
             if wasConnected || state.current.isConnected { attempt = 0 }
             if let error, !policy.shouldRetry(error) {
+                await onFailure?(error, false)
                 finalError = error
                 break loop
             }
             attempt += 1
             guard var delay = policy.backoff.delay(forAttempt: attempt, random: random()) else {
+                if let error { await onFailure?(error, false) }
                 finalError = RealtimeError(
                     .reconnectGaveUp, "gave up after \(attempt - 1) reconnect attempts",
                     underlying: error)
                 break loop
             }
+            if let error { await onFailure?(error, true) }
             if let minimumDelay, minimumDelay > delay { delay = minimumDelay }
             state.update(.reconnecting(attempt: attempt))
             runtime.logger.debug(

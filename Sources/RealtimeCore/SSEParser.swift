@@ -124,7 +124,7 @@ public struct SSEParser: Sendable {
 
     private mutating func appendPending(_ bytes: UnsafeRawBufferPointer) throws {
         guard pendingLine.count + bytes.count + data.count <= configuration.maxEventSize else {
-            throw RealtimeError(.messageTooLarge, "an event exceeds maxEventSize (\(configuration.maxEventSize) bytes)")
+            throw RealtimeError(.messageTooLarge, "an event exceeds maxEventSize (\(configuration.maxEventSize) bytes); raise EventSourceConfiguration.maxEventSize to accept it")
         }
         pendingLine.append(contentsOf: bytes)
     }
@@ -160,7 +160,7 @@ public struct SSEParser: Sendable {
         switch name.count {
         case 4 where Self.equals(name, "data"):
             guard data.count + value.count + 1 <= configuration.maxEventSize else {
-                throw RealtimeError(.messageTooLarge, "an event exceeds maxEventSize (\(configuration.maxEventSize) bytes)")
+                throw RealtimeError(.messageTooLarge, "an event exceeds maxEventSize (\(configuration.maxEventSize) bytes); raise EventSourceConfiguration.maxEventSize to accept it")
             }
             data.append(contentsOf: value)
             data.append(0x0A)
