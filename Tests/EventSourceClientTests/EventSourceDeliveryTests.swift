@@ -1,0 +1,262 @@
+import EventSourceClient
+import Foundation
+import NIOConcurrencyHelpers
+import NIOCore
+import RealtimeCore
+import RealtimeTesting
+import Testing
+
+/// The delivery and memory promises of Docs/EventSource.md, each with the fault that would break it:
+/// a consumer that stops reading, an app that never iterates, a dropped connection, a silent server.
+@Suite(.serialized, .timeLimit(.minutes(2)))
+struct EventSourceDeliveryTests {
+    /// The server writes 1,000 events of 64 KiB as fast as it can (64 MiB); the consumer takes one
+    /// and stops for a second. Measured at a FaultProxy between them: what crossed stays a few MiB
+    /// (socket buffers, the proxy's 1 MiB, the 16-event buffer), then everything arrives, in order,
+    /// on the same connection: the pause did not count as idleness.
+    @Test func aSlowConsumerStopsTheReadingNotTheMemory() async throws {
+        let server = try await ScriptedHTTPServer.start()
+        defer { Task { await server.stop() } }
+        let payload = String(repeating: "x", count: 64 * 1024 - 8)
+        let event = ByteBuffer(string: "data: \(payload)\n\n")
+        server.route("/events") { _ in
+            let feed = ChunkFeed()
+            for _ in 0..<1_000 { feed.send(event) }  // one storage, shared
+            feed.finish()
+            return .init(headers: sseHeaders, body: .feed(feed))
+        }
+        let proxy = try await FaultProxy.start(targetPort: server.port)
+        defer { Task { await proxy.stop() } }
+        let source = EventSource(
+            url: URL(string: proxy.url() + "/events")!, configuration: fastConfiguration { $0.idleTimeout = .milliseconds(300) })
+        var iterator = source.updates.makeAsyncIterator()
+        guard case .open? = try await iterator.next(), case .event? = try await iterator.next() else {
+            Issue.record("expected open, then an event")
+            return
+        }
+        try await Task.sleep(for: .seconds(1))
+        let crossed = proxy.statistics.bytesToClient
+        #expect(crossed < 16 << 20, "\(crossed) bytes crossed while the consumer stopped")
+        var events = 1
+        var opens = 1
+        while let update = try await iterator.next() {
+            switch update {
+            case .event(let event):
+                #expect(event.data == payload)
+                events += 1
+            case .open: opens += 1
+            case .failure(let error, _):
+                if error.code == .connectionClosed { break }  // the body ended: the server sent everything
+                Issue.record("unexpected failure \(error)")
+            case .comment: break
+            }
+            if events == 1_000 { break }
+        }
+        source.close()
+        #expect(events == 1_000)
+        #expect(opens == 1, "one connection: the pause did not trip the idle timeout")
+        print("aSlowConsumerStopsTheReadingNotTheMemory: \(crossed) bytes crossed the proxy during the pause (of 65,536,000)")
+    }
+
+    /// An app that uses only callbacks keeps no events: 1,024 events of 256 KiB (256 MiB) go
+    /// through two sources, and the process grows by far less than one stream.
+    @Test func callbacksAloneBufferNothing() async throws {
+        let server = try await ScriptedHTTPServer.start()
+        defer { Task { await server.stop() } }
+        let event = ByteBuffer(string: "data: \(String(repeating: "y", count: 256 * 1024 - 8))\n\n")
+        server.route("/events") { _ in
+            let feed = ChunkFeed()
+            for _ in 0..<1_024 { feed.send(event) }
+            feed.send("data: end\n\n")
+            feed.finish()
+            return .init(headers: sseHeaders, body: .feed(feed))
+        }
+        let before = residentBytes()
+        let ends = Recorder<Int>()
+        var sources: [EventSource] = []
+        for _ in 0..<2 {
+            let source = EventSource(url: URL(string: server.baseURL + "/events")!, configuration: fastConfiguration())
+            let count = NIOLockedValueBox(0)
+            source.onMessage { _, _, data in
+                let seen = count.withLockedValue { $0 += 1; return $0 }
+                if data == "end" { ends.append(seen) }
+            }
+            source.connect()
+            sources.append(source)
+        }
+        let seen = await ends.wait(for: 2, limit: .seconds(60))
+        let growth = residentBytes() - before
+        for source in sources { source.close() }
+        #expect(seen == [1_025, 1_025])
+        #expect(growth < 128 << 20, "the process grew by \(growth >> 20) MiB for 512 MiB of events")
+        print("callbacksAloneBufferNothing: resident size grew by \(growth >> 20) MiB")
+    }
+
+    @Test func commentsAndEventsComeInStreamOrder() async throws {
+        let server = try await ScriptedHTTPServer.start()
+        defer { Task { await server.stop() } }
+        var body = ""
+        for index in 0..<200 { body += "data: e\(index)\n\n: c\(index)\n" }
+        let text = body
+        server.route("/events") { _ in .init(headers: sseHeaders, body: .bytes(ByteBuffer(string: text))) }
+        let source = EventSource(url: URL(string: server.baseURL + "/events")!, configuration: fastConfiguration { $0.includeComments = true })
+        var seen: [String] = []
+        for try await update in source.updates {
+            switch update {
+            case .event(let event): seen.append(event.data)
+            case .comment(let comment): seen.append(comment)
+            case .open, .failure: break
+            }
+            if seen.count == 400 { break }
+        }
+        source.close()
+        #expect(seen == (0..<200).flatMap { ["e\($0)", "c\($0)"] })
+    }
+
+    /// A drop through the proxy and a final bad status: each failure comes once, with its error and
+    /// whether it is retried, and `shouldRetry` is asked once per failure.
+    @Test func everyFailureIsReportedOnceWithItsError() async throws {
+        let server = try await ScriptedHTTPServer.start()
+        defer { Task { await server.stop() } }
+        let connections = NIOLockedValueBox(0)
+        let feeds = NIOLockedValueBox<[ChunkFeed]>([])
+        server.route("/events") { _ in
+            let number = connections.withLockedValue { $0 += 1; return $0 }
+            if number == 2 { return .text("gone", status: 500) }
+            let feed = ChunkFeed()
+            feed.send("id: \(number)\ndata: hello\n\n")
+            feeds.withLockedValue { $0.append(feed) }
+            return .init(headers: sseHeaders, body: .feed(feed))
+        }
+        let proxy = try await FaultProxy.start(targetPort: server.port)
+        defer { Task { await proxy.stop() } }
+        let asked = NIOLockedValueBox<[RealtimeError.Code]>([])
+        let source = EventSource(url: URL(string: proxy.url() + "/events")!, configuration: fastConfiguration {
+            $0.shouldRetry = { error in
+                asked.withLockedValue { $0.append(error.code) }
+                return EventSourceConfiguration.defaultShouldRetry(error)
+            }
+        })
+        var log: [String] = []
+        for try await update in source.updates {
+            switch update {
+            case .open: log.append("open")
+            case .event(let event):
+                log.append("event \(event.id)")
+                proxy.cutAll(.reset)
+            case .failure(let error, let willRetry): log.append("failure \(error.code) \(willRetry)")
+            case .comment: break
+            }
+        }
+        #expect(log == ["open", "event 1", "failure connectionClosed true", "failure badStatus false"])
+        #expect(asked.withLockedValue { $0 } == [.connectionClosed, .badStatus])
+        #expect(source.readyState == .closed)
+        for feed in feeds.withLockedValue({ $0 }) { feed.finish() }
+    }
+
+    /// A read timeout is retried and reported; the timeout fires at the last byte + idleTimeout.
+    @Test func theIdleTimeoutCountsFromTheLastByte() async throws {
+        let server = try await ScriptedHTTPServer.start()
+        defer { Task { await server.stop() } }
+        let feed = ChunkFeed()
+        feed.send("data: a\n\n")
+        server.route("/events") { _ in .init(headers: sseHeaders, body: .feed(feed)) }
+        let clock = ManualClock()
+        let source = EventSource(
+            url: URL(string: server.baseURL + "/events")!,
+            configuration: fastConfiguration { $0.idleTimeout = .seconds(1) },
+            runtime: RealtimeRuntime(clock: clock))
+        var iterator = source.updates.makeAsyncIterator()
+        _ = try await iterator.next()  // open
+        _ = try await iterator.next()  // a
+        try await clock.waitForSleepers(1)
+        clock.advance(by: .milliseconds(600))
+        feed.send("data: b\n\n")
+        guard case .event(let b)? = try await iterator.next() else { throw TestFailure("expected b") }
+        #expect(b.data == "b")
+        clock.advance(by: .milliseconds(400))  // t = 1 s: the first deadline, but a byte came at 0.6 s
+        try await waitUntil { clock.sleeps.count >= 2 }
+        #expect(clock.sleeps.prefix(2) == [.seconds(1), .milliseconds(600)], "the watchdog sleeps until exactly 0.6 s + 1 s")
+        clock.advance(by: .milliseconds(600))
+        guard case .failure(let error, let willRetry)? = try await iterator.next() else { throw TestFailure("expected the timeout") }
+        #expect(error.code == .timeout)
+        #expect(willRetry)
+        source.close()
+        feed.finish()
+    }
+
+    @Test func restartReconnectsAtOnceWithTheLastEventID() async throws {
+        let server = try await ScriptedHTTPServer.start()
+        defer { Task { await server.stop() } }
+        let feeds = NIOLockedValueBox<[ChunkFeed]>([])
+        server.route("/events") { request in
+            let feed = ChunkFeed()
+            let after = Int(request.headers["last-event-id"] ?? "0") ?? 0
+            feed.send("id: \(after + 1)\ndata: e\(after + 1)\n\n")
+            feeds.withLockedValue { $0.append(feed) }
+            return .init(headers: sseHeaders, body: .feed(feed))
+        }
+        // An hour between attempts: only restart() can bring the second connection in time.
+        let source = EventSource(url: URL(string: server.baseURL + "/events")!, configuration: fastConfiguration {
+            $0.reconnectionTime = .seconds(3600)
+        })
+        var seen: [String] = []
+        for try await event in source.events {
+            seen.append(event.data)
+            if seen.count == 1 { source.restart() }
+            if seen.count == 2 { break }
+        }
+        source.close()
+        #expect(seen == ["e1", "e2"])
+        #expect(server.requests(to: "/events").map { $0.headers["last-event-id"] } == [nil, "1"])
+        for feed in feeds.withLockedValue({ $0 }) { feed.finish() }
+    }
+
+    @Test func a14MBEventPassesByDefaultAndTheLimitErrorNamesTheOption() async throws {
+        let server = try await ScriptedHTTPServer.start()
+        defer { Task { await server.stop() } }
+        let big = String(repeating: "z", count: 14_000_000)
+        server.route("/big") { _ in .init(headers: sseHeaders, body: .bytes(ByteBuffer(string: "data: \(big)\n\n"))) }
+        let source = EventSource(url: URL(string: server.baseURL + "/big")!, configuration: fastConfiguration())
+        let events = try await collect(source, count: 1)
+        source.close()
+        #expect(events.first?.data.utf8.count == 14_000_000)
+
+        let limited = EventSource(url: URL(string: server.baseURL + "/big")!, configuration: fastConfiguration { $0.maxEventSize = 1 << 20 })
+        let error = await #expect(throws: RealtimeError.self) { _ = try await collect(limited, count: 1) }
+        #expect(error?.code == .messageTooLarge)
+        #expect(error?.description.contains("EventSourceConfiguration.maxEventSize") == true)
+    }
+}
+
+struct TestFailure: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+func waitUntil(_ condition: () -> Bool) async throws {
+    let deadline = ContinuousClock.now + .seconds(10)
+    while !condition() {
+        guard ContinuousClock.now < deadline else { throw TestFailure("the condition did not hold within 10 s") }
+        try await Task.sleep(for: .milliseconds(2))
+    }
+}
+
+/// The process's resident set size, from /proc/self/statm.
+func residentBytes() -> Int {
+    guard let text = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8) else { return 0 }
+    let fields = text.split(separator: " ")
+    return (fields.count > 1 ? Int(fields[1]) ?? 0 : 0) * 4096
+}
+
+/// Collects values from callbacks and lets a test wait for them.
+final class Recorder<Value: Sendable>: Sendable {
+    private let state = NIOLockedValueBox<[Value]>([])
+    func append(_ value: Value) { state.withLockedValue { $0.append(value) } }
+    var values: [Value] { state.withLockedValue { $0 } }
+    func wait(for count: Int, limit: Duration) async -> [Value] {
+        let deadline = ContinuousClock.now + limit
+        while values.count < count, ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(5)) }
+        return values
+    }
+}
