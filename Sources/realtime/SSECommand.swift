@@ -16,26 +16,48 @@ struct SSECommand: AsyncParsableCommand {
     @Option(name: .shortAndLong, help: "A request header 'Name: value' (repeatable).") var header: [String] = []
     @Flag(name: .long, help: "Print comment lines too.") var comments = false
     @Flag(name: .long, help: "Skip certificate verification (dangerous).") var insecure = false
+    @Option(name: .long, help: "Give up after this many consecutive failed reconnects (0: never retry).")
+    var reconnectAttempts: Int = 5
 
     func run() async throws {
         guard let target = URL(string: url) else { throw ValidationError("not a URL: \(url)") }
-        var configuration = EventSourceConfiguration(lastEventId: lastEventId)
+        var configuration = EventSourceConfiguration(lastEventId: lastEventId, maxReconnectAttempts: reconnectAttempts)
         for line in header {
             let parts = line.split(separator: ":", maxSplits: 1)
             guard parts.count == 2 else { throw ValidationError("headers look like 'Name: value'") }
             configuration.headers.add(name: String(parts[0]), value: String(parts[1].drop(while: { $0 == " " })))
         }
-        if comments { configuration.onComment = { print(": \($0)") } }
+        configuration.includeComments = comments
         if insecure { configuration.tls = .dangerouslyDisableCertificateVerification() }
         let source = EventSource(url: target, configuration: configuration)
         var seen = 0
-        for try await event in source.events {
-            print(json ? event.jsonLine : "[\(event.type)] id=\(event.lastEventId) \(event.data)")
-            seen += 1
-            if let count, seen >= count { break }
+        var failure: RealtimeError?
+        loop: for try await update in source.updates {
+            switch update {
+            case .open: break
+            case .event(let event):
+                print(json ? event.jsonLine : "[\(event.type)] id=\(event.lastEventId) \(event.data)")
+                seen += 1
+                if let count, seen >= count { break loop }
+            case .comment(let text): print(": \(text)")
+            case .failure(let error, let willRetry):
+                if willRetry {
+                    printError("realtime sse: \(error) (reconnecting)")
+                } else {
+                    failure = error
+                }
+            }
         }
         source.close()
+        if let failure {
+            printError("realtime sse: the stream failed for good: \(failure)")
+            throw ExitCode.failure
+        }
     }
+}
+
+func printError(_ text: String) {
+    FileHandle.standardError.write(Data((text + "\n").utf8))
 }
 
 extension ServerSentEvent {

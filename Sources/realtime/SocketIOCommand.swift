@@ -18,9 +18,20 @@ struct SocketIOCommand: AsyncParsableCommand {
     @Option(name: .long, help: "Transports: polling, websocket, or both (polling then upgrade).") var transport: String = "both"
     @Option(name: .long, help: "Exit after this many seconds (default: run until interrupted).") var duration: Double?
     @Flag(name: .long, help: "Skip certificate verification (dangerous).") var insecure = false
+    @Option(name: .long, help: "Give up after this many consecutive failed reconnects.") var reconnectAttempts: Int = 3
 
     func run() async throws {
+        do {
+            try await session()
+        } catch let error as RealtimeError {
+            printError("realtime socketio: \(error)")
+            throw ExitCode.failure
+        }
+    }
+
+    private func session() async throws {
         var configuration = SocketIOConfiguration()
+        configuration.reconnectionAttempts = reconnectAttempts
         switch transport {
         case "polling": configuration.engine.transports = [.polling]
         case "websocket": configuration.engine.transports = [.websocket]
@@ -32,7 +43,11 @@ struct SocketIOCommand: AsyncParsableCommand {
         let manager = SocketManager(url: url, configuration: configuration)
         let socket = manager.socket(forNamespace: namespace, auth: authValue.map { .value($0) })
         socket.onAny { event in
-            print("\(event.event) \(JSONValue.array(event.arguments).jsonString)")
+            if event.event == SocketClientEvent.error.rawValue {
+                printError("realtime socketio: error \(JSONValue.array(event.arguments).jsonString)")
+            } else {
+                print("\(event.event) \(JSONValue.array(event.arguments).jsonString)")
+            }
         }
         try await socket.connect(timeout: .seconds(30))
         print("connected to \(namespace) (sid \(socket.sid ?? "?"), transport \(manager.transport?.rawValue ?? "?"))")
@@ -49,6 +64,7 @@ struct SocketIOCommand: AsyncParsableCommand {
             try await Task.sleep(for: .milliseconds(Int64(duration * 1000)))
         } else if emit.isEmpty || !ack {
             await manager.waitUntilStopped()
+            if case .disconnected(let error?) = manager.connectionState.current { throw error }
         }
         manager.disconnect()
         await manager.waitUntilStopped()
