@@ -26,6 +26,9 @@ public enum SocketIOClientOption: @unchecked Sendable {
     case randomizationFactor(Double)
     case forceWebsockets(Bool)
     case forcePolling(Bool)
+    /// socket.io-client-swift: "always create a new engine". swift-realtime opens a new Engine.IO
+    /// session for every connection and reconnection, so this is always the behaviour.
+    @available(*, deprecated, message: "swift-realtime opens a new Engine.IO session for every connection, as forceNew(true) asked; remove this option")
     case forceNew(Bool)
     case path(String)
     case secure(Bool)
@@ -54,7 +57,7 @@ public struct SocketIOClientConfiguration: ExpressibleByArrayLiteral, Sendable {
             case ("randomizationFactor", let factor as Double): options.append(.randomizationFactor(factor))
             case ("forceWebsockets", let flag as Bool): options.append(.forceWebsockets(flag))
             case ("forcePolling", let flag as Bool): options.append(.forcePolling(flag))
-            case ("forceNew", let flag as Bool): options.append(.forceNew(flag))
+            // "forceNew": always the behaviour (a new Engine.IO session per connection); ignored.
             case ("path", let path as String): options.append(.path(path))
             case ("secure", let flag as Bool): options.append(.secure(flag))
             case ("selfSigned", let flag as Bool): options.append(.selfSigned(flag))
@@ -97,13 +100,14 @@ public struct SocketIOClientConfiguration: ExpressibleByArrayLiteral, Sendable {
                     configuration.engine.transports = [.polling]
                     configuration.engine.upgrade = false
                 }
-            case .forceNew: break
             case .path(let path): configuration.engine.path = path
             case .secure(let on):
                 if on, urlText.hasPrefix("http://") { urlText = "https://" + urlText.dropFirst("http://".count) }
                 if on, urlText.hasPrefix("ws://") { urlText = "wss://" + urlText.dropFirst("ws://".count) }
             case .selfSigned(let on):
                 if on { configuration.engine.tls = .dangerouslyDisableCertificateVerification() }
+            default:
+                break  // .forceNew: always the behaviour
             }
         }
         return (urlText, configuration)

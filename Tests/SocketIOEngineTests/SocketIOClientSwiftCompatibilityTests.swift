@@ -113,4 +113,28 @@ struct SocketIOClientSwiftCompatibilityTests {
         await manager.waitUntilStopped()
         await server.stop()
     }
+
+    /// `.forceNew(true)` asked socket.io-client-swift for a new engine on every connect; ours always
+    /// opens a new Engine.IO session (the option is deprecated with that message).
+    @Test("every connect opens a new Engine.IO session, as forceNew(true) did")
+    func everyConnectIsANewEngine() async throws {
+        let server = try await SocketIOTestServer.start()
+        let manager = SocketManager(socketURL: URL(string: server.url)!, config: [.forceWebsockets(true)])
+        let socket = manager.defaultSocket
+        var engineSIDs: [String] = []
+        for _ in 0..<2 {
+            let connected = Recorder<Int>()
+            let id = socket.on(clientEvent: .connect) { _, _ in connected.append(1) }
+            socket.connect()
+            await connected.wait(for: 1)
+            socket.off(id: id)
+            engineSIDs.append(manager.handshake?.sid ?? "")
+            socket.disconnect()
+            await manager.waitUntilStopped()
+        }
+        #expect(engineSIDs.count == 2)
+        #expect(Set(engineSIDs).count == 2, "\(engineSIDs)")
+        #expect(!engineSIDs.contains(""))
+        await server.stop()
+    }
 }
