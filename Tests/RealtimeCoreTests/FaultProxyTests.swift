@@ -136,7 +136,8 @@ import Testing
         let proxy = try await FaultProxy.start(targetPort: target.port)
         let schedule = RandomFaultSchedule(seed: 9, count: 5, interval: .milliseconds(10) ... .milliseconds(30), kinds: [.cutFIN, .cutReset])
         proxy.startRandomFaults(schedule)
-        try await Task.sleep(for: .milliseconds(400))
+        let deadline = ContinuousClock.now + .seconds(10)
+        while proxy.faultLog.count < 5, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
         #expect(proxy.faultLog == schedule.plan().map(\.fault))
         await proxy.stop()
         await target.stop()
