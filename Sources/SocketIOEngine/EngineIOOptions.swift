@@ -43,6 +43,11 @@ public struct EngineIOOptions: Sendable {
     /// packets with `ok` and drops all of it (`Payload.max_decode_packets`), so 16 is the default;
     /// engine.io (Node) has no such limit. Batches also stay within the server's `maxPayload`.
     public var maxPacketsPerPoll: Int = 16
+    /// The most bytes of emits and acks waiting in a connected session for the transport to write
+    /// them (their polling size). `emit` never waits: past this, emits go to the namespace's
+    /// offline queue (bounded by `offlineQueueCapacity`, overflow reported), and move on to the
+    /// session in order as it drains. Default 8 MiB.
+    public var sendQueueLimit: Int = 8 << 20
     public init() {}
 
     public static var websocketOnly: EngineIOOptions {

@@ -53,6 +53,11 @@ final class EngineIOOutbox: Sendable {
         var written: Deque<EngineIOFrame> = []
         var writtenBytes = 0
         var presumedDelivered = 0
+        /// Bytes (polling size) of the application frames (emits, acks) in `queue`.
+        var boundedBytes = 0
+        /// A bounded push was refused: call `onDrain` once the queue has room again.
+        var refusedBounded = false
+        var onDrain: (@Sendable () -> Void)?
         var waiter: CheckedContinuation<Void, Never>?
         var idleWaiters: [CheckedContinuation<Void, Never>] = []
         var paused = false
@@ -64,9 +69,39 @@ final class EngineIOOutbox: Sendable {
 
     private let state = NIOLockedValueBox(State())
     let window: ResendWindow
+    /// The most bytes (polling size) of application frames the queue holds.
+    let limit: Int
 
-    init(window: ResendWindow = .standard) {
+    init(window: ResendWindow = .standard, limit: Int = .max) {
         self.window = window
+        self.limit = max(1, limit)
+    }
+
+    enum BoundedPush { case queued, full, closed }
+
+    /// Queues an application frame unless the queue already holds `limit` bytes of them (one frame
+    /// always fits in an empty queue). After a refusal, `onDrain` is called once the queue is below
+    /// half the limit.
+    func pushBounded(_ frame: EngineIOFrame) -> BoundedPush {
+        let size = frame.pollingSize
+        let (result, waiter) = state.withLockedValue { state -> (BoundedPush, CheckedContinuation<Void, Never>?) in
+            if state.closed { return (.closed, nil) }
+            if state.boundedBytes > 0 && state.boundedBytes + size > limit {
+                state.refusedBounded = true
+                return (.full, nil)
+            }
+            state.queue.append(frame)
+            state.boundedBytes += size
+            defer { state.waiter = nil }
+            return (.queued, state.waiter)
+        }
+        waiter?.resume()
+        return result
+    }
+
+    /// Called (once per refusal) when a refused bounded push would fit again.
+    func setOnDrain(_ callback: @escaping @Sendable () -> Void) {
+        state.withLockedValue { $0.onDrain = callback }
     }
 
     /// Queues a frame. Returns false when the session is over (the caller keeps the frame).
@@ -75,6 +110,7 @@ final class EngineIOOutbox: Sendable {
         let waiter = state.withLockedValue { state -> CheckedContinuation<Void, Never>?? in
             if state.closed { return .none }
             state.queue.append(frame)
+            if frame.requeueNamespace != nil { state.boundedBytes += frame.pollingSize }
             defer { state.waiter = nil }
             return .some(state.waiter)
         }
@@ -86,7 +122,10 @@ final class EngineIOOutbox: Sendable {
     /// Puts frames that could not be written back at the front.
     func requeueFront(_ frames: [EngineIOFrame]) {
         state.withLockedValue { state in
-            for frame in frames.reversed() { state.queue.prepend(frame) }
+            for frame in frames.reversed() {
+                state.queue.prepend(frame)
+                if frame.requeueNamespace != nil { state.boundedBytes += frame.pollingSize }
+            }
         }
     }
 
@@ -95,7 +134,7 @@ final class EngineIOOutbox: Sendable {
     /// the writer was retired. Call ``finishedWrite()`` after writing them.
     func take(maxBytes: Int, maxPackets: Int = .max, generation: Int) async -> [EngineIOFrame]? {
         while true {
-            enum Step { case frames([EngineIOFrame]), stop, wait }
+            enum Step { case frames([EngineIOFrame]), framesAndDrain([EngineIOFrame], @Sendable () -> Void), stop, wait }
             let step = state.withLockedValue { state -> Step in
                 if state.closed || state.writerGeneration != generation { return .stop }
                 if state.paused || state.queue.isEmpty { return .wait }
@@ -109,11 +148,21 @@ final class EngineIOOutbox: Sendable {
                     total += size
                     packets += first.packets.count
                 }
+                for frame in frames where frame.requeueNamespace != nil {
+                    state.boundedBytes = max(0, state.boundedBytes - frame.pollingSize)
+                }
                 state.inFlight = true
+                if state.refusedBounded, state.boundedBytes <= limit / 2, let onDrain = state.onDrain {
+                    state.refusedBounded = false
+                    return .framesAndDrain(frames, onDrain)
+                }
                 return .frames(frames)
             }
             switch step {
             case .frames(let frames): return frames
+            case .framesAndDrain(let frames, let onDrain):
+                onDrain()
+                return frames
             case .stop: return nil
             case .wait:
                 if Task.isCancelled { return nil }

@@ -60,7 +60,7 @@ final class EngineIOSession: Sendable {
 
     init(url: String, options: EngineIOOptions, runtime: RealtimeRuntime, delegate: any EngineIODelegate) throws {
         self.options = options
-        self.outbox = EngineIOOutbox(window: options.resendWindow)
+        self.outbox = EngineIOOutbox(window: options.resendWindow, limit: options.sendQueueLimit)
         let eventLoop = runtime.eventLoopGroup.next()
         var pinned = runtime
         pinned.eventLoopGroup = eventLoop
@@ -84,6 +84,12 @@ final class EngineIOSession: Sendable {
     /// Queues a frame for sending. Returns false once the session is over.
     @discardableResult
     func send(_ frame: EngineIOFrame) -> Bool { outbox.push(frame) }
+
+    /// Queues an application frame unless the send queue is full (`sendQueueLimit` bytes).
+    func trySend(_ frame: EngineIOFrame) -> EngineIOOutbox.BoundedPush { outbox.pushBounded(frame) }
+
+    /// Called when the send queue has room again after a `trySend` was refused.
+    func onSendQueueDrained(_ callback: @escaping @Sendable () -> Void) { outbox.setOnDrain(callback) }
 
     /// Sends the close packet; ``run()`` returns ``EngineIOSessionEnd/closedByClient`` once it is written.
     func close() {

@@ -233,7 +233,7 @@ public final class SocketIOClient: Sendable {
         if let error = sizeError(frame) { throw error }
         let session = manager?.openSession
         let result = state.withLockedValue { state -> OfflineQueue<EngineIOFrame>.EnqueueResult? in
-            if state.status == .connected, state.queue.isEmpty, let session, session.send(frame) { return nil }
+            if state.status == .connected, state.queue.isEmpty, let session, session.trySend(frame) == .queued { return nil }
             return state.queue.enqueue(frame)
         }
         switch result {
@@ -516,16 +516,7 @@ public final class SocketIOClient: Sendable {
             let changed = setStatus(.connected, in: &state)
             // Flush the offline queue before anything else can be sent, in order. Frames queued
             // before this server's limits were known and too large for them are not sent.
-            while let frame = state.queue.dequeue() {
-                if let error = sizeError(frame) {
-                    tooLarge.append((frame, error))
-                    continue
-                }
-                guard let session, session.send(frame) else {
-                    state.queue.requeueFront(frame)
-                    break
-                }
-            }
+            if let session { tooLarge = flush(into: session, state: &state) }
             defer {
                 state.receiveBuffer = []
                 state.connectWaiters = [:]
@@ -603,6 +594,32 @@ public final class SocketIOClient: Sendable {
         for frame in dropped where frame.ackID != nil { failAck(frame.ackID!, with: full) }
         runtime.logger.warning("Socket.IO emits dropped after a disconnect", metadata: ["namespace": "\(namespace)", "socketio.dropped": "\(dropped.count)"])
         fire(.error, [.string(full.description)])
+    }
+
+    /// Moves queued frames into the session's send queue, in order, while it has room. Returns the
+    /// frames too large for the server, to report.
+    private func flush(into session: EngineIOSession, state: inout State) -> [(EngineIOFrame, RealtimeError)] {
+        var tooLarge: [(EngineIOFrame, RealtimeError)] = []
+        while let frame = state.queue.dequeue() {
+            if let error = sizeError(frame) {
+                tooLarge.append((frame, error))
+                continue
+            }
+            guard session.trySend(frame) == .queued else {
+                state.queue.requeueFront(frame)
+                break
+            }
+        }
+        return tooLarge
+    }
+
+    /// The session's send queue has room again: move what waited in the offline queue.
+    func sendQueueDrained(_ session: EngineIOSession) {
+        let tooLarge = state.withLockedValue { state -> [(EngineIOFrame, RealtimeError)] in
+            guard state.status == .connected else { return [] }
+            return flush(into: session, state: &state)
+        }
+        for (frame, error) in tooLarge { reportUnsendable(frame, error) }
     }
 
     func addStream(_ id: UUID, _ entry: EventStreamEntry) { state.withLockedValue { $0.streams[id] = entry } }

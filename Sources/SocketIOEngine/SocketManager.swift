@@ -164,6 +164,10 @@ public final class SocketManager: Sendable {
         let handler = SessionHandler(manager: self, context: context)
         let session = try EngineIOSession(url: url, options: engineOptions, runtime: runtime, delegate: handler)
         handler.session = session
+        session.onSendQueueDrained { [weak self, weak session] in
+            guard let self, let session else { return }
+            for socket in self.sockets { socket.sendQueueDrained(session) }
+        }
         state.withLockedValue {
             $0.session = session
             $0.handler = handler

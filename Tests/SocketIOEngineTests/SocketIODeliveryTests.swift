@@ -51,6 +51,50 @@ struct SocketIODeliveryTests {
         print("burstSurvivesACut \(Self.modes[mode].name): 20 runs, \(duplicates) duplicate arrivals in all")
     }
 
+    /// A peer that stops reading: emits stop being accepted (queueFull) instead of piling up, and
+    /// every accepted emit arrives, in order, once the peer reads again.
+    @Test("a stalled server: the send queue stays bounded, then everything accepted arrives in order", arguments: [0, 1])
+    func stalledPeerBoundsTheSendQueue(mode: Int) async throws {
+        let (_, transports, upgrade) = Self.modes[mode]
+        let peer = try await PythonPeer.start(scriptPath: peerScript("sio_server.py"))
+        defer { Task { await peer.shutdown() } }
+        let proxy = try await FaultProxy.start(targetPort: peer.port)
+        defer { Task { await proxy.stop() } }
+        var configuration = SocketIOConfiguration.testing(transports, upgrade: upgrade)
+        configuration.engine.sendQueueLimit = 64 * 1024
+        configuration.offlineQueueCapacity = 100
+        let manager = SocketManager(url: proxy.url(), configuration: configuration)
+        defer { manager.disconnect() }
+        let socket = manager.defaultSocket
+        try await socket.connect(timeout: .seconds(10))
+        _ = try await socket.emitWithAck("seq_reset", arguments: [], timeout: .seconds(5))
+        proxy.inject(.stall(.clientToTarget, for: nil))
+        let padding = JSONValue.string(String(repeating: "p", count: 1_000))
+        var accepted = 0
+        var refusal: RealtimeError?
+        while accepted < 200_000 {
+            do {
+                try socket.emit("seq", arguments: [.number(Double(accepted)), padding])
+                accepted += 1
+            } catch let error as RealtimeError {
+                refusal = error
+                break
+            }
+            if accepted % 500 == 0 { try await Task.sleep(for: .milliseconds(1)) }  // let the writer fill the socket
+        }
+        #expect(refusal?.code == .queueFull, "emits were still accepted after \(accepted)")
+        proxy.resume()
+        // The offline queue moves into the session as it drains.
+        let deadline = ContinuousClock.now + .seconds(30)
+        while socket.queuedEmitCount > 0, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(socket.queuedEmitCount == 0)
+        let arrivals = try await report(socket)
+        var seen = Set<Int>()
+        let firsts = arrivals.filter { seen.insert($0).inserted }
+        #expect(firsts == Array(0..<accepted))
+        print("stalledPeerBoundsTheSendQueue \(Self.modes[mode].name): \(accepted) emits of 1 kB accepted before queueFull")
+    }
+
     /// Asks the server for what it received; the ask itself may be cut (its ack then fails at once),
     /// so it is repeated until it gets through.
     private func report(_ socket: SocketIOClient) async throws -> [Int] {

@@ -92,7 +92,7 @@ arrivals = []
 
 
 @sio.event
-async def seq(sid, n):
+async def seq(sid, n, *padding):
     arrivals.append(n)
 
 
