@@ -49,6 +49,7 @@ struct EventStreamEntry: Sendable {
 
 extension SocketIOClient {
     /// Every server event of this namespace, with a 1,024-event buffer that drops the oldest when full.
+    /// Each access registers a new sequence: keep the one you iterate.
     public var events: SocketIOEventStream { events(named: nil) }
 
     /// Server events named `name` (every event when nil), buffered up to `bufferSize` with `overflow`

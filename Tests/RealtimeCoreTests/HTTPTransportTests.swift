@@ -141,9 +141,11 @@ import Testing
         let feed = ChunkFeed()
         server.route("/hold") { _ in ScriptedResponse(headers: [("Content-Type", "text/event-stream")], body: .feed(feed)) }
         server.route("/hello") { _ in .text("hi") }
-        let runtime = RealtimeRuntime(http: HTTPConnectionOptions(maxConnectionsPerHost: 2, connectTimeout: .milliseconds(300)))
+        // 2 s: enough to open the holders on a loaded CI machine, short enough to wait for the pool.
+        let runtime = RealtimeRuntime(http: HTTPConnectionOptions(maxConnectionsPerHost: 2, connectTimeout: .seconds(2)))
         let opened = AsyncStream<Void>.makeStream()
         let holders = Task {
+            defer { opened.continuation.finish() }  // a holder failed: stop the wait below
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for _ in 0..<2 {
                     group.addTask {
@@ -158,7 +160,12 @@ import Testing
         }
         defer { holders.cancel() }
         var openedIterator = opened.stream.makeAsyncIterator()
-        for _ in 0..<2 { await openedIterator.next() }
+        for _ in 0..<2 {
+            guard await openedIterator.next() != nil else {
+                Issue.record("a holding stream failed to open: \(String(describing: await holders.result))")
+                return
+            }
+        }
         let error = await #expect(throws: RealtimeError.self) {
             _ = try await HTTPTransport.execute(HTTPRequestSpec(url: server.baseURL + "/hello"), runtime: runtime)
         }
