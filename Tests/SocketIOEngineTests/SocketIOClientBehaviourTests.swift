@@ -43,8 +43,9 @@ struct SocketIOClientBehaviourTests {
         let received = await news.wait(for: 4)
         // The offset is its own property; the JavaScript shape (offset last) stays available.
         #expect(received == [[1], [2], [3], [4]])
-        #expect(offsets.values == ["1", "2", "3", "4"])
-        #expect(javaScriptShape.values == [[1, "1"], [2, "2"], [3, "3"], [4, "4"]])
+        // The handler fills the recorders one after the other: wait for each.
+        #expect(await offsets.wait(for: 4) == ["1", "2", "3", "4"])
+        #expect(await javaScriptShape.wait(for: 4) == [[1, "1"], [2, "2"], [3, "3"], [4, "4"]])
         #expect(socket.recovered)
         #expect(socket.sid == sid)
         manager.disconnect()
