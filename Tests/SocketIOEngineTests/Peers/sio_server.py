@@ -21,7 +21,13 @@ Any other namespace is refused by python-socketio with a plain-string CONNECT_ER
 """
 import asyncio
 import json
+import logging
+import os
 import sys
+
+# SIO_ERRLOG=<file>: the server's own error reports (tracebacks) go there, for diagnosing a test.
+if os.environ.get("SIO_ERRLOG"):
+    logging.basicConfig(filename=os.environ["SIO_ERRLOG"], level=logging.ERROR)
 
 import socketio
 from aiohttp import web
