@@ -242,29 +242,37 @@ final class EngineIOOutbox: Sendable {
     /// Frames were written over a WebSocket: keep the re-sendable ones until confirmed, within the
     /// window (the oldest leave first, presumed delivered).
     func wroteUnconfirmed(_ frames: some Sequence<EngineIOFrame>) {
-        state.withLockedValue { state in
+        // Frames leaving the window are freed after the lock is released: freeing them under it
+        // kept emitting threads waiting on the lock.
+        let evicted = state.withLockedValue { state -> [EngineIOFrame] in
             for frame in frames where frame.requeueNamespace != nil {
                 state.written.append(frame)
                 state.writtenBytes += frame.pollingSize
             }
+            var evicted: [EngineIOFrame] = []
             while let oldest = state.written.first,
                 state.written.count > window.frames || state.writtenBytes > window.bytes
             {
-                state.written.removeFirst()
+                evicted.append(state.written.removeFirst())
                 state.writtenBytes -= oldest.pollingSize
                 state.presumedDelivered += 1
             }
+            return evicted
         }
+        _ = evicted
     }
 
     /// The server answered the ack `ackID` of `namespace`: it received that frame, and (one TCP
     /// stream, read in order) every frame written before it.
     func confirm(namespace: String, ackID: Int) {
-        state.withLockedValue { state in
-            guard let index = state.written.firstIndex(where: { $0.ackID == ackID && $0.requeueNamespace == namespace }) else { return }
-            for frame in state.written[...index] { state.writtenBytes -= frame.pollingSize }
+        let confirmed = state.withLockedValue { state -> [EngineIOFrame] in
+            guard let index = state.written.firstIndex(where: { $0.ackID == ackID && $0.requeueNamespace == namespace }) else { return [] }
+            let confirmed = Array(state.written[...index])
+            for frame in confirmed { state.writtenBytes -= frame.pollingSize }
             state.written.removeFirst(index + 1)
+            return confirmed
         }
+        _ = confirmed  // freed here, outside the lock
     }
 
     /// Frames that left the window unconfirmed since the session started.
