@@ -74,17 +74,7 @@ package final class AsyncBoundedBuffer<Element: Sendable>: Sendable {
     /// The next element; nil once finished and drained; throws the finishing error after the
     /// elements sent before it, or `CancellationError` when the consumer's task is cancelled.
     package func next() async throws -> Element? {
-        let step = state.withLockedValue { state -> Take in
-            if let first = state.items.popFirst() { return .element(first) }
-            if state.finished {
-                if let failure = state.failure {
-                    state.failure = nil
-                    return .failure(failure)
-                }
-                return .end
-            }
-            return .wait
-        }
+        let step = state.withLockedValue { Self.take(from: &$0) }
         switch step {
         case .element(let element):
             wakeProducer()
@@ -96,14 +86,8 @@ package final class AsyncBoundedBuffer<Element: Sendable>: Sendable {
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
                 let now = state.withLockedValue { state -> Take in
-                    if let first = state.items.popFirst() { return .element(first) }
-                    if state.finished {
-                        if let failure = state.failure {
-                            state.failure = nil
-                            return .failure(failure)
-                        }
-                        return .end
-                    }
+                    let step = Self.take(from: &state)
+                    guard case .wait = step else { return step }
                     if Task.isCancelled { return .failure(CancellationError()) }
                     state.consumer = continuation
                     return .wait
@@ -121,6 +105,17 @@ package final class AsyncBoundedBuffer<Element: Sendable>: Sendable {
                 return state.consumer
             }?.resume(throwing: CancellationError())
         }
+    }
+
+    /// What the consumer gets now: the oldest element, the end, the finishing error, or nothing yet.
+    private static func take(from state: inout State) -> Take {
+        if let first = state.items.popFirst() { return .element(first) }
+        guard state.finished else { return .wait }
+        if let failure = state.failure {
+            state.failure = nil
+            return .failure(failure)
+        }
+        return .end
     }
 
     /// Ends the buffer: the consumer reads what is buffered, then nil (or `error`). A waiting
