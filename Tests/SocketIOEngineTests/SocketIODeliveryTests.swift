@@ -51,6 +51,51 @@ struct SocketIODeliveryTests {
         print("burstSurvivesACut \(Self.modes[mode].name): 20 runs, \(duplicates) duplicate arrivals in all")
     }
 
+    /// The same cut with a small offline queue: what it cannot take back is dropped by its policy
+    /// and reported. Every emit that never arrived was either refused at the call (`queueFull`) or
+    /// counted in `droppedEmitCount` with an `error` event.
+    @Test("a cut with a queue too small to take everything back: every loss is reported", arguments: [1, 2])
+    func overflowAfterACutIsReported(mode: Int) async throws {
+        let (_, transports, upgrade) = Self.modes[mode]
+        let peer = try await PythonPeer.start(scriptPath: peerScript("sio_server.py"))
+        defer { Task { await peer.shutdown() } }
+        var totalDropped = 0
+        for run in 0..<5 {
+            let proxy = try await FaultProxy.start(targetPort: peer.port)
+            var configuration = SocketIOConfiguration.testing(transports, upgrade: upgrade)
+            configuration.offlineQueueCapacity = 50
+            let manager = SocketManager(url: proxy.url(), configuration: configuration)
+            let socket = manager.defaultSocket
+            let errors = Recorder<String>()
+            socket.on(clientEvent: .error) { errors.append($0.arguments.first?.stringValue ?? "") }
+            try await socket.connect(timeout: .seconds(10))
+            _ = try await socket.emitWithAck("seq_reset", arguments: [], timeout: .seconds(5))
+            proxy.inject(.cutAfter(bytes: 2_000 + run * 1_500, .clientToTarget, .reset))
+            var refused = 0
+            for index in 0..<1_000 {
+                do { try socket.emit("seq", arguments: [.number(Double(index))]) } catch { refused += 1 }
+            }
+            // Wait for the reconnect to flush what was kept, then ask.
+            let deadline = ContinuousClock.now + .seconds(20)
+            while socket.queuedEmitCount > 0 || socket.status != .connected, ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            let arrived = Set(try await report(socket))
+            let missing = 1_000 - arrived.intersection(0..<1_000).count
+            #expect(proxy.statistics.connectionsCut >= 1)
+            #expect(missing <= refused + socket.droppedEmitCount, "run \(run): \(missing) missing, \(refused) refused, \(socket.droppedEmitCount) dropped")
+            if socket.droppedEmitCount > 0 {
+                #expect(errors.values.contains { $0.contains("could not take back") }, "the drop was reported as an error event")
+            }
+            totalDropped += socket.droppedEmitCount
+            manager.disconnect()
+            await manager.waitUntilStopped()
+            await proxy.stop()
+        }
+        #expect(totalDropped > 0, "the queue overflowed when frames were handed back in at least one run")
+        print("overflowAfterACutIsReported \(Self.modes[mode].name): \(totalDropped) emits dropped and reported in 5 runs")
+    }
+
     /// A peer that stops reading: emits stop being accepted (queueFull) instead of piling up, and
     /// every accepted emit arrives, in order, once the peer reads again. Against our server:
     /// python-engineio 4.15.1 on aiohttp reads a POST body with a single partial read, so a body
@@ -112,7 +157,9 @@ struct SocketIODeliveryTests {
             do {
                 let reply = try await socket.emitWithAck("seq_report", arguments: [], timeout: .seconds(10))
                 return reply.first?.arrayValue?.compactMap(\.intValue) ?? []
-            } catch let error as RealtimeError where error.code == .connectionClosed {
+            } catch let error as RealtimeError where error.code == .connectionClosed || error.code == .queueFull {
+                // Cut, or dropped by a full queue (reported): ask again once the queue has room.
+                try await Task.sleep(for: .milliseconds(20))
                 continue
             }
         }
