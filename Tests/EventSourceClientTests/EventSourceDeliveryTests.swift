@@ -80,7 +80,8 @@ struct EventSourceDeliveryTests {
             let count = NIOLockedValueBox(0)
             source.onMessage { _, _, data in
                 let seen = count.withLockedValue { $0 += 1; return $0 }
-                if data == "end" { ends.append(seen) }
+                // The first end only: a fast source may reconnect and start the stream again.
+                if data == "end", seen == 1_025 { ends.append(seen) }
             }
             source.connect()
             sources.append(source)
