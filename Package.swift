@@ -46,6 +46,7 @@ let package = Package(
                 .product(name: "NIOTLS", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "DequeModule", package: "swift-collections"),
+                .product(name: "OrderedCollections", package: "swift-collections"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
@@ -82,7 +83,14 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        .target(name: "SignalRHub", dependencies: ["RealtimeCore"], swiftSettings: swiftSettings),
+        .target(
+            name: "SignalRHub",
+            dependencies: [
+                "RealtimeCore",
+                .product(name: "OrderedCollections", package: "swift-collections"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .target(name: "SpreadbotClient", dependencies: ["RealtimeCore"], swiftSettings: swiftSettings),
         .target(
             name: "RealtimeTesting",
@@ -163,6 +171,15 @@ let package = Package(
                 .product(name: "OrderedCollections", package: "swift-collections"),
             ],
             resources: [.copy("Resources/socketio-vectors.json"), .copy("Resources/socketio-vectors.md")],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "SignalRConformanceTests",
+            dependencies: [
+                "SignalRHub", "RealtimeCore",
+                .product(name: "OrderedCollections", package: "swift-collections"),
+            ],
+            resources: [.copy("Resources/signalr-vectors.json"), .copy("Resources/signalr-vectors.md")],
             swiftSettings: swiftSettings
         ),
     ]

@@ -2,7 +2,7 @@ public import Foundation
 import Logging
 import NIOConcurrencyHelpers
 import NIOHTTP1
-import RealtimeCore
+public import RealtimeCore
 
 // The shape of socket.io-client-swift (v15/v16), so its documented usage compiles with only the
 // import changed (`import SocketIO` -> `import SocketIOEngine`). Callbacks must be `@Sendable`.

@@ -1,4 +1,5 @@
 public import Foundation
+public import RealtimeCore
 import OrderedCollections
 
 /// An event from the server, as a handler sees it.

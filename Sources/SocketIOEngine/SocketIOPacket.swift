@@ -1,5 +1,6 @@
 public import Foundation
 import OrderedCollections
+public import RealtimeCore
 
 /// Socket.IO v5 packet types.
 public enum SocketIOPacketType: UInt8, Sendable, CaseIterable {
@@ -120,7 +121,11 @@ public enum SocketIOCodec {
         }
         var data: JSONValue?
         if index < bytes.count {
-            data = try JSONReader.parse(UnsafeRawBufferPointer(rebasing: bytes[index...]))
+            do {
+                data = try JSONReader.parse(UnsafeRawBufferPointer(rebasing: bytes[index...]))
+            } catch {
+                throw SocketIOParseError(error)
+            }
         }
         let packet = SocketIOPacket(type: type, namespace: namespace, id: id, data: data)
         try validate(packet)

@@ -1,3 +1,4 @@
+import RealtimeCore
 /// Why an Engine.IO or Socket.IO packet could not be decoded. The messages follow the reference
 /// parsers (engine.io-parser, socket.io-parser) so logs read the same as a Node server's.
 ///
@@ -24,6 +25,13 @@ public enum SocketIOParseError: Error, Sendable, Equatable, CustomStringConverti
         case .invalidPayload(let detail): "invalid payload: \(detail)"
         case .unexpectedAttachment(let detail): "unexpected attachment: \(detail)"
         }
+    }
+}
+
+extension SocketIOParseError {
+    /// A JSON syntax error in a packet's payload, worded as socket.io-parser words it.
+    init(_ error: JSONParseError) {
+        self = .invalidPayload(error.description)
     }
 }
 

@@ -1,4 +1,5 @@
 import Foundation
+import RealtimeCore
 import SocketIOEngine
 import Testing
 
@@ -35,7 +36,7 @@ struct JSONValueCodableTests {
 
     @Test func binaryValuesRefuseJSONDecoderWithATypedError() throws {
         let value: JSONValue = ["blob": .binary(Data([1, 2, 3]))]
-        #expect(throws: SocketIOParseError.self) { try value.decode([String: String].self) }
+        #expect(throws: JSONParseError.self) { try value.decode([String: String].self) }
     }
 
     @Test func jsonValueNestsInsideApplicationCodableTypes() throws {

@@ -1,13 +1,13 @@
 public import Foundation
 public import OrderedCollections
 
-/// A JSON value as Socket.IO carries it, plus binary buffers (Socket.IO attachments).
+/// A JSON value, plus binary buffers, shared by the Socket.IO and SignalR protocols.
 ///
 /// Objects keep their key order, so what you build is what goes on the wire. Numbers are doubles, as
 /// in JavaScript: integers beyond 2^53 lose precision, and integral values are written without a
-/// fraction (`1`, not `1.0`). `.binary` values travel as attachments
-/// (`{"_placeholder":true,"num":i}` in the JSON, the bytes in a separate Engine.IO message) and may
-/// sit at any depth in the arguments.
+/// fraction (`1`, not `1.0`). `.binary` values may sit at any depth: Socket.IO sends them as
+/// attachments (`{"_placeholder":true,"num":i}` in the JSON, the bytes in a separate Engine.IO
+/// message), SignalR's MessagePack protocol as `bin` values and its JSON protocol as base64 strings.
 public enum JSONValue: Sendable {
     case null
     case bool(Bool)
@@ -131,7 +131,7 @@ extension JSONValue {
     /// Decodes this value (through `JSONDecoder`) as `T`. Binary values cannot be decoded this way.
     public func decode<T: Decodable>(_ type: T.Type = T.self, decoder: JSONDecoder = JSONDecoder()) throws -> T {
         if containsBinary {
-            throw SocketIOParseError.invalidPayload("binary values cannot be decoded with JSONDecoder; read them with binaryValue")
+            throw JSONParseError(reason: "binary values cannot be decoded with JSONDecoder; read them with binaryValue", offset: 0)
         }
         return try decoder.decode(T.self, from: Data(JSONWriter.bytes(self)))
     }

@@ -1,11 +1,12 @@
-import Foundation
+package import Foundation
 import OrderedCollections
 
 /// Writes `JSONValue`s as JSON text the way JavaScript's `JSON.stringify` does (the format
 /// socket.io-parser produces): no spaces, `\uXXXX` in lower case for control characters, integral
-/// numbers without a fraction, non-finite numbers as `null`.
-enum JSONWriter {
-    static func bytes(_ value: JSONValue) -> [UInt8] {
+/// numbers without a fraction, non-finite numbers as `null`. Shared by the Socket.IO and SignalR JSON
+/// protocols.
+package enum JSONWriter {
+    package static func bytes(_ value: JSONValue) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(64)
         var attachments: [Data]? = nil
@@ -13,12 +14,12 @@ enum JSONWriter {
         return out
     }
 
-    static func string(_ value: JSONValue) -> String {
+    package static func string(_ value: JSONValue) -> String {
         String(decoding: bytes(value), as: UTF8.self)
     }
 
     /// Writes `value`, replacing each `.binary` with a placeholder and collecting its bytes in order.
-    static func string(_ value: JSONValue, attachments: inout [Data]) -> String {
+    package static func string(_ value: JSONValue, attachments: inout [Data]) -> String {
         var out: [UInt8] = []
         out.reserveCapacity(64)
         var collected: [Data]? = attachments
@@ -27,7 +28,7 @@ enum JSONWriter {
         return String(decoding: out, as: UTF8.self)
     }
 
-    static func write(_ value: JSONValue, into out: inout [UInt8], attachments: inout [Data]?) {
+    package static func write(_ value: JSONValue, into out: inout [UInt8], attachments: inout [Data]?) {
         switch value {
         case .null: out.append(contentsOf: "null".utf8)
         case .bool(let flag): out.append(contentsOf: (flag ? "true" : "false").utf8)
@@ -70,7 +71,7 @@ enum JSONWriter {
         }
     }
 
-    static func writeInteger(_ value: Int, into out: inout [UInt8]) {
+    package static func writeInteger(_ value: Int, into out: inout [UInt8]) {
         if value >= 0 && value < 10 {
             out.append(UInt8(ascii: "0") + UInt8(value))
             return
@@ -78,7 +79,7 @@ enum JSONWriter {
         out.append(contentsOf: String(value).utf8)
     }
 
-    static func writeNumber(_ number: Double, into out: inout [UInt8]) {
+    package static func writeNumber(_ number: Double, into out: inout [UInt8]) {
         guard number.isFinite else {
             out.append(contentsOf: "null".utf8)
             return
@@ -94,7 +95,7 @@ enum JSONWriter {
 
     private static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
 
-    static func writeString(_ text: String, into out: inout [UInt8]) {
+    package static func writeString(_ text: String, into out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
         var text = text
         text.withUTF8 { bytes in
@@ -125,10 +126,25 @@ enum JSONWriter {
     }
 }
 
+/// Why JSON text could not be parsed: what was wrong and the byte offset where it was found.
+public struct JSONParseError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// What was wrong, e.g. "expected ',' or ']'".
+    public let reason: String
+    /// The byte offset in the input where the parser stopped.
+    public let offset: Int
+
+    package init(reason: String, offset: Int) {
+        self.reason = reason
+        self.offset = offset
+    }
+
+    public var description: String { "\(reason) at byte \(offset)" }
+}
+
 /// A strict JSON parser (RFC 8259) over UTF-8 bytes, with a nesting limit so hostile input cannot
-/// exhaust the stack. Errors are ``SocketIOParseError/invalidPayload(_:)``.
-struct JSONReader {
-    static let maxDepth = 256
+/// exhaust the stack. Shared by the Socket.IO and SignalR JSON protocols.
+package struct JSONReader {
+    package static let maxDepth = 256
 
     private let bytes: UnsafeRawBufferPointer
     private var index: Int
@@ -140,7 +156,7 @@ struct JSONReader {
     }
 
     /// Parses one JSON value that must fill `bytes` (surrounding whitespace allowed).
-    static func parse(_ bytes: UnsafeRawBufferPointer) throws(SocketIOParseError) -> JSONValue {
+    package static func parse(_ bytes: UnsafeRawBufferPointer) throws(JSONParseError) -> JSONValue {
         var reader = JSONReader(bytes, index: 0)
         reader.skipWhitespace()
         let value = try reader.parseValue()
@@ -149,12 +165,16 @@ struct JSONReader {
         return value
     }
 
-    static func parse(_ text: String) throws(SocketIOParseError) -> JSONValue {
-        return try withUTF8Bytes(text) { bytes throws(SocketIOParseError) in try parse(bytes) }
+    package static func parse(_ text: String) throws(JSONParseError) -> JSONValue {
+        var text = text
+        let result: Result<JSONValue, JSONParseError> = text.withUTF8 { bytes in
+            do throws(JSONParseError) { return .success(try parse(UnsafeRawBufferPointer(bytes))) } catch { return .failure(error) }
+        }
+        return try result.get()
     }
 
-    private func failure(_ what: String) -> SocketIOParseError {
-        .invalidPayload("\(what) at byte \(index)")
+    private func failure(_ what: String) -> JSONParseError {
+        JSONParseError(reason: what, offset: index)
     }
 
     private mutating func skipWhitespace() {
@@ -166,7 +186,7 @@ struct JSONReader {
         }
     }
 
-    private mutating func parseValue() throws(SocketIOParseError) -> JSONValue {
+    private mutating func parseValue() throws(JSONParseError) -> JSONValue {
         guard index < bytes.count else { throw failure("unexpected end of JSON") }
         switch bytes[index] {
         case UInt8(ascii: "{"): return try parseObject()
@@ -180,7 +200,7 @@ struct JSONReader {
         }
     }
 
-    private mutating func expect(_ literal: StaticString) throws(SocketIOParseError) {
+    private mutating func expect(_ literal: StaticString) throws(JSONParseError) {
         let count = literal.utf8CodeUnitCount
         guard index + count <= bytes.count else { throw failure("unexpected end of JSON") }
         let base = literal.utf8Start
@@ -190,12 +210,12 @@ struct JSONReader {
         index += count
     }
 
-    private mutating func enter() throws(SocketIOParseError) {
+    private mutating func enter() throws(JSONParseError) {
         depth += 1
         if depth > Self.maxDepth { throw failure("JSON nested deeper than \(Self.maxDepth)") }
     }
 
-    private mutating func parseArray() throws(SocketIOParseError) -> JSONValue {
+    private mutating func parseArray() throws(JSONParseError) -> JSONValue {
         try enter()
         defer { depth -= 1 }
         index += 1
@@ -217,7 +237,7 @@ struct JSONReader {
         }
     }
 
-    private mutating func parseObject() throws(SocketIOParseError) -> JSONValue {
+    private mutating func parseObject() throws(JSONParseError) -> JSONValue {
         try enter()
         defer { depth -= 1 }
         index += 1
@@ -245,7 +265,7 @@ struct JSONReader {
         }
     }
 
-    private mutating func parseString() throws(SocketIOParseError) -> String {
+    private mutating func parseString() throws(JSONParseError) -> String {
         index += 1
         let start = index
         // Fast path: no escapes.
@@ -311,7 +331,7 @@ struct JSONReader {
         throw failure("unterminated string")
     }
 
-    private mutating func parseHex4() throws(SocketIOParseError) -> UInt32 {
+    private mutating func parseHex4() throws(JSONParseError) -> UInt32 {
         guard index + 4 <= bytes.count else { throw failure("short \\u escape") }
         var value: UInt32 = 0
         for _ in 0..<4 {
@@ -334,7 +354,7 @@ struct JSONReader {
         out.append(contentsOf: UTF8.encode(scalar)!)
     }
 
-    private mutating func parseNumber() throws(SocketIOParseError) -> Double {
+    private mutating func parseNumber() throws(JSONParseError) -> Double {
         let start = index
         var negative = false
         if bytes[index] == UInt8(ascii: "-") {

@@ -1,0 +1,91 @@
+public import Foundation
+public import RealtimeCore
+
+/// Converts between Swift values and the `JSONValue`s hub messages carry, the same way for both
+/// protocols: through `JSONEncoder`/`JSONDecoder`, with `Data` as `.binary` (base64 in JSON, `bin` in
+/// MessagePack) and `Date` as an ISO 8601 string (MessagePack timestamps arrive as one).
+public enum HubValueCoding {
+    /// Encodes `value` as a hub argument.
+    public static func encode(_ value: some Encodable) throws -> JSONValue {
+        switch value {
+        case let value as JSONValue: return value
+        case let value as String: return .string(value)
+        case let value as Bool: return .bool(value)
+        case let value as Int: return .number(Double(value))
+        case let value as Double: return .number(value)
+        case let value as Data: return .binary(value)
+        case let value as [UInt8]: return .binary(Data(value))
+        default: return try JSONValue(encoding: value, encoder: encoder())
+        }
+    }
+
+    /// Decodes a hub argument, item or result as `T`.
+    public static func decode<T: Decodable>(_ value: JSONValue, as type: T.Type = T.self) throws -> T {
+        switch type {
+        case is JSONValue.Type: return value as! T
+        case is Data.Type: if case .binary(let data) = value { return data as! T }
+        case is [UInt8].Type: if case .binary(let data) = value { return Array(data) as! T }
+        case is String.Type: if case .string(let text) = value { return text as! T }
+        case is Bool.Type: if case .bool(let flag) = value { return flag as! T }
+        case is Int.Type: if let number = value.intValue { return number as! T }
+        case is Double.Type: if case .number(let number) = value { return number as! T }
+        default: break
+        }
+        return try decoder().decode(T.self, from: Data(JSONWriter.bytes(value.base64EncodingBinary())))
+    }
+
+    static func encoder() -> JSONEncoder {
+        let encoder = JSONEncoder()
+        encoder.dateEncodingStrategy = .custom { date, encoder in
+            var container = encoder.singleValueContainer()
+            try container.encode(MessagePackHubProtocol.iso8601(date))
+        }
+        return encoder
+    }
+
+    static func decoder() -> JSONDecoder {
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .custom { decoder in
+            let container = try decoder.singleValueContainer()
+            let text = try container.decode(String.self)
+            for options: ISO8601DateFormatter.Options in [[.withInternetDateTime], [.withInternetDateTime, .withFractionalSeconds]] {
+                let formatter = ISO8601DateFormatter()
+                formatter.formatOptions = options
+                if let date = formatter.date(from: text) { return date }
+            }
+            throw DecodingError.dataCorruptedError(in: container, debugDescription: "not an ISO 8601 date: \(text)")
+        }
+        return decoder
+    }
+}
+
+/// Why the arguments of an invocation from the server do not fit a handler's parameters.
+public struct HubBindingError: Error, Sendable, CustomStringConvertible {
+    public let target: String
+    public let reason: String
+
+    public var description: String { "cannot bind the arguments of '\(target)': \(reason)" }
+}
+
+/// Binds invocation arguments to typed parameters: the count must match and each value must decode.
+public enum HubArgumentBinder {
+    public static func bind<each T: Decodable>(
+        _ arguments: [JSONValue], target: String = "", as types: repeat (each T).Type
+    ) throws(HubBindingError) -> (repeat each T) {
+        var expected = 0
+        for _ in repeat (each types) { expected += 1 }
+        guard arguments.count == expected else {
+            throw HubBindingError(target: target, reason: "invocation provides \(arguments.count) argument(s) but target expects \(expected)")
+        }
+        var index = 0
+        func next<V: Decodable>(_ type: V.Type) throws(HubBindingError) -> V {
+            defer { index += 1 }
+            do {
+                return try HubValueCoding.decode(arguments[index], as: V.self)
+            } catch {
+                throw HubBindingError(target: target, reason: "argument \(index) is not a \(V.self): \(error)")
+            }
+        }
+        return (repeat try next(each types))
+    }
+}

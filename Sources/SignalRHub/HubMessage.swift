@@ -1,0 +1,131 @@
+public import OrderedCollections
+public import RealtimeCore
+
+/// Headers a hub message may carry (string to string, in wire order).
+public typealias HubHeaders = OrderedDictionary<String, String>
+
+/// A SignalR hub message (HubProtocol.md, "Message Types"). Arguments, items and results are
+/// `JSONValue`s for both protocols: MessagePack integers and floats become numbers, `bin` values
+/// `.binary`, timestamps ISO 8601 strings.
+public enum HubMessage: Sendable, Equatable {
+    /// Type 1: call `target`; a reply is expected when `invocationId` is set.
+    case invocation(HubInvocation)
+    /// Type 2: one item of a stream.
+    case streamItem(HubStreamItem)
+    /// Type 3: the end of an invocation or a stream.
+    case completion(HubCompletion)
+    /// Type 4: start a server-to-client stream.
+    case streamInvocation(HubInvocation)
+    /// Type 5: stop a stream.
+    case cancelInvocation(HubCancelInvocation)
+    /// Type 6: keep-alive.
+    case ping
+    /// Type 7: the peer closes the connection.
+    case close(HubClose)
+    /// Type 8: stateful reconnect, the highest sequence id processed.
+    case ack(sequenceId: Int64)
+    /// Type 9: stateful reconnect, the sequence id of the next message.
+    case sequence(sequenceId: Int64)
+
+    /// The wire type number.
+    public var type: Int {
+        switch self {
+        case .invocation: 1
+        case .streamItem: 2
+        case .completion: 3
+        case .streamInvocation: 4
+        case .cancelInvocation: 5
+        case .ping: 6
+        case .close: 7
+        case .ack: 8
+        case .sequence: 9
+        }
+    }
+
+    /// Whether stateful reconnect numbers this message (types 1 to 5).
+    public var isSequenced: Bool { (1...5).contains(type) }
+}
+
+public struct HubInvocation: Sendable, Equatable {
+    public var headers: HubHeaders
+    /// Absent for a fire-and-forget invocation (`send`).
+    public var invocationId: String?
+    public var target: String
+    public var arguments: [JSONValue]
+    /// Ids of the upload streams that follow this invocation.
+    public var streamIds: [String]
+
+    public init(
+        invocationId: String? = nil, target: String, arguments: [JSONValue] = [], streamIds: [String] = [],
+        headers: HubHeaders = [:]
+    ) {
+        self.headers = headers
+        self.invocationId = invocationId
+        self.target = target
+        self.arguments = arguments
+        self.streamIds = streamIds
+    }
+}
+
+public struct HubStreamItem: Sendable, Equatable {
+    public var headers: HubHeaders
+    public var invocationId: String
+    public var item: JSONValue
+
+    public init(invocationId: String, item: JSONValue, headers: HubHeaders = [:]) {
+        self.headers = headers
+        self.invocationId = invocationId
+        self.item = item
+    }
+}
+
+public struct HubCompletion: Sendable, Equatable {
+    public enum Outcome: Sendable, Equatable {
+        /// No result (a `void` hub method, or the end of a stream).
+        case void
+        /// A result, possibly `null`.
+        case result(JSONValue)
+        /// The hub method failed with this message.
+        case error(String)
+    }
+
+    public var headers: HubHeaders
+    public var invocationId: String
+    public var outcome: Outcome
+
+    public init(invocationId: String, outcome: Outcome, headers: HubHeaders = [:]) {
+        self.headers = headers
+        self.invocationId = invocationId
+        self.outcome = outcome
+    }
+}
+
+public struct HubCancelInvocation: Sendable, Equatable {
+    public var headers: HubHeaders
+    public var invocationId: String
+
+    public init(invocationId: String, headers: HubHeaders = [:]) {
+        self.headers = headers
+        self.invocationId = invocationId
+    }
+}
+
+public struct HubClose: Sendable, Equatable {
+    public var error: String?
+    public var allowReconnect: Bool
+
+    public init(error: String? = nil, allowReconnect: Bool = false) {
+        self.error = error
+        self.allowReconnect = allowReconnect
+    }
+}
+
+/// Why bytes from the server are not a valid hub message. The connection ends with
+/// ``SignalRError/Code/protocolViolation`` carrying this error.
+public struct HubProtocolError: Error, Sendable, Equatable, CustomStringConvertible {
+    public let reason: String
+
+    public init(_ reason: String) { self.reason = reason }
+
+    public var description: String { reason }
+}
