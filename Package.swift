@@ -88,6 +88,10 @@ let package = Package(
             dependencies: [
                 "RealtimeCore",
                 .product(name: "OrderedCollections", package: "swift-collections"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -95,7 +99,7 @@ let package = Package(
         .target(
             name: "RealtimeTesting",
             dependencies: [
-                "RealtimeCore", "SocketIOEngine",
+                "RealtimeCore", "SocketIOEngine", "SignalRHub",
                 .product(name: "NIOFoundationCompat", package: "swift-nio"),
                 .product(name: "OrderedCollections", package: "swift-collections"),
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -180,6 +184,17 @@ let package = Package(
                 .product(name: "OrderedCollections", package: "swift-collections"),
             ],
             resources: [.copy("Resources/signalr-vectors.json"), .copy("Resources/signalr-vectors.md")],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "SignalRHubTests",
+            dependencies: [
+                "SignalRHub", "RealtimeCore", "RealtimeTesting",
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "OrderedCollections", package: "swift-collections"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            exclude: ["Peers"],
             swiftSettings: swiftSettings
         ),
     ]

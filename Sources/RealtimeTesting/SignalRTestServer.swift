@@ -1,0 +1,467 @@
+public import Hummingbird
+import HummingbirdCore
+import HummingbirdWebSocket
+import HTTPTypes
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOWebSocket
+public import RealtimeCore
+public import SignalRHub
+
+/// A SignalR server on loopback that follows HubProtocol.md and TransportProtocols.md: negotiate v1
+/// (with an optional bearer-token check, redirect or error), the WebSockets transport with both hub
+/// protocols, hub methods registered by tests, server-to-client streams, client results, Close
+/// with and without `allowReconnect`, and fault hooks. The Server-Sent Events and Long Polling
+/// transports are not served yet (negotiate offers WebSockets unless told otherwise).
+///
+/// Built-in hub methods (tests add more with ``method(_:concurrent:_:)`` and ``stream(_:_:)``):
+/// - `echo(x)` returns `x`; `add(a, b)` returns `a + b`; `fail(message)` fails with `message`;
+///   `void()` completes without a result; `broadcast(args...)` sends `receive(args...)` to every
+///   connection; `echoHeaders()` returns the upgrade's Authorization header (or null);
+///   `askClient(method, args...)` invokes `method` on the caller and returns the client's result;
+///   `closeMe(error?, allowReconnect)` makes the server send a Close message.
+/// - Streams: `countTo(n)` yields 1...n then completes; `countForever()` yields until cancelled.
+public final class SignalRTestServer: Sendable {
+    public struct Options: Sendable {
+        /// The hub's path.
+        public var path = "/hub"
+        /// When set, negotiate and the WebSocket must carry `Authorization: Bearer <token>`.
+        public var requiredToken: String?
+        /// Negotiate answers with a redirect to this URL (and `redirectAccessToken`).
+        public var redirectURL: String?
+        public var redirectAccessToken: String?
+        /// Negotiate answers `{"error": ...}`.
+        public var negotiateError: String?
+        /// Transports negotiate offers (names as on the wire).
+        public var offeredTransports = ["WebSockets"]
+        /// `negotiateVersion` in the reply (0: only `connectionId`).
+        public var negotiateVersion = 1
+        /// The server sends a Ping this often (nil: never).
+        public var keepAliveInterval: Duration? = .seconds(15)
+        /// Refuse the handshake with this error.
+        public var handshakeError: String?
+        public var port = 0
+
+        public init() {}
+    }
+
+    /// One client invocation as a hub method sees it.
+    public struct Call: Sendable {
+        public let connectionId: String
+        public let arguments: [JSONValue]
+        public let headers: HubHeaders
+    }
+
+    typealias Method = @Sendable (Call) async throws -> JSONValue?
+    typealias StreamMethod = @Sendable (Call) -> AsyncThrowingStream<JSONValue, any Error>
+
+    struct State {
+        var methods: [String: (Method, concurrent: Bool)] = [:]
+        var streams: [String: StreamMethod] = [:]
+        var negotiated: [String: String] = [:]  // connectionToken -> connectionId
+        var connections: [String: ServerHubConnection] = [:]  // connectionId -> connection
+        var negotiateCount = 0
+        var handshakeCount = 0
+        var authorizations: [String?] = []
+        var received: [String] = []
+    }
+
+    public let options: Options
+    let state = NIOLockedValueBox(State())
+    private let serverBox = NIOLockedValueBox<LoopbackServer?>(nil)
+
+    init(options: Options) {
+        self.options = options
+        registerBuiltIns()
+    }
+
+    /// `http://127.0.0.1:<port><path>`.
+    public var url: String { (serverBox.withLockedValue { $0 }?.baseURL ?? "") + options.path }
+    public var port: Int { serverBox.withLockedValue { $0 }?.port ?? 0 }
+    /// Negotiate requests served.
+    public var negotiateCount: Int { state.withLockedValue { $0.negotiateCount } }
+    /// Handshakes accepted.
+    public var handshakeCount: Int { state.withLockedValue { $0.handshakeCount } }
+    /// The Authorization header of each negotiate and WebSocket request, in order.
+    public var authorizations: [String?] { state.withLockedValue { $0.authorizations } }
+    /// Connections open now.
+    public var connectionIds: [String] { state.withLockedValue { Array($0.connections.keys) } }
+    /// Targets of the invocations received, in order.
+    public var receivedTargets: [String] { state.withLockedValue { $0.received } }
+
+    /// Registers hub method `name`. Methods run in the connection's read loop, in order, unless
+    /// `concurrent` (needed when the method waits for the client, as a client result does).
+    public func method(_ name: String, concurrent: Bool = false, _ body: @escaping @Sendable (Call) async throws -> JSONValue?) {
+        state.withLockedValue { $0.methods[name.lowercased()] = (body, concurrent) }
+    }
+
+    /// Registers server-to-client stream `name`.
+    public func stream(_ name: String, _ body: @escaping @Sendable (Call) -> AsyncThrowingStream<JSONValue, any Error>) {
+        state.withLockedValue { $0.streams[name.lowercased()] = body }
+    }
+
+    /// Sends `target(arguments)` to every connection.
+    public func broadcast(_ target: String, _ arguments: [JSONValue]) async {
+        for connection in state.withLockedValue({ Array($0.connections.values) }) {
+            try? await connection.send(.invocation(HubInvocation(target: target, arguments: arguments)))
+        }
+    }
+
+    /// Invokes `target` on one connection and waits for the client's result.
+    public func invokeClient(_ connectionId: String, _ target: String, _ arguments: [JSONValue]) async throws -> JSONValue? {
+        guard let connection = state.withLockedValue({ $0.connections[connectionId] }) else {
+            throw SignalRTestServerError(message: "no connection \(connectionId)")
+        }
+        return try await connection.invokeClient(target, arguments)
+    }
+
+    /// Sends a Close message to every connection, then closes them.
+    public func closeAll(error: String? = nil, allowReconnect: Bool = false) async {
+        for connection in state.withLockedValue({ Array($0.connections.values) }) {
+            try? await connection.send(.close(HubClose(error: error, allowReconnect: allowReconnect)))
+            await connection.closeSocket()
+        }
+    }
+
+    /// Drops every connection without a Close message (the socket just closes).
+    public func dropAll() async {
+        for connection in state.withLockedValue({ Array($0.connections.values) }) { await connection.closeSocket() }
+    }
+
+    /// Stops answering and pinging on every connection (a stalled server), until ``resumeAll()``.
+    public func stallAll() {
+        for connection in state.withLockedValue({ Array($0.connections.values) }) { connection.stalled.withLockedValue { $0 = true } }
+    }
+
+    public func resumeAll() {
+        for connection in state.withLockedValue({ Array($0.connections.values) }) { connection.stalled.withLockedValue { $0 = false } }
+    }
+
+    public static func start(options: Options = Options()) async throws -> SignalRTestServer {
+        let server = SignalRTestServer(options: options)
+        let router = Router()
+        router.post("\(options.path)/negotiate") { [weak server] request, _ in
+            guard let server else { return Response(status: .serviceUnavailable) }
+            return server.negotiate(request)
+        }
+        let webSocket = WebSocketServerConfiguration(maxFrameSize: 64 << 20, autoPing: .disabled)
+        let builder = HTTPServerBuilder.http1WebSocketUpgrade(configuration: .init(ws: webSocket)) { [weak server] request, channel, _ in
+            guard let server, let path = request.path, path.hasPrefix(options.path) else { return .dontUpgrade }
+            let query = SocketIOTestServer.query(path)
+            let authorization = request.headerFields[.authorization]
+            server.state.withLockedValue { $0.authorizations.append(authorization) }
+            if let token = options.requiredToken, authorization != "Bearer \(token)" { return .dontUpgrade }
+            // Without negotiate (skipNegotiation) there is no id: the server makes one.
+            let connectionId: String
+            if let id = query["id"] {
+                guard let known = server.state.withLockedValue({ $0.negotiated.removeValue(forKey: id) }) else { return .dontUpgrade }
+                connectionId = known
+            } else {
+                connectionId = Self.randomId()
+            }
+            return .upgrade([:]) { inbound, outbound, _ in
+                try await withEventLoopPreference(channel.eventLoop) {
+                    let connection = ServerHubConnection(server: server, id: connectionId, outbound: outbound, authorization: authorization)
+                    try await connection.run(inbound: inbound)
+                }
+            }
+        }
+        let loopback = try await LoopbackServer.start(responder: router, server: builder, port: options.port)
+        server.serverBox.withLockedValue { $0 = loopback }
+        return server
+    }
+
+    public func stop() async {
+        await dropAll()
+        await serverBox.withLockedValue { $0 }?.stop()
+    }
+
+    private func negotiate(_ request: Request) -> Response {
+        let authorization = request.headers[.authorization]
+        state.withLockedValue {
+            $0.negotiateCount += 1
+            $0.authorizations.append(authorization)
+        }
+        if let token = options.requiredToken, authorization != "Bearer \(token)" {
+            return Response(status: .unauthorized)
+        }
+        var reply: JSONValue
+        if let error = options.negotiateError {
+            reply = ["error": .string(error)]
+        } else if let redirect = options.redirectURL {
+            reply = ["url": .string(redirect)]
+            if let token = options.redirectAccessToken { reply = ["url": .string(redirect), "accessToken": .string(token)] }
+        } else {
+            let connectionId = Self.randomId()
+            let token = Self.randomId() + Self.randomId()
+            let version = options.negotiateVersion
+            state.withLockedValue { $0.negotiated[version >= 1 ? token : connectionId] = connectionId }
+            let transports: [JSONValue] = options.offeredTransports.map { name in
+                ["transport": .string(name), "transferFormats": name == "ServerSentEvents" ? ["Text"] : ["Text", "Binary"]]
+            }
+            reply = version >= 1
+                ? ["negotiateVersion": .number(Double(version)), "connectionId": .string(connectionId), "connectionToken": .string(token),
+                   "availableTransports": .array(transports)]
+                : ["connectionId": .string(connectionId), "availableTransports": .array(transports)]
+        }
+        var headers = HTTPFields()
+        headers[.contentType] = "application/json"
+        return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: reply.jsonString)))
+    }
+
+    static func randomId() -> String {
+        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
+        return String((0..<22).map { _ in alphabet.randomElement()! })
+    }
+
+    private func registerBuiltIns() {
+        method("echo") { $0.arguments.first ?? .null }
+        method("void") { _ in nil }
+        method("add") { call in
+            .number((call.arguments.first?.doubleValue ?? 0) + (call.arguments.dropFirst().first?.doubleValue ?? 0))
+        }
+        method("fail") { call in throw SignalRTestServerError(message: call.arguments.first?.stringValue ?? "failed") }
+        method("broadcast") { [weak self] call in
+            await self?.broadcast("receive", call.arguments)
+            return nil
+        }
+        method("echoHeaders") { [weak self] call in
+            guard let self, let connection = self.state.withLockedValue({ $0.connections[call.connectionId] }) else { return .null }
+            return connection.authorization.map { .string($0) } ?? .null
+        }
+        method("askClient", concurrent: true) { [weak self] call in
+            guard let self, let target = call.arguments.first?.stringValue else { return .null }
+            return try await self.invokeClient(call.connectionId, target, Array(call.arguments.dropFirst())) ?? .null
+        }
+        method("closeMe", concurrent: true) { [weak self] call in
+            guard let self, let connection = self.state.withLockedValue({ $0.connections[call.connectionId] }) else { return nil }
+            let error = call.arguments.first?.stringValue
+            let allow = call.arguments.dropFirst().first?.boolValue ?? false
+            try? await connection.send(.close(HubClose(error: error, allowReconnect: allow)))
+            await connection.closeSocket()
+            return nil
+        }
+        stream("countTo") { call in
+            let count = call.arguments.first?.intValue ?? 0
+            return AsyncThrowingStream { continuation in
+                for value in 1...max(1, count) where count > 0 { continuation.yield(.number(Double(value))) }
+                continuation.finish()
+            }
+        }
+        stream("countForever") { _ in
+            let (stream, continuation) = AsyncThrowingStream<JSONValue, any Error>.makeStream()
+            let task = Task {
+                var value = 0
+                while !Task.isCancelled {
+                    value += 1
+                    continuation.yield(.number(Double(value)))
+                    try? await Task.sleep(for: .milliseconds(10))
+                }
+                continuation.finish()
+            }
+            continuation.onTermination = { _ in task.cancel() }
+            return stream
+        }
+    }
+}
+
+public struct SignalRTestServerError: Error, CustomStringConvertible, Sendable {
+    public let message: String
+    public init(message: String) { self.message = message }
+    public var description: String { message }
+}
+
+/// One client connection on the server side.
+final class ServerHubConnection: Sendable {
+    let server: SignalRTestServer
+    let id: String
+    let authorization: String?
+    private let writer: ServerOutbox
+    let stalled = NIOLockedValueBox(false)
+    private let shared = NIOLockedValueBox(Shared())
+
+    struct Shared {
+        var codec: HubProtocolCodec?
+        var nextId = 1
+        var clientCalls: [String: CheckedContinuation<JSONValue?, any Error>] = [:]
+        var streams: [String: Task<Void, Never>] = [:]
+    }
+
+    init(server: SignalRTestServer, id: String, outbound: WebSocketOutboundWriter, authorization: String?) {
+        self.server = server
+        self.id = id
+        self.authorization = authorization
+        writer = ServerOutbox(outbound: outbound)
+    }
+
+    func send(_ message: HubMessage) async throws {
+        guard let codec = shared.withLockedValue({ $0.codec }) else { return }
+        try await writer.write(codec.encode(message), binary: codec.kind == .messagepack)
+    }
+
+    func closeSocket() async { await writer.close() }
+
+    func invokeClient(_ target: String, _ arguments: [JSONValue]) async throws -> JSONValue? {
+        let callId = shared.withLockedValue { shared -> String in
+            defer { shared.nextId += 1 }
+            return "s\(shared.nextId)"
+        }
+        return try await withCheckedThrowingContinuation { continuation in
+            shared.withLockedValue { $0.clientCalls[callId] = continuation }
+            Task {
+                do { try await self.send(.invocation(HubInvocation(invocationId: callId, target: target, arguments: arguments))) } catch {
+                    if let waiting = self.shared.withLockedValue({ $0.clientCalls.removeValue(forKey: callId) }) { waiting.resume(throwing: error) }
+                }
+            }
+        }
+    }
+
+    func run(inbound: WebSocketInboundStream) async throws {
+        var handshakeBuffer: [UInt8] = []
+        var framer: HubMessageFramer?
+        var pinger: Task<Void, Never>?
+        defer {
+            pinger?.cancel()
+            let (calls, streams) = shared.withLockedValue { shared in
+                defer { shared.clientCalls = [:]; shared.streams = [:] }
+                return (shared.clientCalls, shared.streams)
+            }
+            for (_, call) in calls { call.resume(throwing: SignalRTestServerError(message: "the connection closed")) }
+            for (_, task) in streams { task.cancel() }
+            server.state.withLockedValue { _ = $0.connections.removeValue(forKey: id) }
+        }
+        for try await message in inbound.messages(maxSize: 64 << 20) {
+            var bytes: [UInt8] = switch message {
+            case .text(let text): Array(text.utf8)
+            case .binary(let buffer): Array(buffer: buffer)
+            }
+            while stalled.withLockedValue({ $0 }) { try await Task.sleep(for: .milliseconds(10)) }
+            if framer == nil {
+                handshakeBuffer += bytes
+                guard let (name, version, consumed) = try HubHandshake.parseRequest(handshakeBuffer) else { continue }
+                bytes = Array(handshakeBuffer[consumed...])
+                guard let kind = HubProtocolKind(rawValue: name), version == 1 else {
+                    try await writer.write(Array("{\"error\":\"Requested protocol '\(name)' version \(version) is not available.\"}\u{1E}".utf8), binary: false)
+                    await writer.close()
+                    return
+                }
+                if let error = server.options.handshakeError {
+                    try await writer.write(Array("{\"error\":\(JSONValue.string(error).jsonString)}\u{1E}".utf8), binary: false)
+                    await writer.close()
+                    return
+                }
+                shared.withLockedValue { $0.codec = HubProtocolCodec(kind) }
+                framer = HubMessageFramer(kind)
+                server.state.withLockedValue {
+                    $0.handshakeCount += 1
+                    $0.connections[id] = self
+                }
+                try await writer.write(Array("{}\u{1E}".utf8), binary: kind == .messagepack)
+                if let interval = server.options.keepAliveInterval {
+                    pinger = Task { [weak self] in
+                        while !Task.isCancelled {
+                            try? await Task.sleep(for: interval)
+                            guard let self, !self.stalled.withLockedValue({ $0 }) else { continue }
+                            try? await self.send(.ping)
+                        }
+                    }
+                }
+            }
+            guard var current = framer, let codec = shared.withLockedValue({ $0.codec }) else { continue }
+            var messages: [HubMessage] = []
+            try current.consume(bytes) { (body) throws(HubProtocolError) in messages.append(try codec.decode(body: body)) }
+            framer = current
+            for message in messages { try await handle(message) }
+        }
+    }
+
+    private func handle(_ message: HubMessage) async throws {
+        switch message {
+        case .invocation(let invocation):
+            server.state.withLockedValue { $0.received.append(invocation.target) }
+            guard let (method, concurrent) = server.state.withLockedValue({ $0.methods[invocation.target.lowercased()] }) else {
+                if let id = invocation.invocationId {
+                    try await send(.completion(HubCompletion(invocationId: id, outcome: .error("Unknown hub method '\(invocation.target)'"))))
+                }
+                return
+            }
+            let call = SignalRTestServer.Call(connectionId: id, arguments: invocation.arguments, headers: invocation.headers)
+            let work: @Sendable () async -> Void = {
+                let outcome: HubCompletion.Outcome
+                do {
+                    let value = try await method(call)
+                    outcome = value.map { .result($0) } ?? .void
+                } catch {
+                    outcome = .error("An unexpected error occurred invoking '\(invocation.target)' on the server. \(error)")
+                }
+                if let id = invocation.invocationId {
+                    try? await self.send(.completion(HubCompletion(invocationId: id, outcome: outcome)))
+                }
+            }
+            if concurrent { Task { await work() } } else { await work() }
+        case .streamInvocation(let invocation):
+            guard let invocationId = invocation.invocationId,
+                  let body = server.state.withLockedValue({ $0.streams[invocation.target.lowercased()] })
+            else {
+                if let id = invocation.invocationId {
+                    try await send(.completion(HubCompletion(invocationId: id, outcome: .error("Unknown hub method '\(invocation.target)'"))))
+                }
+                return
+            }
+            let stream = body(SignalRTestServer.Call(connectionId: id, arguments: invocation.arguments, headers: invocation.headers))
+            let task = Task {
+                var outcome: HubCompletion.Outcome = .void
+                do {
+                    for try await item in stream {
+                        try Task.checkCancellation()
+                        try await self.send(.streamItem(HubStreamItem(invocationId: invocationId, item: item)))
+                    }
+                } catch is CancellationError {
+                    return
+                } catch {
+                    outcome = .error("\(error)")
+                }
+                _ = self.shared.withLockedValue { $0.streams.removeValue(forKey: invocationId) }
+                try? await self.send(.completion(HubCompletion(invocationId: invocationId, outcome: outcome)))
+            }
+            shared.withLockedValue { $0.streams[invocationId] = task }
+        case .cancelInvocation(let cancel):
+            shared.withLockedValue { $0.streams.removeValue(forKey: cancel.invocationId) }?.cancel()
+        case .completion(let completion):
+            guard let waiting = shared.withLockedValue({ $0.clientCalls.removeValue(forKey: completion.invocationId) }) else { return }
+            switch completion.outcome {
+            case .void: waiting.resume(returning: nil)
+            case .result(let value): waiting.resume(returning: value)
+            case .error(let text): waiting.resume(throwing: SignalRTestServerError(message: text))
+            }
+        case .close:
+            await writer.close()
+        case .ping, .streamItem, .ack, .sequence:
+            break
+        }
+    }
+}
+
+/// Serialises writes to one WebSocket from several tasks.
+actor ServerOutbox {
+    let outbound: WebSocketOutboundWriter
+    var closed = false
+
+    init(outbound: WebSocketOutboundWriter) { self.outbound = outbound }
+
+    func write(_ bytes: [UInt8], binary: Bool) async throws {
+        guard !closed else { return }
+        if binary {
+            try await outbound.write(.binary(ByteBuffer(bytes: bytes)))
+        } else {
+            try await outbound.write(.text(String(decoding: bytes, as: UTF8.self)))
+        }
+    }
+
+    func close() async {
+        guard !closed else { return }
+        closed = true
+        try? await outbound.close(.normalClosure, reason: nil)
+    }
+}

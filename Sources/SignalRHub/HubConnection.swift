@@ -1,0 +1,484 @@
+public import Foundation
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOHTTP1
+public import RealtimeCore
+
+/// A connection to an ASP.NET Core SignalR hub (or any server speaking the SignalR protocol).
+///
+/// Build one with ``HubConnectionBuilder``, register handlers with `on`, then `start()`. Calls to
+/// `invoke`, `send` and `stream` need a connected connection; they fail at once with
+/// `notConnected` otherwise. When the connection drops, every pending invocation and stream fails
+/// at once with `connectionClosed` (nothing waits for a timeout), and with a retry policy the
+/// connection reconnects, calling `onReconnecting` and `onReconnected`.
+///
+/// The lifecycle rules live in a value state machine (`HubConnectionStateMachine`); this class
+/// performs its actions: sockets, tasks, timers and callbacks.
+public final class HubConnection: Sendable {
+    public let options: HubConnectionOptions
+    let codec: HubProtocolCodec
+    let logger: Logger
+    let timeline: ClockTimeline
+    let state: NIOLockedValueBox<Shared>
+
+    struct Shared {
+        var machine: HubConnectionStateMachine
+        var session: Session?
+        var generation = 0
+        var nextInvocationId = 1
+        var pending: [String: Pending] = [:]
+        var handlers: [String: [Handler]] = [:]
+        var reconnecting: [@Sendable (any Error) async -> Void] = []
+        var reconnected: [@Sendable () async -> Void] = []
+        var closed: [@Sendable ((any Error)?) async -> Void] = []
+        var connectionId: String?
+        var lifecycleTask: Task<Void, Never>?
+        var dispatcher: AsyncBoundedBuffer<HubInvocation>?
+        var lastError: RealtimeError?
+    }
+
+    enum Pending {
+        case invocation(OneShot<JSONValue?>)
+        case stream(AsyncBoundedBuffer<JSONValue>)
+    }
+
+    struct Handler: Sendable {
+        /// Runs the handler; a returning handler gives the value for a client result.
+        let run: @Sendable ([JSONValue]) async throws -> JSONValue?
+        let returnsResult: Bool
+    }
+
+    /// An open transport: how to send on it and how to close it.
+    struct Session: Sendable {
+        let generation: Int
+        let send: @Sendable ([UInt8]) async throws -> Void
+        let close: @Sendable (RealtimeError?) async -> Void
+    }
+
+    public init(options: HubConnectionOptions, logLevel: LogLevel? = nil) {
+        self.options = options
+        codec = HubProtocolCodec(options.hubProtocol, maximumMessageSize: options.maximumReceiveMessageSize)
+        var logger = options.runtime.logger
+        if let logLevel {
+            logger.logLevel = switch logLevel {
+            case .debug: .debug
+            case .information: .info
+            case .warning: .warning
+            case .error: .error
+            }
+        }
+        self.logger = logger
+        timeline = ClockTimeline(clock: options.runtime.clock)
+        var timing = HubConnectionStateMachine.Timing()
+        timing.keepAliveInterval = options.keepAliveInterval
+        timing.serverTimeout = options.serverTimeout
+        let retry = options.retryPolicy.map(Self.retryDelay(_:))
+        state = NIOLockedValueBox(Shared(machine: HubConnectionStateMachine(timing: timing, retryDelay: retry)))
+    }
+
+    static func retryDelay(_ policy: any RetryPolicy) -> @Sendable (HubConnectionStateMachine.RetryQuestion) -> Duration? {
+        { question in
+            let context = RetryContext(
+                retryCount: question.previousRetryCount, elapsed: question.elapsed.timeInterval, retryReason: question.reason)
+            guard let seconds = policy.nextRetryInterval(retryContext: context) else { return nil }
+            return .milliseconds(Int64((max(0, seconds) * 1000).rounded()))
+        }
+    }
+
+    // MARK: State
+
+    /// The connection's state, as the official client names it.
+    public enum State: Sendable, Equatable {
+        case stopped
+        case connecting
+        case connected
+        case reconnecting
+    }
+
+    /// The current state.
+    public var currentState: State {
+        switch state.withLockedValue({ $0.machine.state }) {
+        case .disconnected, .stopping: .stopped
+        case .connecting: .connecting
+        case .connected: .connected
+        case .reconnecting: .reconnecting
+        }
+    }
+
+    /// The server's public id for this connection (from negotiate), nil when negotiation was skipped.
+    public var connectionId: String? { state.withLockedValue { $0.connectionId } }
+
+    // MARK: Lifecycle callbacks
+
+    /// Called when the connection is lost and a reconnect begins.
+    public func onReconnecting(_ handler: @escaping @Sendable (any Error) async -> Void) {
+        state.withLockedValue { $0.reconnecting.append(handler) }
+    }
+
+    /// Called when a reconnect succeeded.
+    public func onReconnected(_ handler: @escaping @Sendable () async -> Void) {
+        state.withLockedValue { $0.reconnected.append(handler) }
+    }
+
+    /// Called once when the connection closes for good: nil after `stop()`, the error otherwise.
+    public func onClosed(_ handler: @escaping @Sendable ((any Error)?) async -> Void) {
+        state.withLockedValue { $0.closed.append(handler) }
+    }
+
+    // MARK: Start and stop
+
+    /// Connects: negotiates, opens a transport and completes the handshake. Throws the reason when
+    /// that fails (a failed start does not reconnect).
+    public func start() async throws {
+        let actions = try state.withLockedValue { shared in
+            if options.statefulReconnect {
+                throw RealtimeError(.refused, "stateful reconnect is not implemented in this version of SignalRHub (see Docs/SignalR.md, Status)")
+            }
+            if shared.dispatcher == nil { shared.dispatcher = AsyncBoundedBuffer(capacity: options.handlerQueueSize) }
+            return try shared.machine.start()
+        }
+        startDispatcher()
+        for action in actions {
+            if case .connect = action {
+                do {
+                    try await openTransport()
+                } catch {
+                    let failure = Self.realtimeError(error)
+                    let next = state.withLockedValue { $0.machine.connectFailed(failure, now: timeline.now) }
+                    await perform(next)
+                    throw failure
+                }
+            }
+        }
+    }
+
+    /// Closes the connection. Pending invocations fail with `cancelled`; `onClosed` is called with nil.
+    public func stop() async {
+        let (actions, session) = state.withLockedValue { ($0.machine.stop(), $0.session) }
+        for action in actions {
+            if case .closeTransport = action {
+                await session?.close(nil)
+            }
+        }
+        await perform(actions.filter { if case .closeTransport = $0 { false } else { true } })
+        // Wait for the transport to be gone, so a stop() that returned means no more callbacks.
+        while state.withLockedValue({ $0.machine.state == .stopping }) {
+            try? await Task.sleep(for: .milliseconds(5))
+        }
+    }
+
+    // MARK: Invocations
+
+    /// Invokes `method` and waits for its completion (a `void` hub method).
+    public func invoke(method: String, arguments: any Encodable...) async throws {
+        _ = try await invokeRaw(method: method, arguments: try arguments.map { try HubValueCoding.encode($0) })
+    }
+
+    /// Invokes `method` and returns its result as `Result`.
+    public func invoke<Result: Decodable>(method: String, arguments: any Encodable...) async throws -> Result {
+        let value = try await invokeRaw(method: method, arguments: try arguments.map { try HubValueCoding.encode($0) })
+        return try HubValueCoding.decode(value ?? .null, as: Result.self)
+    }
+
+    /// Invokes `method` with arguments as `JSONValue`s; returns the result (nil for `void`).
+    public func invokeRaw(method: String, arguments: [JSONValue]) async throws -> JSONValue? {
+        let (id, session) = try reserveInvocation()
+        let reply = OneShot<JSONValue?>()
+        let registered = state.withLockedValue { shared -> Bool in
+            guard shared.session?.generation == session.generation else { return false }
+            shared.pending[id] = .invocation(reply)
+            return true
+        }
+        guard registered else { throw RealtimeError(.connectionClosed, "the connection was lost before '\(method)' was sent") }
+        do {
+            try await session.send(codec.encode(.invocation(HubInvocation(invocationId: id, target: method, arguments: arguments))))
+            state.withLockedValue { $0.machine.didSend(now: timeline.now) }
+        } catch {
+            completePending(id, with: .failure(Self.realtimeError(error)))
+        }
+        return try await withTaskCancellationHandler {
+            try await reply.value()
+        } onCancel: {
+            self.completePending(id, with: .failure(CancellationError()))
+        }
+    }
+
+    /// Invokes `method` without waiting for a result (no invocation id is sent).
+    public func send(method: String, arguments: any Encodable...) async throws {
+        try await sendRaw(method: method, arguments: try arguments.map { try HubValueCoding.encode($0) })
+    }
+
+    /// ``send(method:arguments:)`` with `JSONValue` arguments.
+    public func sendRaw(method: String, arguments: [JSONValue]) async throws {
+        let session = try currentSession()
+        try await session.send(codec.encode(.invocation(HubInvocation(target: method, arguments: arguments))))
+        state.withLockedValue { $0.machine.didSend(now: timeline.now) }
+    }
+
+    /// Starts the server-to-client stream `method`. Items arrive in order; the sequence ends with
+    /// the server's completion and throws its error. A slow consumer holds at most
+    /// `streamBufferSize` items, then reading from the server waits.
+    public func stream<Element: Decodable & Sendable>(method: String, arguments: any Encodable...) async throws -> any StreamResult<Element> {
+        let raw = try await streamRaw(method: method, arguments: try arguments.map { try HubValueCoding.encode($0) })
+        return HubStream<Element>(raw: raw)
+    }
+
+    /// ``stream(method:arguments:)`` with `JSONValue` arguments and items.
+    public func streamRaw(method: String, arguments: [JSONValue]) async throws -> HubRawStream {
+        let (id, session) = try reserveInvocation()
+        let buffer = AsyncBoundedBuffer<JSONValue>(capacity: options.streamBufferSize)
+        let registered = state.withLockedValue { shared -> Bool in
+            guard shared.session?.generation == session.generation else { return false }
+            shared.pending[id] = .stream(buffer)
+            return true
+        }
+        guard registered else { throw RealtimeError(.connectionClosed, "the connection was lost before '\(method)' was sent") }
+        do {
+            try await session.send(codec.encode(.streamInvocation(HubInvocation(invocationId: id, target: method, arguments: arguments))))
+            state.withLockedValue { $0.machine.didSend(now: timeline.now) }
+        } catch {
+            completePending(id, with: .failure(Self.realtimeError(error)))
+            throw Self.realtimeError(error)
+        }
+        return HubRawStream(buffer: buffer) { [weak self] in
+            guard let self else { return }
+            let wasPending = self.state.withLockedValue { $0.pending.removeValue(forKey: id) != nil }
+            buffer.finish()
+            if wasPending, let session = try? self.currentSession() {
+                try? await session.send(self.codec.encode(.cancelInvocation(HubCancelInvocation(invocationId: id))))
+            }
+        }
+    }
+
+    private func currentSession() throws -> Session {
+        try state.withLockedValue { shared in
+            guard shared.machine.state == .connected, let session = shared.session else {
+                throw RealtimeError(.notConnected, "cannot send data while the connection is \(shared.machine.state); wait for start() or a reconnect")
+            }
+            return session
+        }
+    }
+
+    private func reserveInvocation() throws -> (String, Session) {
+        try state.withLockedValue { shared in
+            guard shared.machine.state == .connected, let session = shared.session else {
+                throw RealtimeError(.notConnected, "cannot send data while the connection is \(shared.machine.state); wait for start() or a reconnect")
+            }
+            let id = String(shared.nextInvocationId)
+            shared.nextInvocationId += 1
+            return (id, session)
+        }
+    }
+
+    private func completePending(_ id: String, with result: Result<JSONValue?, any Error>) {
+        guard let pending = state.withLockedValue({ $0.pending.removeValue(forKey: id) }) else { return }
+        switch pending {
+        case .invocation(let reply): reply.complete(result)
+        case .stream(let buffer):
+            if case .failure(let error) = result { buffer.finish(throwing: error) } else { buffer.finish() }
+        }
+    }
+
+    // MARK: Handlers
+
+    /// Registers a handler for the client method `method` (matched without regard to case). Each
+    /// argument is decoded as its parameter's type; an invocation whose arguments do not bind is
+    /// logged and skipped.
+    public func on<each Argument: Decodable>(
+        _ method: String, handler: @escaping @Sendable (repeat each Argument) async -> Void
+    ) {
+        addHandler(method, Handler(run: { arguments in
+            let values = try HubArgumentBinder.bind(arguments, target: method, as: repeat (each Argument).self)
+            await handler(repeat each values)
+            return nil
+        }, returnsResult: false))
+    }
+
+    /// Registers a handler whose return value answers the server's invocation (a client result).
+    /// A thrown error is sent back as the completion's error.
+    public func on<each Argument: Decodable, Result: Encodable>(
+        _ method: String, handler: @escaping @Sendable (repeat each Argument) async throws -> Result
+    ) {
+        addHandler(method, Handler(run: { arguments in
+            let values = try HubArgumentBinder.bind(arguments, target: method, as: repeat (each Argument).self)
+            return try HubValueCoding.encode(try await handler(repeat each values))
+        }, returnsResult: true))
+    }
+
+    /// Registers a handler that receives the arguments as they came, any count.
+    public func on(_ method: String, rawHandler: @escaping @Sendable ([JSONValue]) async -> Void) {
+        addHandler(method, Handler(run: { arguments in
+            await rawHandler(arguments)
+            return nil
+        }, returnsResult: false))
+    }
+
+    /// Removes every handler of `method`.
+    public func off(_ method: String) {
+        _ = state.withLockedValue { $0.handlers.removeValue(forKey: method.lowercased()) }
+    }
+
+    private func addHandler(_ method: String, _ handler: Handler) {
+        state.withLockedValue { $0.handlers[method.lowercased(), default: []].append(handler) }
+    }
+
+    /// One task runs the handlers, in the order the invocations arrived.
+    private func startDispatcher() {
+        let dispatcher = state.withLockedValue { shared -> AsyncBoundedBuffer<HubInvocation>? in
+            guard shared.lifecycleTask == nil else { return nil }
+            return shared.dispatcher
+        }
+        guard let dispatcher else { return }
+        let task = Task { [weak self] in
+            while let invocation = try? await dispatcher.next() {
+                guard let self else { return }
+                await self.runHandlers(invocation)
+            }
+        }
+        state.withLockedValue { $0.lifecycleTask = task }
+    }
+
+    private func runHandlers(_ invocation: HubInvocation) async {
+        let handlers = state.withLockedValue { $0.handlers[invocation.target.lowercased()] ?? [] }
+        var result: Result<JSONValue?, any Error>?
+        if handlers.isEmpty {
+            logger.warning("no handler for the client method '\(invocation.target)'")
+        }
+        for handler in handlers {
+            do {
+                let value = try await handler.run(invocation.arguments)
+                if handler.returnsResult, result == nil { result = .success(value) }
+            } catch {
+                logger.error("the handler of '\(invocation.target)' failed: \(Redaction.describe(error))")
+                if handler.returnsResult, result == nil { result = .failure(error) }
+            }
+        }
+        guard let id = invocation.invocationId else { return }
+        // The server waits for a result: answer even when no handler gave one.
+        let outcome: HubCompletion.Outcome = switch result {
+        case .success(let value)?: .result(value ?? .null)
+        case .failure(let error)?: .error("Error trying to invoke '\(invocation.target)': \(error)")
+        case nil: .error("Client didn't provide a result.")
+        }
+        if let session = try? currentSession() {
+            try? await session.send(codec.encode(.completion(HubCompletion(invocationId: id, outcome: outcome))))
+        }
+    }
+
+    // MARK: Performing the state machine's actions
+
+    private func perform(_ actions: [HubConnectionStateMachine.Action]) async {
+        for action in actions {
+            switch action {
+            case .connect:
+                break  // start() opens the first transport itself
+            case .reconnect(let delay, let attempt):
+                Task { await self.reconnect(after: delay, attempt: attempt) }
+            case .failPending(let error):
+                let pending = state.withLockedValue { shared in
+                    defer { shared.pending.removeAll() }
+                    return shared.pending
+                }
+                for (_, call) in pending {
+                    switch call {
+                    case .invocation(let reply): reply.complete(.failure(error))
+                    case .stream(let buffer): buffer.finish(throwing: error)
+                    }
+                }
+            case .notifyReconnecting(let error):
+                logger.info("connection lost, reconnecting: \(error.detail)")
+                for handler in state.withLockedValue({ $0.reconnecting }) { await handler(error) }
+            case .notifyReconnected:
+                for handler in state.withLockedValue({ $0.reconnected }) { await handler() }
+            case .notifyClosed(let error):
+                let (handlers, dispatcher) = state.withLockedValue { shared in
+                    defer {
+                        shared.dispatcher = nil
+                        shared.lifecycleTask = nil
+                        shared.lastError = error
+                    }
+                    return (shared.closed, shared.dispatcher)
+                }
+                dispatcher?.finish()
+                for handler in handlers { await handler(error) }
+            case .sendPing:
+                if let session = state.withLockedValue({ $0.session }) {
+                    try? await session.send(codec.encode(.ping))
+                }
+            case .abortTransport(let error):
+                if let session = state.withLockedValue({ $0.session }) { await session.close(error) }
+            case .closeTransport:
+                if let session = state.withLockedValue({ $0.session }) { await session.close(nil) }
+            }
+        }
+    }
+
+    private func reconnect(after delay: Duration, attempt: Int) async {
+        if delay > .zero { try? await timeline.sleep(until: timeline.now + delay) }
+        guard state.withLockedValue({ $0.machine.state == .reconnecting(attempt: attempt) }) else { return }
+        do {
+            try await openTransport()
+        } catch {
+            let actions = state.withLockedValue { $0.machine.connectFailed(Self.realtimeError(error), now: timeline.now) }
+            await perform(actions)
+        }
+    }
+
+    /// The end of a transport that was open.
+    func transportEnded(generation: Int, error: RealtimeError?, allowReconnect: Bool) async {
+        let actions = state.withLockedValue { shared -> [HubConnectionStateMachine.Action] in
+            guard shared.session?.generation == generation else { return [] }
+            shared.session = nil
+            return shared.machine.transportClosed(error, allowReconnect: allowReconnect, now: timeline.now)
+        }
+        await perform(actions)
+    }
+
+    static func realtimeError(_ error: any Error) -> RealtimeError {
+        if let error = error as? RealtimeError { return error }
+        if error is CancellationError { return RealtimeError(.cancelled, "cancelled") }
+        return RealtimeError(.connectFailed, Redaction.describe(error), underlying: error)
+    }
+}
+
+extension Duration {
+    var timeInterval: TimeInterval {
+        let (seconds, attoseconds) = components
+        return Double(seconds) + Double(attoseconds) / 1e18
+    }
+}
+
+/// A value that arrives once; `value()` waits for it.
+final class OneShot<Value: Sendable>: Sendable {
+    private let state = NIOLockedValueBox<(result: Result<Value, any Error>?, waiter: CheckedContinuation<Value, any Error>?)>((nil, nil))
+
+    func complete(_ result: Result<Value, any Error>) {
+        let waiter = state.withLockedValue { state -> CheckedContinuation<Value, any Error>? in
+            guard state.result == nil else { return nil }
+            state.result = result
+            defer { state.waiter = nil }
+            return state.waiter
+        }
+        waiter?.resume(with: result)
+    }
+
+    func value() async throws -> Value {
+        try await withCheckedThrowingContinuation { continuation in
+            let ready = state.withLockedValue { state -> Result<Value, any Error>? in
+                if let result = state.result { return result }
+                state.waiter = continuation
+                return nil
+            }
+            if let ready { continuation.resume(with: ready) }
+        }
+    }
+}
+
+/// The error a hub method reported in its completion.
+public struct HubInvocationError: Error, Sendable, CustomStringConvertible {
+    /// The server's message (by default .NET sends a generic text unless detailed errors are on).
+    public let message: String
+
+    public var description: String { "the hub method failed: \(message)" }
+}

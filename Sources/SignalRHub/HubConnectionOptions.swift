@@ -1,0 +1,96 @@
+public import Foundation
+public import NIOHTTP1
+public import RealtimeCore
+
+/// Everything a ``HubConnection`` is configured with. ``HubConnectionBuilder`` fills it the way the
+/// official Swift client's builder does; code may also set it directly.
+public struct HubConnectionOptions: Sendable {
+    /// The hub's URL (`http(s)://host/hub`); its query is kept on every request.
+    public var url: String
+    /// The transports the client may use. WebSockets is the one implemented in this version; see
+    /// Docs/SignalR.md, "Status".
+    public var transports: HttpTransportType = .all
+    public var hubProtocol: HubProtocolKind = .json
+    /// Send a Ping when nothing was sent for this long (default 15 s).
+    public var keepAliveInterval: Duration = .seconds(15)
+    /// The connection is lost when nothing arrives for this long (default 30 s).
+    public var serverTimeout: Duration = .seconds(30)
+    /// The server must answer the handshake within this time (default 15 s).
+    public var handshakeTimeout: Duration = .seconds(15)
+    public var negotiateTimeout: Duration = .seconds(30)
+    /// Connect straight to the WebSocket without negotiating (only with `transports == .webSockets`).
+    public var skipNegotiation = false
+    /// Headers sent on negotiate and on the transport's requests.
+    public var headers: [String: String] = [:]
+    /// Asked for a bearer token before every connect and reconnect; nil or an empty token sends none.
+    public var accessTokenProvider: (@Sendable () async throws -> String?)?
+    /// Nil: no automatic reconnect (the default, as in the reference clients).
+    public var retryPolicy: (any RetryPolicy)?
+    /// Stateful reconnect is not implemented in this version; setting it asks the server for it
+    /// and is refused at `start()` with a clear error.
+    public var statefulReconnect = false
+    public var tls: TLSOptions = .default
+    public var cookies: CookieStore?
+    /// The largest message accepted from the server (default 32 MiB); a larger one ends the
+    /// connection with `messageTooLarge`.
+    public var maximumReceiveMessageSize = 32 << 20
+    /// Server invocations waiting for their handlers; when full, reading from the server waits.
+    public var handlerQueueSize = 1_024
+    /// Items a server-to-client stream holds for a slow consumer; when full, reading waits.
+    public var streamBufferSize = 256
+    public var runtime: RealtimeRuntime = .shared
+
+    public init(url: String) {
+        self.url = url
+    }
+
+    var httpHeaders: HTTPHeaders {
+        HTTPHeaders(headers.sorted { $0.key < $1.key }.map { ($0.key, $0.value) })
+    }
+}
+
+/// When to try reconnecting after a lost connection (the official client's protocol).
+public protocol RetryPolicy: Sendable {
+    /// The delay before the next attempt, nil to stop reconnecting.
+    func nextRetryInterval(retryContext: RetryContext) -> TimeInterval?
+}
+
+/// What a ``RetryPolicy`` is told.
+public struct RetryContext: Sendable {
+    /// Attempts made so far in this reconnect (0 before the first).
+    public let retryCount: Int
+    /// Time since the connection was lost.
+    public let elapsed: TimeInterval
+    /// Why the last attempt failed, or why the connection was lost.
+    public let retryReason: (any Error)?
+}
+
+/// A fixed list of delays; stops when the list is used up.
+public struct DefaultRetryPolicy: RetryPolicy {
+    public let retryDelays: [TimeInterval]
+
+    /// 0, 2, 10 and 30 seconds, as the reference clients.
+    public init(retryDelays: [TimeInterval] = [0, 2, 10, 30]) {
+        self.retryDelays = retryDelays
+    }
+
+    public func nextRetryInterval(retryContext: RetryContext) -> TimeInterval? {
+        retryContext.retryCount < retryDelays.count ? retryDelays[retryContext.retryCount] : nil
+    }
+}
+
+/// Log levels of the official Swift client's builder, mapped onto swift-log.
+public enum LogLevel: Int, Sendable {
+    case debug = 0
+    case information = 1
+    case warning = 2
+    case error = 3
+}
+
+/// The official client's name for ``HubProtocolKind``.
+public enum HubProtocolType: Sendable {
+    case json
+    case messagePack
+
+    var kind: HubProtocolKind { self == .json ? .json : .messagepack }
+}

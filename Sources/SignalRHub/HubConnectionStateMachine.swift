@@ -1,0 +1,189 @@
+import RealtimeCore
+
+/// The lifecycle of a hub connection as a value: each input is a `mutating func` that returns the
+/// actions its owner (``HubConnection``) performs. No sockets, no tasks, no clock: times are
+/// offsets on the owner's timeline, so the rules are tested directly (HubConnectionStateMachineTests).
+///
+/// States: disconnected → connecting → connected ⇄ reconnecting → disconnected. A failed first
+/// start does not reconnect (as in the reference clients); a drop after being connected does,
+/// when a retry policy is set and the server's Close message allowed it.
+struct HubConnectionStateMachine {
+    enum State: Equatable {
+        case disconnected
+        case connecting
+        case connected
+        /// Waiting for or running reconnect attempt `attempt` (1-based).
+        case reconnecting(attempt: Int)
+        case stopping
+    }
+
+    enum Action {
+        /// Open a transport (negotiate, connect, handshake). `attempt` is 0 for `start()`.
+        case connect(attempt: Int)
+        /// Wait `delay`, then open a transport for reconnect attempt `attempt`.
+        case reconnect(after: Duration, attempt: Int)
+        /// Fail every pending invocation and stream with this error.
+        case failPending(RealtimeError)
+        case notifyReconnecting(RealtimeError)
+        case notifyReconnected
+        /// The connection is closed for good (nil: stopped by the app).
+        case notifyClosed(RealtimeError?)
+        /// Send a Ping: nothing was sent for the keep-alive interval.
+        case sendPing
+        /// Close the transport with this error: nothing was received for the server timeout.
+        case abortTransport(RealtimeError)
+        /// Close the transport cleanly (stop).
+        case closeTransport
+    }
+
+    struct Timing {
+        var keepAliveInterval: Duration = .seconds(15)
+        var serverTimeout: Duration = .seconds(30)
+    }
+
+    /// What a retry policy is asked.
+    struct RetryQuestion {
+        var previousRetryCount: Int
+        var elapsed: Duration
+        var reason: RealtimeError
+    }
+
+    private(set) var state: State = .disconnected
+    let timing: Timing
+    /// Nil: no automatic reconnect.
+    let retryDelay: (@Sendable (RetryQuestion) -> Duration?)?
+    private var lastSent: Duration = .zero
+    private var lastReceived: Duration = .zero
+    private var reconnectStarted: Duration = .zero
+    private var reconnectReason: RealtimeError?
+
+    init(timing: Timing = Timing(), retryDelay: (@Sendable (RetryQuestion) -> Duration?)?) {
+        self.timing = timing
+        self.retryDelay = retryDelay
+    }
+
+    // MARK: Inputs
+
+    /// The app calls `start()`.
+    mutating func start() throws(RealtimeError) -> [Action] {
+        guard state == .disconnected else {
+            throw RealtimeError(.refused, "start() was called while the connection is \(state); only a disconnected connection can start")
+        }
+        state = .connecting
+        return [.connect(attempt: 0)]
+    }
+
+    /// A transport is open and the handshake accepted.
+    mutating func connected(now: Duration) -> [Action] {
+        lastSent = now
+        lastReceived = now
+        switch state {
+        case .connecting:
+            state = .connected
+            return []
+        case .reconnecting:
+            state = .connected
+            reconnectReason = nil
+            return [.notifyReconnected]
+        case .stopping, .disconnected, .connected:
+            // stop() won the race: the owner closes what it just opened.
+            return [.closeTransport]
+        }
+    }
+
+    /// Opening a transport failed (negotiate, connect or handshake).
+    mutating func connectFailed(_ error: RealtimeError, now: Duration) -> [Action] {
+        switch state {
+        case .connecting:
+            state = .disconnected
+            return [.notifyClosed(error)]
+        case .reconnecting(let attempt):
+            return nextAttempt(after: attempt, reason: error, now: now)
+        case .stopping:
+            state = .disconnected
+            return [.notifyClosed(nil)]
+        case .disconnected, .connected:
+            return []
+        }
+    }
+
+    /// The open transport ended. `allowReconnect` is false after a Close message without it.
+    mutating func transportClosed(_ error: RealtimeError?, allowReconnect: Bool, now: Duration) -> [Action] {
+        switch state {
+        case .connected:
+            let reason = error ?? RealtimeError(.connectionClosed, "the server closed the connection")
+            var actions: [Action] = [.failPending(reason)]
+            if allowReconnect, retryDelay != nil, error != nil {
+                reconnectStarted = now
+                reconnectReason = reason
+                state = .reconnecting(attempt: 0)
+                actions.append(.notifyReconnecting(reason))
+                actions += nextAttempt(after: 0, reason: reason, now: now)
+            } else {
+                state = .disconnected
+                actions.append(.notifyClosed(error))
+            }
+            return actions
+        case .stopping:
+            state = .disconnected
+            return [.failPending(RealtimeError(.cancelled, "the connection was stopped")), .notifyClosed(nil)]
+        case .disconnected, .connecting, .reconnecting:
+            return []
+        }
+    }
+
+    /// The app calls `stop()`.
+    mutating func stop() -> [Action] {
+        switch state {
+        case .connected:
+            state = .stopping
+            return [.closeTransport]
+        case .connecting:
+            state = .stopping
+            return [.closeTransport]
+        case .reconnecting:
+            state = .disconnected
+            return [.failPending(RealtimeError(.cancelled, "the connection was stopped")), .notifyClosed(nil)]
+        case .disconnected, .stopping:
+            return []
+        }
+    }
+
+    /// A message was written to the transport.
+    mutating func didSend(now: Duration) { lastSent = now }
+
+    /// Bytes arrived from the server (any message counts, Pings included).
+    mutating func didReceive(now: Duration) { lastReceived = now }
+
+    /// When the owner's timer should next call ``timerFired(now:)``, nil when not connected.
+    var nextDeadline: Duration? {
+        guard state == .connected else { return nil }
+        return min(lastSent + timing.keepAliveInterval, lastReceived + timing.serverTimeout)
+    }
+
+    mutating func timerFired(now: Duration) -> [Action] {
+        guard state == .connected else { return [] }
+        if now >= lastReceived + timing.serverTimeout {
+            return [.abortTransport(RealtimeError(
+                .timeout, "the server sent nothing for \(timing.serverTimeout) (serverTimeout); the connection is considered lost"))]
+        }
+        if now >= lastSent + timing.keepAliveInterval {
+            lastSent = now
+            return [.sendPing]
+        }
+        return []
+    }
+
+    private mutating func nextAttempt(after attempt: Int, reason: RealtimeError, now: Duration) -> [Action] {
+        let question = RetryQuestion(previousRetryCount: attempt, elapsed: now - reconnectStarted, reason: reason)
+        guard let delay = retryDelay?(question) else {
+            state = .disconnected
+            let original = reconnectReason ?? reason
+            return [.notifyClosed(RealtimeError(
+                .reconnectGaveUp, "reconnecting gave up after \(attempt) attempt(s); the connection was lost because: \(original.detail)",
+                underlying: reason))]
+        }
+        state = .reconnecting(attempt: attempt + 1)
+        return [.reconnect(after: delay, attempt: attempt + 1)]
+    }
+}
