@@ -191,6 +191,7 @@ let package = Package(
             dependencies: [
                 "SignalRHub", "RealtimeCore", "RealtimeTesting",
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "OrderedCollections", package: "swift-collections"),
                 .product(name: "Logging", package: "swift-log"),
             ],

@@ -56,17 +56,22 @@ extension HubConnection {
         let ready = OneShot<Void>()
         let run = SessionRun()
         logger.debug("opening the WebSocket to \(Redaction.url(wsURL))")
-        Task {
+        let task = Task {
             var endError: RealtimeError?
             do {
                 let closeInfo = try await WebSocketTransport.connect(to: wsURL, configuration: configuration, runtime: options.runtime) { ws in
-                    try await self.runWebSocketSession(ws, generation: generation, run: run, ready: ready)
+                    try await self.runWebSocketSession(ws, generation: generation, run: run, ready: ready, closeTimeout: configuration.closeTimeout)
                 }
                 if let closeInfo, closeInfo.code != 1000, run.closeRequest == nil {
                     endError = RealtimeError(.webSocketClosed, "the server closed the WebSocket with code \(closeInfo.code)", closeCode: closeInfo.code)
                 }
+            } catch let error as RealtimeError {
+                endError = error
             } catch {
-                endError = Self.realtimeError(error)
+                // After the handshake an I/O error is a lost connection, not a failed connect.
+                endError = run.handshakeDone
+                    ? RealtimeError(.connectionClosed, "the connection was lost: \(Redaction.describe(error))", underlying: error)
+                    : Self.realtimeError(error)
             }
             if !run.handshakeDone {
                 ready.complete(.failure(endError ?? RealtimeError(.connectionClosed, "the server closed the connection during the handshake")))
@@ -75,10 +80,13 @@ extension HubConnection {
             let (error, allowReconnect) = run.outcome(transportError: endError)
             await self.transportEnded(generation: generation, error: error, allowReconnect: allowReconnect)
         }
+        run.setTask(task)
         try await ready.value()
     }
 
-    private func runWebSocketSession(_ ws: WebSocketConnection, generation: Int, run: SessionRun, ready: OneShot<Void>) async throws {
+    private func runWebSocketSession(
+        _ ws: WebSocketConnection, generation: Int, run: SessionRun, ready: OneShot<Void>, closeTimeout: Duration
+    ) async throws {
         let binary = options.hubProtocol == .messagepack
         let session = Session(
             generation: generation,
@@ -91,7 +99,14 @@ extension HubConnection {
             },
             close: { error in
                 run.requestClose(error)
+                // An aborted connection (server timeout) does not wait for a closing handshake the
+                // server will not answer: the session ends now.
+                guard error == nil else { return run.cancelTask() }
                 try? await ws.close(code: 1000, reason: nil)
+                Task {
+                    try? await Task.sleep(for: closeTimeout)
+                    run.cancelTask()
+                }
             })
         try await ws.send(text: String(decoding: HubHandshake.request(options.hubProtocol), as: UTF8.self))
         state.withLockedValue { $0.machine.didSend(now: timeline.now) }
@@ -225,6 +240,8 @@ final class SessionRun: Sendable {
         /// Set when the client closed: nil error for stop(), an error for a timeout.
         var closeRequest: RealtimeError??
         var serverClose: HubClose?
+        var task: Task<Void, Never>?
+        var cancelRequested = false
     }
 
     private let state = NIOLockedValueBox(State())
@@ -236,6 +253,21 @@ final class SessionRun: Sendable {
 
     func requestClose(_ error: RealtimeError?) {
         state.withLockedValue { if $0.closeRequest == nil { $0.closeRequest = .some(error) } }
+    }
+
+    func setTask(_ task: Task<Void, Never>) {
+        let cancelNow = state.withLockedValue { state -> Bool in
+            state.task = task
+            return state.cancelRequested
+        }
+        if cancelNow { task.cancel() }
+    }
+
+    func cancelTask() {
+        state.withLockedValue { state -> Task<Void, Never>? in
+            state.cancelRequested = true
+            return state.task
+        }?.cancel()
     }
 
     func serverClosed(_ close: HubClose) { state.withLockedValue { $0.serverClose = close } }

@@ -112,7 +112,9 @@ struct HubConnectionStateMachine {
         switch state {
         case .connected:
             let reason = error ?? RealtimeError(.connectionClosed, "the server closed the connection")
-            var actions: [Action] = [.failPending(reason)]
+            let pendingError = reason.code == .connectionClosed
+                ? reason : RealtimeError(.connectionClosed, "the connection was lost: \(reason.detail)", underlying: reason)
+            var actions: [Action] = [.failPending(pendingError)]
             if allowReconnect, retryDelay != nil, error != nil {
                 reconnectStarted = now
                 reconnectReason = reason

@@ -8,7 +8,7 @@ import Testing
 /// Records values from handlers and waits for them without timing assumptions beyond a generous limit.
 final class Recorder<Value: Sendable>: Sendable {
     private let values = NIOLockedValueBox<[Value]>([])
-    func append(_ value: Value) { values.withLockedValue { $0.append($0.isEmpty ? value : value) } }
+    func append(_ value: Value) { values.withLockedValue { $0.append(value) } }
     var all: [Value] { values.withLockedValue { $0 } }
     func wait(count: Int, within seconds: Double = 20) async throws -> [Value] {
         let deadline = ContinuousClock.now + .seconds(seconds)

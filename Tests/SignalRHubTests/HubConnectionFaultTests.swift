@@ -1,0 +1,247 @@
+import Foundation
+import NIOConcurrencyHelpers
+import NIOHTTP1
+import RealtimeCore
+import RealtimeTesting
+import SignalRHub
+import Testing
+
+@Suite("HubConnection under faults and lifecycle rules", .serialized)
+struct HubConnectionFaultTests {
+    @Test("A drop fails every pending invocation at once with connectionClosed, long before any timeout")
+    func pendingFailsOnDrop() async throws {
+        let server = try await SignalRTestServer.start()
+        defer { Task { await server.stop() } }
+        server.method("hang", concurrent: true) { _ in
+            try await Task.sleep(for: .seconds(600))
+            return nil
+        }
+        let proxy = try await FaultProxy.start(targetPort: server.port)
+        defer { Task { await proxy.stop() } }
+        let connection = HubConnectionBuilder().withUrl(url: proxy.url(scheme: "http") + "/hub").build()
+        try await connection.start()
+        let started = ContinuousClock.now
+        let outcomes = Recorder<String>()
+        let stream = try await connection.streamRaw(method: "countForever", arguments: [])
+        let streamTask = Task {
+            do {
+                for try await _ in stream {}
+                outcomes.append("stream ended cleanly")
+            } catch let error as RealtimeError {
+                outcomes.append("stream \(error.code)")
+            } catch { outcomes.append("stream \(error)") }
+        }
+        for _ in 0..<20 {
+            Task {
+                do {
+                    try await connection.invoke(method: "hang")
+                    outcomes.append("completed")
+                } catch let error as RealtimeError {
+                    outcomes.append("\(error.code)")
+                } catch { outcomes.append("\(error)") }
+            }
+        }
+        try await Task.sleep(for: .milliseconds(300))
+        proxy.inject(.cut(.reset))
+        let all = try await outcomes.wait(count: 21)
+        #expect(all.filter { $0 == "connectionClosed" }.count == 20)
+        #expect(all.contains("stream connectionClosed"))
+        #expect(ContinuousClock.now - started < .seconds(30))
+        #expect(connection.currentState == .stopped)
+        _ = await streamTask.result
+    }
+
+    @Test("Automatic reconnect after a cut: onReconnecting, onReconnected, the connection works again")
+    func reconnectsAfterCut() async throws {
+        let server = try await SignalRTestServer.start()
+        defer { Task { await server.stop() } }
+        let proxy = try await FaultProxy.start(targetPort: server.port)
+        defer { Task { await proxy.stop() } }
+        let tokens = NIOLockedValueBox(0)
+        let connection = HubConnectionBuilder()
+            .withUrl(url: proxy.url(scheme: "http") + "/hub")
+            .withAutomaticReconnect([0, 0, 1])
+            .withOptions { options in
+                options.accessTokenProvider = {
+                    let count = tokens.withLockedValue { $0 += 1; return $0 }
+                    return "token-\(count)"
+                }
+            }
+            .build()
+        let events = Recorder<String>()
+        connection.onReconnecting { error in events.append("reconnecting \((error as? RealtimeError)?.code.description ?? "\(error)")") }
+        connection.onReconnected { events.append("reconnected") }
+        connection.onClosed { error in events.append("closed \(error.map { "\($0)" } ?? "nil")") }
+        try await connection.start()
+        let firstId = connection.connectionId
+        proxy.inject(.cut(.reset))
+        let seen = try await events.wait(count: 2)
+        #expect(seen.first?.hasPrefix("reconnecting") == true)
+        #expect(seen.dropFirst().first == "reconnected")
+        #expect(connection.currentState == .connected)
+        #expect(connection.connectionId != firstId)
+        let echoed: Int = try await connection.invoke(method: "echo", arguments: 5)
+        #expect(echoed == 5)
+        // The token provider is asked on every connect, and each request carried its token.
+        #expect(tokens.withLockedValue { $0 } == 2)
+        #expect(server.authorizations == ["Bearer token-1", "Bearer token-1", "Bearer token-2", "Bearer token-2"])
+        await connection.stop()
+        #expect(try await events.wait(count: 3).last == "closed nil")
+    }
+
+    @Test("Reconnect gives up after the policy's delays and reports why")
+    func reconnectGivesUp() async throws {
+        let server = try await SignalRTestServer.start()
+        defer { Task { await server.stop() } }
+        let proxy = try await FaultProxy.start(targetPort: server.port)
+        defer { Task { await proxy.stop() } }
+        let connection = HubConnectionBuilder().withUrl(url: proxy.url(scheme: "http") + "/hub").withAutomaticReconnect([0, 0.1]).build()
+        let closed = Recorder<String>()
+        let reconnecting = Recorder<String>()
+        connection.onReconnecting { _ in reconnecting.append("r") }
+        connection.onClosed { error in closed.append((error as? RealtimeError)?.code.description ?? "\(String(describing: error))") }
+        try await connection.start()
+        await proxy.refuseConnections()
+        proxy.inject(.cut(.reset))
+        #expect(try await closed.wait(count: 1) == ["reconnectGaveUp"])
+        #expect(reconnecting.all.count == 1)
+        #expect(connection.currentState == .stopped)
+    }
+
+    @Test("Close with allowReconnect reconnects; Close without it ends with the server's error")
+    func closeMessage() async throws {
+        let server = try await SignalRTestServer.start()
+        defer { Task { await server.stop() } }
+        let connection = HubConnectionBuilder().withUrl(url: server.url).withAutomaticReconnect([0]).build()
+        let events = Recorder<String>()
+        connection.onReconnecting { _ in events.append("reconnecting") }
+        connection.onReconnected { events.append("reconnected") }
+        connection.onClosed { error in events.append("closed \((error as? RealtimeError)?.serverMessage ?? "nil")") }
+        try await connection.start()
+        try? await connection.send(method: "closeMe", arguments: "maintenance", true)
+        #expect(try await events.wait(count: 2) == ["reconnecting", "reconnected"])
+        try? await connection.send(method: "closeMe", arguments: "go away", false)
+        #expect(try await events.wait(count: 3).last == "closed go away")
+        #expect(connection.currentState == .stopped)
+        #expect(server.handshakeCount == 2)
+    }
+
+    @Test("Without a retry policy a drop closes the connection with the error")
+    func noReconnectByDefault() async throws {
+        let server = try await SignalRTestServer.start()
+        defer { Task { await server.stop() } }
+        let connection = HubConnectionBuilder().withUrl(url: server.url).build()
+        let closed = Recorder<String>()
+        connection.onClosed { error in closed.append((error as? RealtimeError)?.code.description ?? "nil") }
+        try await connection.start()
+        await server.dropAll()
+        #expect(try await closed.wait(count: 1) == ["connectionClosed"])
+        #expect(server.handshakeCount == 1)
+    }
+
+    @Test("A stalled server is detected by the server timeout")
+    func serverTimeout() async throws {
+        var options = SignalRTestServer.Options()
+        options.keepAliveInterval = .milliseconds(100)
+        let server = try await SignalRTestServer.start(options: options)
+        defer { Task { await server.stop() } }
+        let connection = HubConnectionBuilder().withUrl(url: server.url).withServerTimeout(1).withKeepAliveInterval(0.2).build()
+        let closed = Recorder<String>()
+        connection.onClosed { error in closed.append((error as? RealtimeError)?.code.description ?? "nil") }
+        try await connection.start()
+        // Pings keep it alive well past the timeout.
+        try await Task.sleep(for: .milliseconds(1_500))
+        #expect(connection.currentState == .connected)
+        server.stallAll()
+        #expect(try await closed.wait(count: 1) == ["timeout"])
+        server.resumeAll()
+    }
+
+    @Test("Start failures are typed: negotiate error, 401, refused handshake, no usable transport, redirect loop")
+    func startFailures() async throws {
+        func failure(_ configure: (inout SignalRTestServer.Options) -> Void, client: (inout HubConnectionOptions) -> Void = { _ in }) async throws -> RealtimeError? {
+            var options = SignalRTestServer.Options()
+            configure(&options)
+            let server = try await SignalRTestServer.start(options: options)
+            defer { Task { await server.stop() } }
+            let connection = HubConnectionBuilder().withUrl(url: server.url).withOptions(client).build()
+            do {
+                try await connection.start()
+                Issue.record("start() succeeded")
+                await connection.stop()
+                return nil
+            } catch let error as RealtimeError {
+                #expect(connection.currentState == .stopped)
+                return error
+            }
+        }
+        let negotiateError = try await failure { $0.negotiateError = "hub is full" }
+        #expect(negotiateError?.code == .refused)
+        #expect(negotiateError?.serverMessage == "hub is full")
+        let unauthorized = try await failure { $0.requiredToken = "secret" }
+        #expect(unauthorized?.code == .badStatus)
+        #expect(unauthorized?.status?.code == 401)
+        let handshake = try await failure { $0.handshakeError = "protocol not allowed" }
+        #expect(handshake?.code == .refused)
+        #expect(handshake?.serverMessage == "protocol not allowed")
+        let noTransport = try await failure { $0.offeredTransports = ["LongPolling"] }
+        #expect(noTransport?.code == .refused)
+        let messagePackOverSSE = try await failure({ $0.offeredTransports = ["ServerSentEvents"] }, client: { $0.hubProtocol = .messagepack })
+        #expect(messagePackOverSSE?.code == .refused)
+        let loop = try await failure { $0.redirectURL = "http://127.0.0.1:1/hub" }
+        #expect(loop?.code == .connectFailed)
+    }
+
+    @Test("Redirects carry their access token; v0 negotiate uses the connectionId; skipNegotiation connects directly")
+    func negotiateVariants() async throws {
+        var targetOptions = SignalRTestServer.Options()
+        targetOptions.requiredToken = "from-redirect"
+        let target = try await SignalRTestServer.start(options: targetOptions)
+        defer { Task { await target.stop() } }
+        var redirectOptions = SignalRTestServer.Options()
+        redirectOptions.redirectURL = target.url
+        redirectOptions.redirectAccessToken = "from-redirect"
+        let redirecting = try await SignalRTestServer.start(options: redirectOptions)
+        defer { Task { await redirecting.stop() } }
+        let redirected = HubConnectionBuilder().withUrl(url: redirecting.url).withOptions { $0.accessTokenProvider = { "original" } }.build()
+        try await redirected.start()
+        let header: String = try await redirected.invoke(method: "echoHeaders")
+        #expect(header == "Bearer from-redirect")
+        #expect(redirecting.authorizations == ["Bearer original"])
+        await redirected.stop()
+
+        var v0 = SignalRTestServer.Options()
+        v0.negotiateVersion = 0
+        let old = try await SignalRTestServer.start(options: v0)
+        defer { Task { await old.stop() } }
+        let oldClient = HubConnectionBuilder().withUrl(url: old.url).build()
+        try await oldClient.start()
+        let value: Int = try await oldClient.invoke(method: "echo", arguments: 1)
+        #expect(value == 1)
+        await oldClient.stop()
+
+        let direct = try await SignalRTestServer.start()
+        defer { Task { await direct.stop() } }
+        let skipping = HubConnectionBuilder().withUrl(url: direct.url, transport: .webSockets).withOptions { $0.skipNegotiation = true }.build()
+        try await skipping.start()
+        #expect(direct.negotiateCount == 0)
+        #expect(skipping.connectionId == nil)
+        await skipping.stop()
+    }
+
+    @Test("Tokens never appear in error descriptions, including access_token query values")
+    func tokensRedacted() async throws {
+        let server = try await SignalRTestServer.start(options: { var o = SignalRTestServer.Options(); o.requiredToken = "hunter2"; return o }())
+        defer { Task { await server.stop() } }
+        let connection = HubConnectionBuilder().withUrl(url: server.url + "?access_token=hunter3")
+            .withOptions { $0.accessTokenProvider = { "wrong-token-hunter4" } }.build()
+        do {
+            try await connection.start()
+            Issue.record("start() succeeded")
+        } catch {
+            let text = "\(error)"
+            #expect(!text.contains("hunter3"))
+            #expect(!text.contains("hunter4"))
+        }
+    }
+}
