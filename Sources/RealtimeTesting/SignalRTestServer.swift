@@ -35,7 +35,7 @@ public final class SignalRTestServer: Sendable {
         public var negotiateError: String?
         /// Transports negotiate offers (names as on the wire).
         public var offeredTransports = ["WebSockets"]
-        /// `negotiateVersion` in the reply (0: only `connectionId`).
+        /// The highest `negotiateVersion` the server speaks (0: only `connectionId`).
         public var negotiateVersion = 1
         /// The server sends a Ping this often (nil: never).
         public var keepAliveInterval: Duration? = .seconds(15)
@@ -195,7 +195,10 @@ public final class SignalRTestServer: Sendable {
         } else {
             let connectionId = Self.randomId()
             let token = Self.randomId() + Self.randomId()
-            let version = options.negotiateVersion
+            // The reply's version is the lower of the client's and the server's (a client that sends
+            // none speaks version 0 and uses the connectionId as its id).
+            let requested = SocketIOTestServer.query(request.uri.description)["negotiateVersion"].flatMap(Int.init) ?? 0
+            let version = min(requested, options.negotiateVersion)
             state.withLockedValue { $0.negotiated[version >= 1 ? token : connectionId] = connectionId }
             let transports: [JSONValue] = options.offeredTransports.map { name in
                 ["transport": .string(name), "transferFormats": name == "ServerSentEvents" ? ["Text"] : ["Text", "Binary"]]
@@ -203,7 +206,7 @@ public final class SignalRTestServer: Sendable {
             reply = version >= 1
                 ? ["negotiateVersion": .number(Double(version)), "connectionId": .string(connectionId), "connectionToken": .string(token),
                    "availableTransports": .array(transports)]
-                : ["connectionId": .string(connectionId), "availableTransports": .array(transports)]
+                : ["negotiateVersion": 0, "connectionId": .string(connectionId), "availableTransports": .array(transports)]
         }
         var headers = HTTPFields()
         headers[.contentType] = "application/json"
@@ -341,7 +344,8 @@ final class ServerHubConnection: Sendable {
                 handshakeBuffer += bytes
                 guard let (name, version, consumed) = try HubHandshake.parseRequest(handshakeBuffer) else { continue }
                 bytes = Array(handshakeBuffer[consumed...])
-                guard let kind = HubProtocolKind(rawValue: name), version == 1 else {
+                // ASP.NET Core accepts any version up to the protocol's own (1) for both protocols.
+                guard let kind = HubProtocolKind(rawValue: name), (0...1).contains(version) else {
                     try await writer.write(Array("{\"error\":\"Requested protocol '\(name)' version \(version) is not available.\"}\u{1E}".utf8), binary: false)
                     await writer.close()
                     return

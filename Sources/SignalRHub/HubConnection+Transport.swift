@@ -125,7 +125,11 @@ extension HubConnection {
             state.withLockedValue { $0.machine.didReceive(now: timeline.now) }
             if !run.handshakeDone {
                 handshakeBytes += bytes
-                switch try HubHandshake.parseResponse(handshakeBytes) {
+                let response: HubHandshake.Response
+                do { response = try HubHandshake.parseResponse(handshakeBytes) } catch {
+                    throw RealtimeError(.protocolViolation, "the server's handshake response is invalid: \(error)", underlying: error)
+                }
+                switch response {
                 case .incomplete:
                     continue
                 case .refused(let error, _):
@@ -143,7 +147,11 @@ extension HubConnection {
                 }
             }
             messages.removeAll(keepingCapacity: true)
-            try framer.consume(bytes) { (body) throws(HubProtocolError) in messages.append(try codec.decode(body: body)) }
+            do {
+                try framer.consume(bytes) { (body) throws(HubProtocolError) in messages.append(try codec.decode(body: body)) }
+            } catch {
+                throw RealtimeError(.protocolViolation, "the server sent an invalid \(options.hubProtocol) message: \(error)", underlying: error)
+            }
             for message in messages {
                 if try await handle(message, run: run) { try? await ws.close(code: 1000, reason: nil) }
             }

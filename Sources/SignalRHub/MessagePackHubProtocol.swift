@@ -221,6 +221,13 @@ enum MessagePackHubProtocol {
 
     private static func readHeaders(_ reader: inout MessagePackReader, available: Bool) throws(MessagePackError) -> HubHeaders {
         guard available else { throw MessagePackError(.unexpectedType, "reading map length for 'headers' failed", offset: reader.index) }
+        // Tolerant: a headers value that is not a map is skipped (aiosignalr 0.1.1 writes its empty
+        // headers as the integer 128, `cc 80`, instead of the empty map `80`).
+        let first = try reader.peek()
+        guard (0x80...0x8f).contains(first) || first == 0xde || first == 0xdf else {
+            try reader.skip()
+            return [:]
+        }
         let count = try reader.readMapHeader("headers")
         var headers = HubHeaders()
         for index in 0..<count {

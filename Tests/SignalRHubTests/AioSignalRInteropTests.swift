@@ -1,0 +1,93 @@
+import Foundation
+import RealtimeCore
+import RealtimeTesting
+import SignalRHub
+import Testing
+
+func signalRPeerScript(_ name: String) -> String {
+    URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Peers").appendingPathComponent(name).path
+}
+
+/// Our client against aiosignalr 0.1.1 (an asyncio SignalR server written by others), over
+/// WebSockets with both hub protocols. The peer must be installed (Scripts/test.sh); a missing
+/// peer fails the test with the command to run.
+@Suite("HubConnection against aiosignalr", .serialized)
+struct AioSignalRInteropTests {
+    @Test("invoke, send, on, streams, cancel and client results", arguments: HubProtocolKind.allCases)
+    func exchange(_ kind: HubProtocolKind) async throws {
+        let peer = try await PythonPeer.start(scriptPath: signalRPeerScript("aiosignalr_server.py"))
+        defer { Task { await peer.shutdown() } }
+        let connection = HubConnectionBuilder().withUrl(url: "http://127.0.0.1:\(peer.port)/hub").withHubProtocol(kind).build()
+        let received = Recorder<String>()
+        connection.on("receive") { (user: String, count: Int) in received.append("\(user):\(count)") }
+        connection.on("getValue") { (argument: String) in "client got \(argument)" }
+        try await connection.start()
+        #expect(connection.connectionId != nil)
+
+        let echoed: [String: Int] = try await connection.invoke(method: "echo", arguments: ["a": 1, "b": 2])
+        #expect(echoed == ["a": 1, "b": 2])
+        let sum: Int = try await connection.invoke(method: "add", arguments: 40, 2)
+        #expect(sum == 42)
+        try await connection.invoke(method: "void")
+        let failure = await #expect(throws: HubInvocationError.self) { try await connection.invoke(method: "fail", arguments: "bad input") }
+        #expect(failure?.message == "bad input")
+
+        try await connection.send(method: "broadcast", arguments: "zoe", 3)
+        #expect(try await received.wait(count: 1) == ["zoe:3"])
+
+        let stream: any StreamResult<Int> = try await connection.stream(method: "countTo", arguments: 4)
+        var items: [Int] = []
+        for try await item in stream.stream { items.append(item) }
+        #expect(items == [1, 2, 3, 4])
+
+        let forever = try await connection.streamRaw(method: "countForever", arguments: [])
+        var seen = 0
+        for try await _ in forever {
+            seen += 1
+            if seen == 3 { break }
+        }
+        await forever.cancel()
+
+        let answer: String = try await connection.invoke(method: "askClient", arguments: "getValue", "x")
+        #expect(answer == "client got x")
+
+        // 200 in flight.
+        let results = try await withThrowingTaskGroup(of: Int.self) { group in
+            for index in 0..<200 { group.addTask { try await connection.invoke(method: "echo", arguments: index) } }
+            var all: [Int] = []
+            for try await value in group { all.append(value) }
+            return all
+        }
+        #expect(results.sorted() == Array(0..<200))
+        await connection.stop()
+    }
+
+    @Test("A cut mid-invocation fails the call at once; automatic reconnect gets a new connection")
+    func cutAndReconnect() async throws {
+        let peer = try await PythonPeer.start(scriptPath: signalRPeerScript("aiosignalr_server.py"))
+        defer { Task { await peer.shutdown() } }
+        let proxy = try await FaultProxy.start(targetPort: peer.port)
+        defer { Task { await proxy.stop() } }
+        let connection = HubConnectionBuilder().withUrl(url: proxy.url(scheme: "http") + "/hub").withAutomaticReconnect([0, 0.5]).build()
+        let events = Recorder<String>()
+        connection.onReconnecting { _ in events.append("reconnecting") }
+        connection.onReconnected { events.append("reconnected") }
+        try await connection.start()
+        let first = connection.connectionId
+        let stream = try await connection.streamRaw(method: "countForever", arguments: [])
+        let outcome = Task { () -> String in
+            do {
+                for try await _ in stream {}
+                return "ended"
+            } catch let error as RealtimeError { return "\(error.code)" } catch { return "\(error)" }
+        }
+        try await Task.sleep(for: .milliseconds(200))
+        proxy.inject(.cut(.reset))
+        #expect(await outcome.value == "connectionClosed")
+        #expect(try await events.wait(count: 2) == ["reconnecting", "reconnected"])
+        #expect(connection.connectionId != first)
+        let value: Int = try await connection.invoke(method: "echo", arguments: 9)
+        #expect(value == 9)
+        await connection.stop()
+    }
+}

@@ -1,0 +1,60 @@
+"""An aiosignalr hub server (written by others, pinned in Scripts/requirements.txt) for interop tests.
+
+Usage: aiosignalr_server.py   -> prints "PORT <n>" once it listens on 127.0.0.1 (ephemeral port), then serves
+until stdin closes or the process is killed.
+
+Hub methods: echo(x), add(a, b), void(), fail(message), broadcast(user, count) -> "receive"(user, count) to all,
+askClient(method, argument) -> the caller's client result, countTo(n) stream, countForever() stream until cancelled,
+closeMe(error, allowReconnect) -> the server closes this connection.
+"""
+import asyncio
+import sys
+from typing import Any
+
+from aiosignalr.errors import HubException
+from aiosignalr.server import Hub, ServerOptions, SignalRServer
+
+
+class TestHub(Hub):
+    async def echo(self, value: Any) -> Any:
+        return value
+
+    async def add(self, a: Any, b: Any) -> Any:
+        return a + b
+
+    async def void(self) -> None:
+        return None
+
+    async def fail(self, message: str) -> Any:
+        raise HubException(message)
+
+    async def broadcast(self, user: str, count: int) -> None:
+        await self.clients.all_.send("receive", user, count)
+
+    async def askClient(self, method: str, argument: Any) -> Any:
+        return await self.clients.caller.invoke(method, argument)
+
+    async def countTo(self, n: int):
+        for value in range(1, n + 1):
+            yield value
+
+    async def countForever(self):
+        value = 0
+        while True:
+            value += 1
+            yield value
+            await asyncio.sleep(0.01)
+
+
+async def main():
+    options = ServerOptions(maximum_parallel_invocations=8, maximum_receive_message_size=1 << 20, keep_alive_interval=15.0)
+    server = SignalRServer(TestHub, options=options)
+    host, port = await server.serve("127.0.0.1", 0, path="/hub")
+    print(f"PORT {port}", flush=True)
+    loop = asyncio.get_running_loop()
+    await loop.run_in_executor(None, sys.stdin.read)
+    await server.close()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
