@@ -124,6 +124,11 @@ public final class SignalRTestServer: Sendable {
         }
     }
 
+    /// Writes `bytes` as they are to every connection (a fault hook: malformed or oversized messages).
+    public func sendRaw(_ bytes: [UInt8], binary: Bool) async {
+        for connection in state.withLockedValue({ Array($0.connections.values) }) { try? await connection.sendRaw(bytes, binary: binary) }
+    }
+
     /// Drops every connection without a Close message (the socket just closes).
     public func dropAll() async {
         for connection in state.withLockedValue({ Array($0.connections.values) }) { await connection.closeSocket() }
@@ -305,6 +310,8 @@ final class ServerHubConnection: Sendable {
 
     func closeSocket() async { await writer.close() }
 
+    func sendRaw(_ bytes: [UInt8], binary: Bool) async throws { try await writer.writeRaw(bytes, binary: binary) }
+
     func invokeClient(_ target: String, _ arguments: [JSONValue]) async throws -> JSONValue? {
         let callId = shared.withLockedValue { shared -> String in
             defer { shared.nextId += 1 }
@@ -461,6 +468,12 @@ actor ServerOutbox {
         } else {
             try await outbound.write(.text(String(decoding: bytes, as: UTF8.self)))
         }
+    }
+
+    /// Writes the bytes in one frame as they are, even a text frame that is not UTF-8.
+    func writeRaw(_ bytes: [UInt8], binary: Bool) async throws {
+        guard !closed else { return }
+        try await outbound.write(.custom(WebSocketFrame(fin: true, opcode: binary ? .binary : .text, data: ByteBuffer(bytes: bytes))))
     }
 
     func close() async {

@@ -245,3 +245,42 @@ struct HubConnectionFaultTests {
         }
     }
 }
+
+@Suite("HubConnection and bad input from the server", .serialized)
+struct HubConnectionBadInputTests {
+    static let inputs: [(String, [UInt8], Bool, HubProtocolKind, String)] = [
+        ("invalid JSON", Array("{\"type\":1,\u{1E}".utf8), false, .json, "protocolViolation"),
+        ("a JSON message of an unknown type", Array("{\"type\":99}\u{1E}".utf8), false, .json, "protocolViolation"),
+        ("both result and error", Array("{\"type\":3,\"invocationId\":\"1\",\"result\":1,\"error\":\"x\"}\u{1E}".utf8), false, .json, "protocolViolation"),
+        ("invalid UTF-8 in a text frame", [0x7B, 0xFF, 0xFE, 0x7D, 0x1E], false, .json, "invalidUTF8"),
+        ("a MessagePack body that is not an array", [0x01, 0xC0], true, .messagepack, "protocolViolation"),
+        ("a MessagePack length over 2 GB", [0xFF, 0xFF, 0xFF, 0xFF, 0x0F], true, .messagepack, "protocolViolation"),
+        ("a message over maximumReceiveMessageSize", Array(repeating: UInt8(ascii: "a"), count: 70_000), false, .json, "messageTooLarge"),
+    ]
+
+    @Test("Bad input ends the connection with a typed error and fails pending calls at once", arguments: inputs)
+    func badInput(_ name: String, _ bytes: [UInt8], _ binary: Bool, _ kind: HubProtocolKind, _ expected: String) async throws {
+        let server = try await SignalRTestServer.start()
+        defer { Task { await server.stop() } }
+        server.method("hang", concurrent: true) { _ in
+            try await Task.sleep(for: .seconds(600))
+            return nil
+        }
+        let connection = HubConnectionBuilder().withUrl(url: server.url).withHubProtocol(kind)
+            .withOptions { $0.maximumReceiveMessageSize = 64 << 10 }.build()
+        let closed = Recorder<String>()
+        connection.onClosed { error in closed.append((error as? RealtimeError)?.code.description ?? "nil") }
+        try await connection.start()
+        let pending = Task { () -> String in
+            do {
+                try await connection.invoke(method: "hang")
+                return "completed"
+            } catch let error as RealtimeError { return "\(error.code)" } catch { return "\(error)" }
+        }
+        try await Task.sleep(for: .milliseconds(100))
+        await server.sendRaw(bytes, binary: binary)
+        #expect(try await closed.wait(count: 1) == [expected], "\(name)")
+        #expect(await pending.value == "connectionClosed", "\(name)")
+        #expect(connection.currentState == .stopped)
+    }
+}
