@@ -197,6 +197,7 @@ extension HubConnection {
         for action in actions {
             switch action {
             case .notifyReconnected:
+                notifyDelegate { $0.connectionDidReconnect() }
                 for handler in state.withLockedValue({ $0.reconnected }) { await handler() }
             case .closeTransport:
                 if let session = state.withLockedValue({ $0.session }) { await session.close(nil) }

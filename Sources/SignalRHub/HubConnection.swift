@@ -145,10 +145,19 @@ public final class HubConnection: Sendable {
                     try await openTransport()
                 } catch {
                     let failure = Self.realtimeError(error)
-                    let next = state.withLockedValue { $0.machine.connectFailed(failure, now: timeline.now) }
+                    let (next, dispatcher) = state.withLockedValue { shared in
+                        defer {
+                            shared.dispatcher = nil
+                            shared.lifecycleTask = nil
+                        }
+                        return (shared.machine.connectFailed(failure, now: timeline.now), shared.dispatcher)
+                    }
+                    dispatcher?.finish()
                     await perform(next)
+                    notifyDelegate { $0.connectionDidFailToOpen(error: failure) }
                     throw failure
                 }
+                notifyDelegate { $0.connectionDidOpen(hubConnection: self) }
             }
         }
     }
@@ -388,10 +397,13 @@ public final class HubConnection: Sendable {
                 }
             case .notifyReconnecting(let error):
                 logger.info("connection lost, reconnecting: \(error.detail)")
+                notifyDelegate { $0.connectionWillReconnect(error: error) }
                 for handler in state.withLockedValue({ $0.reconnecting }) { await handler(error) }
             case .notifyReconnected:
+                notifyDelegate { $0.connectionDidReconnect() }
                 for handler in state.withLockedValue({ $0.reconnected }) { await handler() }
             case .notifyClosed(let error):
+                notifyDelegate { $0.connectionDidClose(error: error) }
                 let (handlers, dispatcher) = state.withLockedValue { shared in
                     defer {
                         shared.dispatcher = nil

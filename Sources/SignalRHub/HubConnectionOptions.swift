@@ -39,6 +39,8 @@ public struct HubConnectionOptions: Sendable {
     /// Items a server-to-client stream holds for a slow consumer; when full, reading waits.
     public var streamBufferSize = 256
     public var runtime: RealtimeRuntime = .shared
+    /// The older client's lifecycle delegate (held weakly); see Compatibility.swift.
+    var delegate: WeakDelegate?
 
     public init(url: String) {
         self.url = url

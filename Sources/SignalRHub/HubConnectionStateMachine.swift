@@ -95,13 +95,15 @@ struct HubConnectionStateMachine {
     mutating func connectFailed(_ error: RealtimeError, now: Duration) -> [Action] {
         switch state {
         case .connecting:
+            // start() throws the error; onClosed is not called for a start that never connected
+            // (as in the reference clients).
             state = .disconnected
-            return [.notifyClosed(error)]
+            return []
         case .reconnecting(let attempt):
             return nextAttempt(after: attempt, reason: error, now: now)
         case .stopping:
             state = .disconnected
-            return [.notifyClosed(nil)]
+            return []
         case .disconnected, .connected:
             return []
         }

@@ -1,0 +1,204 @@
+public import Foundation
+public import RealtimeCore
+import Logging
+
+// The shapes of the older Swift client (moozzyk/SignalR-Client-Swift, "SwiftSignalRClient"), as
+// its documentation shows them: a lifecycle delegate, HttpConnectionOptions (access token
+// provider, skipNegotiation, headers), callback-style invoke/send with any number of arguments,
+// and the ArgumentExtractor for handlers with a variable number of arguments. A thin layer over
+// HubConnection: the callbacks run on a task, not on the main thread.
+
+/// Lifecycle callbacks of the older client. The connection holds its delegate weakly.
+public protocol HubConnectionDelegate: AnyObject {
+    func connectionDidOpen(hubConnection: HubConnection)
+    func connectionDidFailToOpen(error: any Error)
+    func connectionDidClose(error: (any Error)?)
+    func connectionWillReconnect(error: any Error)
+    func connectionDidReconnect()
+}
+
+extension HubConnectionDelegate {
+    public func connectionWillReconnect(error: any Error) {}
+    public func connectionDidReconnect() {}
+}
+
+/// The older client's lower-level options, set through
+/// ``HubConnectionBuilder/withHttpConnectionOptions(configureHttpOptions:)``.
+public final class HttpConnectionOptions: @unchecked Sendable {
+    /// Asked before every connect and reconnect; the token goes in `Authorization: Bearer`.
+    public var accessTokenProvider: () -> String? = { nil }
+    public var skipNegotiation = false
+    public var headers: [String: String] = [:]
+    /// Seconds to wait for the server's handshake.
+    public var requestTimeout: TimeInterval = 120
+
+    public init() {}
+}
+
+/// Reads a server invocation's arguments one at a time, for handlers whose argument count varies.
+public final class ArgumentExtractor: @unchecked Sendable {
+    private let arguments: [JSONValue]
+    private var index = 0
+
+    public init(arguments: [JSONValue]) {
+        self.arguments = arguments
+    }
+
+    /// The next argument as `type`.
+    public func getArgument<T: Decodable>(type: T.Type) throws -> T {
+        guard index < arguments.count else {
+            throw HubBindingError(target: "", reason: "no argument at index \(index): the invocation has \(arguments.count)")
+        }
+        defer { index += 1 }
+        return try HubValueCoding.decode(arguments[index], as: T.self)
+    }
+
+    public func hasMoreArgs() -> Bool { index < arguments.count }
+}
+
+/// Holds the delegate weakly.
+final class WeakDelegate: @unchecked Sendable {
+    weak var delegate: (any HubConnectionDelegate)?
+    init(_ delegate: any HubConnectionDelegate) { self.delegate = delegate }
+}
+
+extension HubConnectionBuilder {
+    /// The older client's entry point.
+    public convenience init(url: URL) {
+        self.init()
+        withUrl(url: url.absoluteString)
+    }
+
+    /// The older client's logging switch (log lines go to the runtime's swift-log logger).
+    @discardableResult
+    public func withLogging(minLogLevel: LogLevel) -> HubConnectionBuilder {
+        withLogLevel(logLevel: minLogLevel)
+    }
+
+    @discardableResult
+    public func withHubConnectionDelegate(delegate: any HubConnectionDelegate) -> HubConnectionBuilder {
+        let box = WeakDelegate(delegate)
+        return withOptions { $0.delegate = box }
+    }
+
+    @discardableResult
+    public func withHttpConnectionOptions(configureHttpOptions: (HttpConnectionOptions) -> Void) -> HubConnectionBuilder {
+        let http = HttpConnectionOptions()
+        configureHttpOptions(http)
+        let provider = http.accessTokenProvider
+        let box = UncheckedBox(provider)
+        return withOptions { options in
+            options.skipNegotiation = http.skipNegotiation
+            options.headers.merge(http.headers) { _, new in new }
+            options.handshakeTimeout = .milliseconds(Int64(http.requestTimeout * 1000))
+            options.accessTokenProvider = { box.value() }
+            if http.skipNegotiation { options.transports = .webSockets }
+        }
+    }
+}
+
+struct UncheckedBox<Value>: @unchecked Sendable {
+    let value: Value
+    init(_ value: Value) { self.value = value }
+}
+
+extension LogLevel {
+    /// The older client's name for ``LogLevel/information``.
+    public static var info: LogLevel { .information }
+}
+
+extension HubConnection {
+    /// The older client's non-async start: connects in the background and reports to the delegate.
+    public func start() {
+        Task {
+            do {
+                try await self.start()
+            } catch {
+                // The delegate hears about it through connectionDidFailToOpen (see notifyDelegate).
+            }
+        }
+    }
+
+    /// The older client's stop.
+    public func stop() {
+        Task { await self.stop() as Void }
+    }
+
+    /// Invokes `method` with any number of arguments and reports the result to the callback.
+    public func invoke<T: Decodable>(
+        method: String, arguments: [any Encodable], resultType: T.Type, invocationDidComplete: @escaping @Sendable (T?, (any Error)?) -> Void
+    ) {
+        let values = Result { try arguments.map { try HubValueCoding.encode($0) } }
+        Task {
+            do {
+                let value = try await self.invokeRaw(method: method, arguments: try values.get())
+                invocationDidComplete(try HubValueCoding.decode(value ?? .null, as: T.self), nil)
+            } catch {
+                invocationDidComplete(nil, error)
+            }
+        }
+    }
+
+    /// ``invoke(method:arguments:resultType:invocationDidComplete:)`` with the arguments listed.
+    public func invoke<T: Decodable>(
+        method: String, _ arguments: any Encodable..., resultType: T.Type, invocationDidComplete: @escaping @Sendable (T?, (any Error)?) -> Void
+    ) {
+        invoke(method: method, arguments: arguments, resultType: resultType, invocationDidComplete: invocationDidComplete)
+    }
+
+    /// Invokes a `void` hub method and reports completion to the callback.
+    public func invoke(method: String, arguments: [any Encodable], invocationDidComplete: @escaping @Sendable ((any Error)?) -> Void) {
+        let values = Result { try arguments.map { try HubValueCoding.encode($0) } }
+        Task {
+            do {
+                _ = try await self.invokeRaw(method: method, arguments: try values.get())
+                invocationDidComplete(nil)
+            } catch {
+                invocationDidComplete(error)
+            }
+        }
+    }
+
+    public func invoke(method: String, _ arguments: any Encodable..., invocationDidComplete: @escaping @Sendable ((any Error)?) -> Void) {
+        invoke(method: method, arguments: arguments, invocationDidComplete: invocationDidComplete)
+    }
+
+    /// Sends without waiting for the server; the callback hears whether it was written.
+    public func send(method: String, arguments: [any Encodable], sendDidComplete: @escaping @Sendable ((any Error)?) -> Void) {
+        let values = Result { try arguments.map { try HubValueCoding.encode($0) } }
+        Task {
+            do {
+                try await self.sendRaw(method: method, arguments: try values.get())
+                sendDidComplete(nil)
+            } catch {
+                sendDidComplete(error)
+            }
+        }
+    }
+
+    public func send(method: String, _ arguments: any Encodable..., sendDidComplete: @escaping @Sendable ((any Error)?) -> Void) {
+        send(method: method, arguments: arguments, sendDidComplete: sendDidComplete)
+    }
+
+    /// A handler that reads its arguments through an ``ArgumentExtractor`` (any count).
+    public func on(method: String, callback: @escaping @Sendable (ArgumentExtractor) throws -> Void) {
+        on(method, rawHandler: { arguments in
+            do {
+                try callback(ArgumentExtractor(arguments: arguments))
+            } catch {
+                self.logger.error("the handler of '\(method)' failed: \(error)")
+            }
+        })
+    }
+
+    /// The older client's typed handler.
+    public func on<each Argument: Decodable>(method: String, callback: @escaping @Sendable (repeat each Argument) -> Void) {
+        on(method, handler: { (arguments: repeat each Argument) async in callback(repeat each arguments) })
+    }
+
+    /// Delivers lifecycle events to the older client's delegate.
+    func notifyDelegate(_ event: (any HubConnectionDelegate) -> Void) {
+        guard let delegate = options.delegate?.delegate else { return }
+        event(delegate)
+    }
+}

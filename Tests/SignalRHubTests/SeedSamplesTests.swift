@@ -1,0 +1,231 @@
+import Foundation
+import NIOConcurrencyHelpers
+import RealtimeTesting
+import SignalRHub
+import Testing
+
+// The samples of ../shared/seeds/signalr-swift-client-guide.de.txt (dotnet/signalr-client-swift's
+// documentation) and signalr-swift-client-beyond-basics.en.txt (the older SwiftSignalRClient),
+// with only the import changed, run against SignalRTestServer with the hub methods they name.
+
+/// The guide's custom retry policy, verbatim.
+struct CustomRetryPolicy: RetryPolicy {
+    func nextRetryInterval(retryContext: RetryContext) -> TimeInterval? {
+        // For example, retry every 1 second indefinitely.
+        return 1
+    }
+}
+
+/// The older client's delegate, as its post describes it.
+final class LifecycleDelegate: HubConnectionDelegate, @unchecked Sendable {
+    let events = Recorder<String>()
+    func connectionDidOpen(hubConnection: HubConnection) { events.append("open") }
+    func connectionDidFailToOpen(error: any Error) { events.append("failToOpen") }
+    func connectionDidClose(error: (any Error)?) { events.append("close \(error == nil ? "nil" : "error")") }
+}
+
+/// The older client's samples call start() and stop() from synchronous code (a view controller);
+/// in an async context Swift picks the async overloads instead.
+func viewDidLoad(_ body: () -> Void) { body() }
+
+@Suite("Seed samples compile and behave as documented", .serialized)
+struct SeedSamplesTests {
+    /// A server with the guide's hub: SendMessage broadcasts ReceiveMessage, StreamMethod streams,
+    /// TriggerClientResult asks the caller's ClientResult handler.
+    static func chatServer() async throws -> SignalRTestServer {
+        let server = try await SignalRTestServer.start()
+        server.method("SendMessage") { [weak server] call in
+            await server?.broadcast("ReceiveMessage", call.arguments)
+            return nil
+        }
+        server.stream("StreamMethod") { _ in
+            AsyncThrowingStream { continuation in
+                for word in ["eins", "zwei", "drei"] { continuation.yield(.string(word)) }
+                continuation.finish()
+            }
+        }
+        server.method("TriggerClientResult", concurrent: true) { [weak server] call in
+            try await server?.invokeClient(call.connectionId, "ClientResult", ["from the hub"]) ?? .null
+        }
+        server.method("Add") { call in .number((call.arguments[0].doubleValue ?? 0) + (call.arguments[1].doubleValue ?? 0)) }
+        return server
+    }
+
+    @Test("The guide: builder, on, invoke, send, stream, client results, reconnect callbacks")
+    func guide() async throws {
+        let server = try await Self.chatServer()
+        defer { Task { await server.stop() } }
+        let url = server.url
+        let said = Recorder<String>()
+
+        let connection = HubConnectionBuilder()
+            .withUrl(url: url)
+            .build()
+
+        await connection.on("ReceiveMessage") { (user: String, message: String) in
+            print("\(user) says: \(message)")
+            said.append("\(user) says: \(message)")
+        }
+
+        await connection.on("ClientResult") { (message: String) in
+            return "client response"
+        }
+
+        try await connection.start()
+
+        // Using invoke, which waits for a response
+        try await connection.invoke(method: "SendMessage", arguments: "myUser", "Hello")
+        // Using send, which does not wait for a response
+        try await connection.send(method: "SendMessage", arguments: "myUser", "Hello")
+        #expect(try await said.wait(count: 2) == ["myUser says: Hello", "myUser says: Hello"])
+
+        let streamResult: any StreamResult<String> = try await connection.stream(method: "StreamMethod")
+        var items: [String] = []
+        for try await item in streamResult.stream {
+            print("Received item: \(item)")
+            items.append(item)
+        }
+        #expect(items == ["eins", "zwei", "drei"])
+
+        let answer: String = try await connection.invoke(method: "TriggerClientResult")
+        #expect(answer == "client response")
+        await connection.stop()
+    }
+
+    @Test("The guide: the builder's options all compile and take effect")
+    func guideOptions() async throws {
+        let server = try await Self.chatServer()
+        defer { Task { await server.stop() } }
+        let url = server.url
+
+        let reconnecting = HubConnectionBuilder()
+            .withUrl(url: url)
+            .withAutomaticReconnect()
+            .build()
+        #expect((reconnecting.options.retryPolicy as? DefaultRetryPolicy)?.retryDelays == [0, 2, 10, 30])
+
+        let arrayPolicy = HubConnectionBuilder()
+            .withUrl(url: url)
+            .withAutomaticReconnect([0, 0, 1]) // Wait 0, 0, and 1 second before each reconnect attempt; stop after 3 attempts.
+            .build()
+        #expect((arrayPolicy.options.retryPolicy as? DefaultRetryPolicy)?.retryDelays == [0, 0, 1])
+
+        let custom = HubConnectionBuilder()
+            .withUrl(url: url)
+            .withAutomaticReconnect(CustomRetryPolicy())
+            .build()
+        #expect(custom.options.retryPolicy is CustomRetryPolicy)
+
+        let webSocketsOnly = HubConnectionBuilder()
+            .withUrl(url: url, transport: .webSockets) // use websocket only
+            .build()
+        #expect(webSocketsOnly.options.transports == .webSockets)
+
+        let twoTransports = HubConnectionBuilder()
+            .withUrl(url: url, transport: [.webSockets, .serverSentEvents]) // use websockets and server sent events
+            .build()
+        #expect(twoTransports.options.transports == [.webSockets, .serverSentEvents])
+
+        let tuned = HubConnectionBuilder()
+            .withUrl(url: url)
+            .withLogLevel(logLevel: .debug)
+            .withKeepAliveInterval(keepAliveInterval: 10)
+            .withServerTimeout(serverTimeout: 40)
+            .withHubProtocol(hubProtocol: .messagePack)
+            .build()
+        #expect(tuned.options.keepAliveInterval == .seconds(10))
+        #expect(tuned.options.serverTimeout == .seconds(40))
+        #expect(tuned.options.hubProtocol == .messagepack)
+        try await tuned.start()
+        let sum: Int = try await tuned.invoke(method: "Add", arguments: 1, 2)
+        #expect(sum == 3)
+        await tuned.stop()
+
+        // Reconnect callbacks, as the guide registers them, fire on a server-initiated drop.
+        let events = Recorder<String>()
+        let connection = HubConnectionBuilder().withUrl(url: url).withAutomaticReconnect([0, 0, 1]).build()
+        connection.onReconnecting { error in
+            // connection is disconnected because of error
+            events.append("reconnecting")
+        }
+        connection.onReconnected {
+            // connection is connected back
+            events.append("reconnected")
+        }
+        try await connection.start()
+        await server.dropAll()
+        #expect(try await events.wait(count: 2) == ["reconnecting", "reconnected"])
+        await connection.stop()
+    }
+
+    @Test("The older client: delegate, HttpConnectionOptions, callback invoke/send, ArgumentExtractor")
+    func beyondBasics() async throws {
+        var serverOptions = SignalRTestServer.Options()
+        serverOptions.requiredToken = "token-from-provider"
+        let server = try await SignalRTestServer.start(options: serverOptions)
+        defer { Task { await server.stop() } }
+        server.method("Add") { call in .number((call.arguments[0].doubleValue ?? 0) + (call.arguments[1].doubleValue ?? 0)) }
+        server.method("SendAll") { [weak server] call in
+            await server?.broadcast("AddMessage", call.arguments)
+            return nil
+        }
+
+        let delegate = LifecycleDelegate()
+        let hubConnection = HubConnectionBuilder(url: URL(string: server.url)!)
+            .withLogging(minLogLevel: .debug)
+            .withHubConnectionDelegate(delegate: delegate)
+            .withHttpConnectionOptions(configureHttpOptions: { httpConnectionOptions in
+                httpConnectionOptions.accessTokenProvider = { "token-from-provider" }
+                httpConnectionOptions.headers = ["mycustomheader": "mycustomheadervalue"]
+            })
+            .build()
+        let messages = Recorder<String>()
+        hubConnection.on(method: "AddMessage", callback: { argumentExtractor in
+            let user = try argumentExtractor.getArgument(type: String.self)
+            var message = ""
+            if argumentExtractor.hasMoreArgs() {
+                message = try argumentExtractor.getArgument(type: String.self)
+            }
+            messages.append(">>> \(user): \(message)")
+        })
+        viewDidLoad { hubConnection.start() }
+        #expect(try await delegate.events.wait(count: 1) == ["open"])
+
+        let result = Recorder<String>()
+        hubConnection.invoke(method: "Add", arguments: [2, 3], resultType: Int.self) { result_, error in
+            if let error = error {
+                result.append("error: \(error)")
+            } else {
+                result.append("Add result: \(result_!)")
+            }
+        }
+        #expect(try await result.wait(count: 1) == ["Add result: 5"])
+
+        let sent = Recorder<String>()
+        hubConnection.send(method: "SendAll", "user", "with a message", sendDidComplete: { error in sent.append(error == nil ? "sent" : "\(error!)") })
+        hubConnection.send(method: "SendAll", "only a user", sendDidComplete: { error in sent.append(error == nil ? "sent" : "\(error!)") })
+        #expect(try await sent.wait(count: 2) == ["sent", "sent"])
+        #expect(Set(try await messages.wait(count: 2)) == [">>> user: with a message", ">>> only a user: "])
+
+        viewDidLoad { hubConnection.stop() }
+        #expect(try await delegate.events.wait(count: 2) == ["open", "close nil"])
+
+        // A start that fails reaches connectionDidFailToOpen (and not connectionDidClose).
+        let failing = LifecycleDelegate()
+        let refused = HubConnectionBuilder(url: URL(string: server.url)!).withHubConnectionDelegate(delegate: failing).build()
+        viewDidLoad { refused.start() }
+        #expect(try await failing.events.wait(count: 1) == ["failToOpen"])
+
+        // skipNegotiation goes straight to the WebSocket.
+        let before = server.negotiateCount
+        let direct = HubConnectionBuilder(url: URL(string: server.url)!)
+            .withHttpConnectionOptions(configureHttpOptions: { options in
+                options.skipNegotiation = true
+                options.accessTokenProvider = { "token-from-provider" }
+            })
+            .build()
+        try await direct.start()
+        #expect(server.negotiateCount == before)
+        await direct.stop()
+    }
+}
