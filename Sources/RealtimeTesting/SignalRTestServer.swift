@@ -12,8 +12,8 @@ public import SignalRHub
 /// A SignalR server on loopback that follows HubProtocol.md and TransportProtocols.md: negotiate v1
 /// (with an optional bearer-token check, redirect or error), the WebSockets transport with both hub
 /// protocols, hub methods registered by tests, server-to-client streams, client results, Close
-/// with and without `allowReconnect`, and fault hooks. The Server-Sent Events and Long Polling
-/// transports are not served yet (negotiate offers WebSockets unless told otherwise).
+/// with and without `allowReconnect`, and fault hooks. WebSockets, Server-Sent Events (JSON only)
+/// and Long Polling are all served.
 ///
 /// Built-in hub methods (tests add more with ``method(_:concurrent:_:)`` and ``stream(_:_:)``):
 /// - `echo(x)` returns `x`; `add(a, b)` returns `a + b`; `fail(message)` fails with `message`;
@@ -33,8 +33,13 @@ public final class SignalRTestServer: Sendable {
         public var redirectAccessToken: String?
         /// Negotiate answers `{"error": ...}`.
         public var negotiateError: String?
-        /// Transports negotiate offers (names as on the wire).
-        public var offeredTransports = ["WebSockets"]
+        /// Transports negotiate offers (names as on the wire), all three by default.
+        public var offeredTransports = ["WebSockets", "ServerSentEvents", "LongPolling"]
+        /// Refuse these transports' requests (404 for polls and streams, no upgrade for WebSockets)
+        /// while still offering them, to force a client's fallback.
+        public var failingTransports: Set<String> = []
+        /// How long a long poll waits for data before answering 200 with an empty body.
+        public var pollTimeout: Duration = .seconds(5)
         /// The highest `negotiateVersion` the server speaks (0: only `connectionId`).
         public var negotiateVersion = 1
         /// The server sends a Ping this often (nil: never).
@@ -61,6 +66,8 @@ public final class SignalRTestServer: Sendable {
         var streams: [String: StreamMethod] = [:]
         var negotiated: [String: String] = [:]  // connectionToken -> connectionId
         var connections: [String: ServerHubConnection] = [:]  // connectionId -> connection
+        var httpConnections: [String: HTTPConnection] = [:]  // id on the URL -> SSE or long-polling connection
+        var transportsUsed: [String] = []
         var negotiateCount = 0
         var handshakeCount = 0
         var authorizations: [String?] = []
@@ -87,6 +94,8 @@ public final class SignalRTestServer: Sendable {
     public var authorizations: [String?] { state.withLockedValue { $0.authorizations } }
     /// Connections open now.
     public var connectionIds: [String] { state.withLockedValue { Array($0.connections.keys) } }
+    /// The transport of each connection opened, in order ("WebSockets", "ServerSentEvents", "LongPolling").
+    public var transportsUsed: [String] { state.withLockedValue { $0.transportsUsed } }
     /// Targets of the invocations received, in order.
     public var receivedTargets: [String] { state.withLockedValue { $0.received } }
 
@@ -122,6 +131,7 @@ public final class SignalRTestServer: Sendable {
             try? await connection.send(.close(HubClose(error: error, allowReconnect: allowReconnect)))
             await connection.closeSocket()
         }
+        finishHTTPConnections()
     }
 
     /// Writes `bytes` as they are to every connection (a fault hook: malformed or oversized messages).
@@ -129,9 +139,15 @@ public final class SignalRTestServer: Sendable {
         for connection in state.withLockedValue({ Array($0.connections.values) }) { try? await connection.sendRaw(bytes, binary: binary) }
     }
 
-    /// Drops every connection without a Close message (the socket just closes).
+    /// Drops every connection without a Close message (the socket closes, the event stream ends,
+    /// the pending poll answers 204).
     public func dropAll() async {
         for connection in state.withLockedValue({ Array($0.connections.values) }) { await connection.closeSocket() }
+        finishHTTPConnections()
+    }
+
+    private func finishHTTPConnections() {
+        for entry in state.withLockedValue({ Array($0.httpConnections.values) }) { entry.inbound.finish() }
     }
 
     /// Stops answering and pinging on every connection (a stalled server), until ``resumeAll()``.
@@ -150,6 +166,18 @@ public final class SignalRTestServer: Sendable {
             guard let server else { return Response(status: .serviceUnavailable) }
             return server.negotiate(request)
         }
+        router.get(RouterPath(options.path)) { [weak server] request, _ in
+            guard let server else { return Response(status: .serviceUnavailable) }
+            return await server.handleGet(request)
+        }
+        router.post(RouterPath(options.path)) { [weak server] request, _ in
+            guard let server else { return Response(status: .serviceUnavailable) }
+            return try await server.handlePost(request)
+        }
+        router.delete(RouterPath(options.path)) { [weak server] request, _ in
+            guard let server else { return Response(status: .serviceUnavailable) }
+            return await server.handleDelete(request)
+        }
         let webSocket = WebSocketServerConfiguration(maxFrameSize: 64 << 20, autoPing: .disabled)
         let builder = HTTPServerBuilder.http1WebSocketUpgrade(configuration: .init(ws: webSocket)) { [weak server] request, channel, _ in
             guard let server, let path = request.path, path.hasPrefix(options.path) else { return .dontUpgrade }
@@ -157,6 +185,7 @@ public final class SignalRTestServer: Sendable {
             let authorization = request.headerFields[.authorization]
             server.state.withLockedValue { $0.authorizations.append(authorization) }
             if let token = options.requiredToken, authorization != "Bearer \(token)" { return .dontUpgrade }
+            if options.failingTransports.contains("WebSockets") { return .dontUpgrade }
             // Without negotiate (skipNegotiation) there is no id: the server makes one.
             let connectionId: String
             if let id = query["id"] {
@@ -167,7 +196,8 @@ public final class SignalRTestServer: Sendable {
             }
             return .upgrade([:]) { inbound, outbound, _ in
                 try await withEventLoopPreference(channel.eventLoop) {
-                    let connection = ServerHubConnection(server: server, id: connectionId, outbound: outbound, authorization: authorization)
+                    let connection = ServerHubConnection(server: server, id: connectionId, sink: .webSocket(outbound), authorization: authorization)
+                    server.state.withLockedValue { $0.transportsUsed.append("WebSockets") }
                     try await connection.run(inbound: inbound)
                 }
             }
@@ -180,6 +210,84 @@ public final class SignalRTestServer: Sendable {
     public func stop() async {
         await dropAll()
         await serverBox.withLockedValue { $0 }?.stop()
+    }
+
+    // MARK: Server-Sent Events and Long Polling
+
+    struct HTTPConnection: Sendable {
+        let connection: ServerHubConnection
+        let inbound: AsyncStream<[UInt8]>.Continuation
+    }
+
+    /// The connection for `id`: the negotiated one (opened by its first GET) or nil (404).
+    private func httpConnection(_ request: Request, opening sink: ServerOutbox.Sink?) -> HTTPConnection? {
+        guard let id = SocketIOTestServer.query(request.uri.description)["id"] else { return nil }
+        return state.withLockedValue { state -> HTTPConnection? in
+            if let existing = state.httpConnections[id] { return existing }
+            guard let sink, let connectionId = state.negotiated.removeValue(forKey: id) else { return nil }
+            let connection = ServerHubConnection(server: self, id: connectionId, sink: sink, authorization: request.headers[.authorization])
+            let (stream, continuation) = AsyncStream<[UInt8]>.makeStream()
+            let entry = HTTPConnection(connection: connection, inbound: continuation)
+            state.httpConnections[id] = entry
+            state.authorizations.append(request.headers[.authorization])
+            Task {
+                try? await connection.run(payloads: stream)
+                await connection.closeSocket()
+                _ = self.state.withLockedValue { $0.httpConnections.removeValue(forKey: id) }
+            }
+            return entry
+        }
+    }
+
+    private func authorized(_ request: Request) -> Bool {
+        guard let token = options.requiredToken else { return true }
+        return request.headers[.authorization] == "Bearer \(token)"
+    }
+
+    func handleGet(_ request: Request) async -> Response {
+        guard authorized(request) else { return Response(status: .unauthorized) }
+        if request.headers[.accept]?.contains("text/event-stream") == true {
+            guard !options.failingTransports.contains("ServerSentEvents") else { return Response(status: .notFound) }
+            let (body, continuation) = AsyncStream<ByteBuffer>.makeStream()
+            guard let entry = httpConnection(request, opening: .eventStream(continuation)) else { return Response(status: .notFound) }
+            state.withLockedValue { $0.transportsUsed.append("ServerSentEvents") }
+            // The client going away ends the connection.
+            continuation.onTermination = { _ in entry.inbound.finish() }
+            continuation.yield(ByteBuffer(string: ":\r\n"))
+            var headers = HTTPFields()
+            headers[.contentType] = "text/event-stream"
+            headers[.cacheControl] = "no-cache"
+            return Response(status: .ok, headers: headers, body: ResponseBody(asyncSequence: body))
+        }
+        guard !options.failingTransports.contains("LongPolling") else { return Response(status: .notFound) }
+        let isNew = state.withLockedValue { state in
+            SocketIOTestServer.query(request.uri.description)["id"].map { state.httpConnections[$0] == nil } ?? false
+        }
+        guard let entry = httpConnection(request, opening: .poll) else { return Response(status: .notFound) }
+        if isNew { state.withLockedValue { $0.transportsUsed.append("LongPolling") } }
+        guard case .poll = await entry.connection.outbox.sink else { return Response(status: .badRequest) }
+        guard let bytes = await entry.connection.outbox.poll(timeout: options.pollTimeout) else { return Response(status: .noContent) }
+        var headers = HTTPFields()
+        headers[.contentType] = "application/octet-stream"
+        return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes)))
+    }
+
+    func handlePost(_ request: Request) async throws -> Response {
+        guard authorized(request) else { return Response(status: .unauthorized) }
+        // A long-polling client may POST its handshake before its first poll arrives: the
+        // negotiated connection opens on whichever comes first (an event stream opens on its GET
+        // before the client sends anything).
+        guard let entry = httpConnection(request, opening: .poll) else { return Response(status: .notFound) }
+        let body = try await request.body.collect(upTo: 64 << 20)
+        entry.inbound.yield(Array(buffer: body))
+        return Response(status: .ok)
+    }
+
+    func handleDelete(_ request: Request) async -> Response {
+        guard let entry = httpConnection(request, opening: nil) else { return Response(status: .notFound) }
+        entry.inbound.finish()
+        await entry.connection.closeSocket()
+        return Response(status: .accepted)
     }
 
     private func negotiate(_ request: Request) -> Response {
@@ -296,12 +404,14 @@ final class ServerHubConnection: Sendable {
         var streams: [String: Task<Void, Never>] = [:]
     }
 
-    init(server: SignalRTestServer, id: String, outbound: WebSocketOutboundWriter, authorization: String?) {
+    init(server: SignalRTestServer, id: String, sink: ServerOutbox.Sink, authorization: String?) {
         self.server = server
         self.id = id
         self.authorization = authorization
-        writer = ServerOutbox(outbound: outbound)
+        writer = ServerOutbox(sink)
     }
+
+    var outbox: ServerOutbox { writer }
 
     func send(_ message: HubMessage) async throws {
         guard let codec = shared.withLockedValue({ $0.codec }) else { return }
@@ -328,6 +438,16 @@ final class ServerHubConnection: Sendable {
     }
 
     func run(inbound: WebSocketInboundStream) async throws {
+        try await run(payloads: inbound.messages(maxSize: 64 << 20).map { message -> [UInt8] in
+            switch message {
+            case .text(let text): Array(text.utf8)
+            case .binary(let buffer): Array(buffer: buffer)
+            }
+        })
+    }
+
+    /// Runs the connection over any sequence of inbound payloads (WebSocket messages, POST bodies).
+    func run<Payloads: AsyncSequence>(payloads: Payloads) async throws where Payloads.Element == [UInt8] {
         var handshakeBuffer: [UInt8] = []
         var framer: HubMessageFramer?
         var pinger: Task<Void, Never>?
@@ -341,11 +461,8 @@ final class ServerHubConnection: Sendable {
             for (_, task) in streams { task.cancel() }
             server.state.withLockedValue { _ = $0.connections.removeValue(forKey: id) }
         }
-        for try await message in inbound.messages(maxSize: 64 << 20) {
-            var bytes: [UInt8] = switch message {
-            case .text(let text): Array(text.utf8)
-            case .binary(let buffer): Array(buffer: buffer)
-            }
+        for try await payload in payloads {
+            var bytes = payload
             while stalled.withLockedValue({ $0 }) { try await Task.sleep(for: .milliseconds(10)) }
             if framer == nil {
                 handshakeBuffer += bytes
@@ -454,31 +571,90 @@ final class ServerHubConnection: Sendable {
     }
 }
 
-/// Serialises writes to one WebSocket from several tasks.
+/// Serialises writes to one connection's transport from several tasks.
 actor ServerOutbox {
-    let outbound: WebSocketOutboundWriter
-    var closed = false
+    enum Sink: Sendable {
+        case webSocket(WebSocketOutboundWriter)
+        /// Server-Sent Events: each payload becomes one `data:` event on the stream.
+        case eventStream(AsyncStream<ByteBuffer>.Continuation)
+        /// Long polling: payloads wait for the next poll.
+        case poll
+    }
 
-    init(outbound: WebSocketOutboundWriter) { self.outbound = outbound }
+    let sink: Sink
+    var closed = false
+    /// Long polling: bytes waiting for a poll, and the poll waiting for bytes.
+    private var queued: [UInt8] = []
+    private var waitingPoll: CheckedContinuation<[UInt8]?, Never>?
+
+    init(_ sink: Sink) { self.sink = sink }
 
     func write(_ bytes: [UInt8], binary: Bool) async throws {
         guard !closed else { return }
-        if binary {
-            try await outbound.write(.binary(ByteBuffer(bytes: bytes)))
-        } else {
-            try await outbound.write(.text(String(decoding: bytes, as: UTF8.self)))
+        switch sink {
+        case .webSocket(let outbound):
+            if binary {
+                try await outbound.write(.binary(ByteBuffer(bytes: bytes)))
+            } else {
+                try await outbound.write(.text(String(decoding: bytes, as: UTF8.self)))
+            }
+        case .eventStream(let continuation):
+            continuation.yield(ByteBuffer(string: "data: " + String(decoding: bytes, as: UTF8.self) + "\r\n\r\n"))
+        case .poll:
+            queued += bytes
+            if let poll = waitingPoll {
+                waitingPoll = nil
+                poll.resume(returning: takeQueued())
+            }
         }
     }
 
     /// Writes the bytes in one frame as they are, even a text frame that is not UTF-8.
     func writeRaw(_ bytes: [UInt8], binary: Bool) async throws {
         guard !closed else { return }
-        try await outbound.write(.custom(WebSocketFrame(fin: true, opcode: binary ? .binary : .text, data: ByteBuffer(bytes: bytes))))
+        if case .webSocket(let outbound) = sink {
+            try await outbound.write(.custom(WebSocketFrame(fin: true, opcode: binary ? .binary : .text, data: ByteBuffer(bytes: bytes))))
+        } else {
+            try await write(bytes, binary: binary)
+        }
+    }
+
+    private func takeQueued() -> [UInt8] {
+        defer { queued = [] }
+        return queued
+    }
+
+    /// Long polling: what is queued, or what arrives within `timeout` (empty: nothing), or nil
+    /// when the connection is closed (the poll answers 204).
+    func poll(timeout: Duration) async -> [UInt8]? {
+        if closed { return nil }
+        if !queued.isEmpty { return takeQueued() }
+        if let previous = waitingPoll {
+            waitingPoll = nil
+            previous.resume(returning: [])
+        }
+        let timer = Task { [weak self] in
+            try? await Task.sleep(for: timeout)
+            await self?.expirePoll()
+        }
+        defer { timer.cancel() }
+        return await withCheckedContinuation { waitingPoll = $0 }
+    }
+
+    private func expirePoll() {
+        waitingPoll?.resume(returning: [])
+        waitingPoll = nil
     }
 
     func close() async {
         guard !closed else { return }
         closed = true
-        try? await outbound.close(.normalClosure, reason: nil)
+        switch sink {
+        case .webSocket(let outbound): try? await outbound.close(.normalClosure, reason: nil)
+        case .eventStream(let continuation): continuation.finish()
+        case .poll:
+            waitingPoll?.resume(returning: nil)
+            waitingPoll = nil
+        }
     }
 }

@@ -8,32 +8,65 @@ import RealtimeCore
 extension HubConnection {
     /// Negotiates (unless skipped), picks a transport and completes the handshake. Returns once the
     /// connection is usable; the transport then runs in its own task until it ends.
+    ///
+    /// Transports are tried in the order WebSockets, Server-Sent Events, Long Polling, among those
+    /// the app allows and the server offers with the protocol's transfer format (MessagePack needs
+    /// Binary, so never Server-Sent Events). When one fails to connect, the next is tried after a
+    /// new negotiate (the failed attempt may have used up the connection token), as the reference
+    /// clients do. A refused handshake or negotiate ends the start without trying others.
     func openTransport() async throws {
         var bearer = try await options.accessTokenProvider?()
         if bearer?.isEmpty == true { bearer = nil }
-        var url = options.url
-        var connectionToken: String?
         if options.skipNegotiation {
             guard options.transports == .webSockets else {
                 throw RealtimeError(.refused, "skipNegotiation works only with transports == .webSockets")
             }
-        } else {
+            var headers = options.httpHeaders
+            if let bearer { headers.replaceOrAdd(name: "Authorization", value: "Bearer \(bearer)") }
+            try await openWebSocket(url: options.url, headers: headers)
+            return
+        }
+        let format = options.hubProtocol.transferFormat
+        var failures: [String] = []
+        var lastError: RealtimeError?
+        var tried: HttpTransportType = []
+        while true {
             let result = try await Negotiation.negotiate(url: options.url, options: options, accessToken: bearer, runtime: options.runtime)
-            url = result.url
-            connectionToken = result.connectionToken
-            if let token = result.accessToken { bearer = token }
+            let token = result.accessToken ?? bearer
             state.withLockedValue { $0.connectionId = result.connectionId }
-            let format = options.hubProtocol.transferFormat
             let offered = result.transports.filter { options.transports.contains($0.0) && $0.1.contains(format) }.map(\.0)
-            guard offered.contains(.webSockets) else {
+            let candidates = [HttpTransportType.webSockets, .serverSentEvents, .longPolling].filter { offered.contains($0) && !tried.contains($0) }
+            guard let transport = candidates.first else {
+                if let lastError, !failures.isEmpty {
+                    throw RealtimeError(lastError.code, "no transport could connect: \(failures.joined(separator: "; "))",
+                        status: lastError.status, serverMessage: lastError.serverMessage, underlying: lastError)
+                }
                 let names = result.transports.map { $0.0.negotiateName }
                 throw RealtimeError(
                     .refused,
                     "no usable transport: the server offers [\(names.joined(separator: ", "))], the client allows "
-                        + "\(Self.names(options.transports)) with \(format.rawValue) data; this version implements WebSockets only")
+                        + "\(Self.names(options.transports)) with \(format.rawValue) data")
+            }
+            tried.insert(transport)
+            var headers = options.httpHeaders
+            if let token { headers.replaceOrAdd(name: "Authorization", value: "Bearer \(token)") }
+            let url = Negotiation.transportURL(result.url, connectionToken: result.connectionToken)
+            do {
+                switch transport {
+                case .webSockets: try await openWebSocket(url: url, headers: headers)
+                case .serverSentEvents: try await openServerSentEvents(url: url, headers: headers)
+                default: try await openLongPolling(url: url, headers: headers)
+                }
+                return
+            } catch {
+                let failure = Self.realtimeError(error)
+                // A refused handshake is the hub's answer, not the transport's failure.
+                if failure.code == .refused || failure.code == .cancelled { throw failure }
+                logger.info("the \(transport.negotiateName) transport failed, trying the next: \(failure.detail)")
+                failures.append("\(transport.negotiateName): \(failure.detail)")
+                lastError = failure
             }
         }
-        try await openWebSocket(url: Negotiation.transportURL(url, connectionToken: connectionToken), bearer: bearer)
     }
 
     static func names(_ transports: HttpTransportType) -> String {
@@ -41,27 +74,24 @@ extension HubConnection {
             .joined(separator: ", ") + "]"
     }
 
-    private func openWebSocket(url httpURL: String, bearer: String?) async throws {
-        var wsURL = httpURL
-        if wsURL.hasPrefix("https://") { wsURL = "wss://" + wsURL.dropFirst(8) } else if wsURL.hasPrefix("http://") { wsURL = "ws://" + wsURL.dropFirst(7) }
-        var headers = options.httpHeaders
-        if let bearer { headers.replaceOrAdd(name: "Authorization", value: "Bearer \(bearer)") }
-        let configuration = WebSocketConfiguration(
-            headers: headers, cookies: options.cookies, maxMessageSize: options.maximumReceiveMessageSize, autoPing: nil,
-            connectTimeout: options.handshakeTimeout, tls: options.tls)
-        let generation = state.withLockedValue { shared -> Int in
+    /// The transport in use (nil when not connected).
+    public var transport: HttpTransportType? { state.withLockedValue { $0.session?.transport } }
+
+    private func nextGeneration() -> Int {
+        state.withLockedValue { shared -> Int in
             shared.generation += 1
             return shared.generation
         }
-        let ready = OneShot<Void>()
-        let run = SessionRun()
-        logger.debug("opening the WebSocket to \(Redaction.url(wsURL))")
+    }
+
+    /// Runs `body` (the transport's reader) in its own task; returns once the handshake is done.
+    private func runSession(
+        generation: Int, run: SessionRun, ready: OneShot<Void>, _ body: @escaping @Sendable () async throws -> WebSocketCloseInfo?
+    ) async throws {
         let task = Task {
             var endError: RealtimeError?
             do {
-                let closeInfo = try await WebSocketTransport.connect(to: wsURL, configuration: configuration, runtime: options.runtime) { ws in
-                    try await self.runWebSocketSession(ws, generation: generation, run: run, ready: ready, closeTimeout: configuration.closeTimeout)
-                }
+                let closeInfo = try await body()
                 if let closeInfo, closeInfo.code != 1000, run.closeRequest == nil {
                     endError = RealtimeError(.webSocketClosed, "the server closed the WebSocket with code \(closeInfo.code)", closeCode: closeInfo.code)
                 }
@@ -84,82 +114,188 @@ extension HubConnection {
         try await ready.value()
     }
 
-    private func runWebSocketSession(
-        _ ws: WebSocketConnection, generation: Int, run: SessionRun, ready: OneShot<Void>, closeTimeout: Duration
-    ) async throws {
+    // MARK: WebSockets
+
+    private func openWebSocket(url httpURL: String, headers: HTTPHeaders) async throws {
+        var wsURL = httpURL
+        if wsURL.hasPrefix("https://") { wsURL = "wss://" + wsURL.dropFirst(8) } else if wsURL.hasPrefix("http://") { wsURL = "ws://" + wsURL.dropFirst(7) }
+        let configuration = WebSocketConfiguration(
+            headers: headers, cookies: options.cookies, maxMessageSize: options.maximumReceiveMessageSize, autoPing: nil,
+            connectTimeout: options.handshakeTimeout, tls: options.tls)
+        let generation = nextGeneration()
+        let ready = OneShot<Void>()
+        let run = SessionRun()
         let binary = options.hubProtocol == .messagepack
-        let session = Session(
-            generation: generation,
-            send: { bytes in
-                if binary {
-                    try await ws.send(binary: ByteBuffer(bytes: bytes))
-                } else {
-                    try await ws.send(text: String(decoding: bytes, as: UTF8.self))
+        logger.debug("opening the WebSocket to \(Redaction.url(wsURL))")
+        try await runSession(generation: generation, run: run, ready: ready) { [wsURL] in
+            try await WebSocketTransport.connect(to: wsURL, configuration: configuration, runtime: self.options.runtime) { ws in
+                let session = Session(
+                    generation: generation, transport: .webSockets,
+                    send: { bytes in
+                        if binary {
+                            try await ws.send(binary: ByteBuffer(bytes: bytes))
+                        } else {
+                            try await ws.send(text: String(decoding: bytes, as: UTF8.self))
+                        }
+                    },
+                    close: { error in
+                        run.requestClose(error)
+                        // An aborted connection (server timeout) does not wait for a closing
+                        // handshake the server will not answer: the session ends now.
+                        guard error == nil else { return run.cancelTask() }
+                        try? await ws.close(code: 1000, reason: nil)
+                        Task {
+                            try? await Task.sleep(for: configuration.closeTimeout)
+                            run.cancelTask()
+                        }
+                    })
+                try await ws.send(text: String(decoding: HubHandshake.request(self.options.hubProtocol), as: UTF8.self))
+                var pipeline = InboundPipeline(connection: self, session: session, run: run, ready: ready)
+                let timer = Task { await self.runTimers(session: session, run: run) }
+                defer { timer.cancel() }
+                for try await message in ws.inbound {
+                    let bytes: [UInt8] = switch message {
+                    case .text(let text): Array(text.utf8)
+                    case .binary(let buffer): Array(buffer: buffer)
+                    }
+                    if try await pipeline.feed(bytes) { try? await ws.close(code: 1000, reason: nil) }
                 }
-            },
+            }
+        }
+    }
+
+    // MARK: HTTP sends (Server-Sent Events and Long Polling)
+
+    /// POSTs outgoing messages, one request at a time; messages sent meanwhile go in the next one.
+    private func postSender(url: String, headers: HTTPHeaders) -> BatchingSender<[UInt8]> {
+        let options = options
+        return BatchingSender(maxBatchSize: 1 << 20, size: { $0.count }) { batch in
+            var body = ByteBuffer()
+            for bytes in batch { body.writeBytes(bytes) }
+            var request = HTTPRequestSpec(url: url, method: .POST, headers: headers, body: body, tls: options.tls, headTimeout: options.negotiateTimeout)
+            request.headers.replaceOrAdd(name: "Content-Type", value: options.hubProtocol == .json ? "text/plain;charset=UTF-8" : "application/octet-stream")
+            request.cookies = options.cookies
+            let (head, _) = try await HTTPTransport.execute(request, runtime: options.runtime)
+            switch head.status.code {
+            case 200...299: return
+            case 404: throw RealtimeError(.connectionClosed, "the server no longer knows this connection (POST answered 404)", status: head.status)
+            default: throw RealtimeError.badStatus(head.status, url: url)
+            }
+        }
+    }
+
+    // MARK: Server-Sent Events
+
+    private func openServerSentEvents(url: String, headers: HTTPHeaders) async throws {
+        let generation = nextGeneration()
+        let ready = OneShot<Void>()
+        let run = SessionRun()
+        let sender = postSender(url: url, headers: headers)
+        var streamHeaders = headers
+        streamHeaders.replaceOrAdd(name: "Accept", value: "text/event-stream")
+        var request = HTTPRequestSpec(url: url, method: .GET, headers: streamHeaders, tls: options.tls, headTimeout: options.handshakeTimeout)
+        request.cookies = options.cookies
+        let session = Session(
+            generation: generation, transport: .serverSentEvents,
+            send: { bytes in try await sender.send(bytes) },
             close: { error in
                 run.requestClose(error)
-                // An aborted connection (server timeout) does not wait for a closing handshake the
-                // server will not answer: the session ends now.
-                guard error == nil else { return run.cancelTask() }
-                try? await ws.close(code: 1000, reason: nil)
-                Task {
-                    try? await Task.sleep(for: closeTimeout)
-                    run.cancelTask()
-                }
+                run.cancelTask()
             })
-        try await ws.send(text: String(decoding: HubHandshake.request(options.hubProtocol), as: UTF8.self))
-        state.withLockedValue { $0.machine.didSend(now: timeline.now) }
-        let timer = Task { await self.runTimers(session: session, run: run) }
-        defer { timer.cancel() }
-        var handshakeBytes: [UInt8] = []
-        var framer = HubMessageFramer(options.hubProtocol, maximumMessageSize: options.maximumReceiveMessageSize)
-        var messages: [HubMessage] = []
-        let codec = codec
-        for try await message in ws.inbound {
-            var bytes: [UInt8]
-            switch message {
-            case .text(let text): bytes = Array(text.utf8)
-            case .binary(let buffer): bytes = Array(buffer: buffer)
-            }
-            state.withLockedValue { $0.machine.didReceive(now: timeline.now) }
-            if !run.handshakeDone {
-                handshakeBytes += bytes
-                let response: HubHandshake.Response
-                do { response = try HubHandshake.parseResponse(handshakeBytes) } catch {
-                    throw RealtimeError(.protocolViolation, "the server's handshake response is invalid: \(error)", underlying: error)
+        let maximum = options.maximumReceiveMessageSize
+        logger.debug("opening the Server-Sent Events stream \(Redaction.url(url))")
+        try await runSession(generation: generation, run: run, ready: ready) { [request] in
+            try await HTTPTransport.stream(request, runtime: self.options.runtime) { head, chunks in
+                guard head.status.code == 200 else {
+                    throw RealtimeError.badStatus(head.status, url: url)
                 }
-                switch response {
-                case .incomplete:
-                    continue
-                case .refused(let error, _):
-                    throw RealtimeError(.refused, "the server refused the handshake: \(error)", serverMessage: error)
-                case .accepted(let consumed):
-                    bytes = Array(handshakeBytes[consumed...])
-                    handshakeBytes = []
-                    let actions = state.withLockedValue { shared -> [HubConnectionStateMachine.Action] in
-                        shared.session = session
-                        return shared.machine.connected(now: timeline.now)
+                guard head.mediaType == "text/event-stream" else {
+                    throw RealtimeError(.badContentType, "the Server-Sent Events stream \(Redaction.url(url)) has content type \(head.mediaType ?? "none")")
+                }
+                try await sender.send(HubHandshake.request(self.options.hubProtocol))
+                var pipeline = InboundPipeline(connection: self, session: session, run: run, ready: ready)
+                let timer = Task { await self.runTimers(session: session, run: run) }
+                defer { timer.cancel() }
+                var parser = SSEParser(configuration: .init(maxEventSize: maximum))
+                var payloads: [[UInt8]] = []
+                for try await chunk in chunks {
+                    payloads.removeAll(keepingCapacity: true)
+                    do {
+                        try parser.parse(chunk) { output in
+                            if case .event(let event) = output { payloads.append(Array(event.data.utf8)) }
+                        }
+                    } catch {
+                        throw RealtimeError(.messageTooLarge, "a Server-Sent Event exceeds maximumReceiveMessageSize (\(maximum) bytes)", underlying: error)
                     }
-                    run.markHandshakeDone()
-                    ready.complete(.success(()))
-                    Task { await self.performConnected(actions) }
+                    for payload in payloads where try await pipeline.feed(payload) { return nil }
                 }
+                return nil
             }
-            messages.removeAll(keepingCapacity: true)
-            do {
-                try framer.consume(bytes) { (body) throws(HubProtocolError) in messages.append(try codec.decode(body: body)) }
-            } catch {
-                throw RealtimeError(.protocolViolation, "the server sent an invalid \(options.hubProtocol) message: \(error)", underlying: error)
+        }
+    }
+
+    // MARK: Long Polling
+
+    private func openLongPolling(url: String, headers: HTTPHeaders) async throws {
+        let generation = nextGeneration()
+        let ready = OneShot<Void>()
+        let run = SessionRun()
+        let sender = postSender(url: url, headers: headers)
+        let options = options
+        let session = Session(
+            generation: generation, transport: .longPolling,
+            send: { bytes in try await sender.send(bytes) },
+            close: { error in
+                run.requestClose(error)
+                if error == nil {
+                    // DELETE ends the server's side; it answers the pending poll with 204.
+                    var delete = HTTPRequestSpec(url: url, method: .DELETE, headers: headers, tls: options.tls, headTimeout: .seconds(5))
+                    delete.cookies = options.cookies
+                    _ = try? await HTTPTransport.execute(delete, runtime: options.runtime)
+                }
+                run.cancelTask()
+            })
+        logger.debug("starting to poll \(Redaction.url(url))")
+        try await runSession(generation: generation, run: run, ready: ready) {
+            // The handshake goes out without waiting for the first poll to return.
+            let handshake = Task { try await sender.send(HubHandshake.request(options.hubProtocol)) }
+            var pipeline = InboundPipeline(connection: self, session: session, run: run, ready: ready)
+            let timer = Task { await self.runTimers(session: session, run: run) }
+            defer {
+                timer.cancel()
+                handshake.cancel()
             }
-            for message in messages {
-                if try await handle(message, run: run) { try? await ws.close(code: 1000, reason: nil) }
+            var first = true
+            while true {
+                try Task.checkCancellation()
+                let pollURL = url + "&_=\(Int(Date().timeIntervalSince1970 * 1000))"
+                var request = HTTPRequestSpec(
+                    url: pollURL, method: .GET, headers: headers, tls: options.tls, headTimeout: options.serverTimeout + .seconds(30),
+                    maxBodySize: options.maximumReceiveMessageSize)
+                request.cookies = options.cookies
+                let (head, body) = try await HTTPTransport.execute(request, runtime: options.runtime)
+                if first {
+                    first = false
+                    if case .failure(let error) = await handshake.result { throw error }
+                }
+                switch head.status.code {
+                case 200:
+                    if body.readableBytes > 0, try await pipeline.feed(Array(buffer: body)) { return nil }
+                case 204:
+                    // The server ended the connection.
+                    if run.closeRequest == nil { run.serverTerminated() }
+                    return nil
+                case 404:
+                    throw RealtimeError(.connectionClosed, "the server no longer knows this connection (poll answered 404)", status: head.status)
+                default:
+                    throw RealtimeError.badStatus(head.status, url: url, body: String(buffer: body))
+                }
             }
         }
     }
 
     /// Handles one message from the server; returns true when the connection must close.
-    private func handle(_ message: HubMessage, run: SessionRun) async throws -> Bool {
+    func handle(_ message: HubMessage, run: SessionRun) async throws -> Bool {
         switch message {
         case .ping, .ack, .sequence:
             return false
@@ -193,7 +329,7 @@ extension HubConnection {
         }
     }
 
-    private func performConnected(_ actions: [HubConnectionStateMachine.Action]) async {
+    func performConnected(_ actions: [HubConnectionStateMachine.Action]) async {
         for action in actions {
             switch action {
             case .notifyReconnected:
@@ -208,7 +344,7 @@ extension HubConnection {
     }
 
     /// Handshake timeout, keep-alive pings and the server timeout, on the runtime's clock.
-    private func runTimers(session: Session, run: SessionRun) async {
+    func runTimers(session: Session, run: SessionRun) async {
         let handshakeDeadline = timeline.now + options.handshakeTimeout
         while !Task.isCancelled, !run.handshakeDone {
             let now = timeline.now
@@ -242,6 +378,66 @@ extension HubConnection {
     }
 }
 
+/// The inbound half every transport shares: the handshake response, then framed messages, each
+/// handled in order. Used by the one task that reads the transport.
+struct InboundPipeline {
+    let connection: HubConnection
+    let session: HubConnection.Session
+    let run: SessionRun
+    let ready: OneShot<Void>
+    private var handshakeBytes: [UInt8] = []
+    private var framer: HubMessageFramer
+    private var messages: [HubMessage] = []
+
+    init(connection: HubConnection, session: HubConnection.Session, run: SessionRun, ready: OneShot<Void>) {
+        self.connection = connection
+        self.session = session
+        self.run = run
+        self.ready = ready
+        framer = HubMessageFramer(connection.options.hubProtocol, maximumMessageSize: connection.options.maximumReceiveMessageSize)
+    }
+
+    /// Takes bytes from the server; returns true when the connection must close (a Close message).
+    mutating func feed(_ input: [UInt8]) async throws -> Bool {
+        var bytes = input
+        let connection = connection
+        connection.state.withLockedValue { $0.machine.didReceive(now: connection.timeline.now) }
+        if !run.handshakeDone {
+            handshakeBytes += bytes
+            let response: HubHandshake.Response
+            do { response = try HubHandshake.parseResponse(handshakeBytes) } catch {
+                throw RealtimeError(.protocolViolation, "the server's handshake response is invalid: \(error)", underlying: error)
+            }
+            switch response {
+            case .incomplete:
+                return false
+            case .refused(let error, _):
+                throw RealtimeError(.refused, "the server refused the handshake: \(error)", serverMessage: error)
+            case .accepted(let consumed):
+                bytes = Array(handshakeBytes[consumed...])
+                handshakeBytes = []
+                let session = session
+                let actions = connection.state.withLockedValue { shared -> [HubConnectionStateMachine.Action] in
+                    shared.session = session
+                    return shared.machine.connected(now: connection.timeline.now)
+                }
+                run.markHandshakeDone()
+                ready.complete(.success(()))
+                Task { await connection.performConnected(actions) }
+            }
+        }
+        messages.removeAll(keepingCapacity: true)
+        let codec = connection.codec
+        do {
+            try framer.consume(bytes) { (body) throws(HubProtocolError) in messages.append(try codec.decode(body: body)) }
+        } catch {
+            throw RealtimeError(.protocolViolation, "the server sent an invalid \(connection.options.hubProtocol) message: \(error)", underlying: error)
+        }
+        for message in messages where try await connection.handle(message, run: run) { return true }
+        return false
+    }
+}
+
 /// What happened to one transport session, from any task.
 final class SessionRun: Sendable {
     private struct State {
@@ -251,6 +447,7 @@ final class SessionRun: Sendable {
         var serverClose: HubClose?
         var task: Task<Void, Never>?
         var cancelRequested = false
+        var terminated = false
     }
 
     private let state = NIOLockedValueBox(State())
@@ -279,6 +476,9 @@ final class SessionRun: Sendable {
         }?.cancel()
     }
 
+    /// Long polling's 204: the server ended the connection.
+    func serverTerminated() { state.withLockedValue { $0.terminated = true } }
+
     func serverClosed(_ close: HubClose) { state.withLockedValue { $0.serverClose = close } }
 
     /// The session's end as the state machine sees it: the error (nil = a clean end) and whether
@@ -294,6 +494,9 @@ final class SessionRun: Sendable {
                 return (close.error.map { RealtimeError(.connectionClosed, "the server closed the connection with an error: \($0)", serverMessage: $0) }, false)
             }
             if let request = state.closeRequest { return (request, request != nil) }
+            if state.terminated {
+                return (RealtimeError(.connectionClosed, "the server ended the connection (long polling answered 204)"), true)
+            }
             return (transportError ?? RealtimeError(.connectionClosed, "the server closed the connection"), true)
         }
     }

@@ -52,6 +52,7 @@ public final class HubConnection: Sendable {
     /// An open transport: how to send on it and how to close it.
     struct Session: Sendable {
         let generation: Int
+        let transport: HttpTransportType
         let send: @Sendable ([UInt8]) async throws -> Void
         let close: @Sendable (RealtimeError?) async -> Void
     }

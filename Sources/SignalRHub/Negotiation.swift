@@ -5,7 +5,7 @@ import RealtimeCore
 
 /// The transports a connection may use, tried in the order WebSockets, Server-Sent Events, Long
 /// Polling.
-public struct HttpTransportType: OptionSet, Sendable, Hashable {
+public struct HttpTransportType: OptionSet, Sendable, Hashable, CustomStringConvertible {
     public let rawValue: Int
     public init(rawValue: Int) { self.rawValue = rawValue }
 
@@ -14,8 +14,14 @@ public struct HttpTransportType: OptionSet, Sendable, Hashable {
     public static let longPolling = HttpTransportType(rawValue: 4)
     public static let all: HttpTransportType = [.webSockets, .serverSentEvents, .longPolling]
 
+    /// The transports' names, e.g. "[WebSockets, LongPolling]".
+    public var description: String {
+        "[" + [HttpTransportType.webSockets, .serverSentEvents, .longPolling].filter { contains($0) }.map(\.negotiateName)
+            .joined(separator: ", ") + "]"
+    }
+
     /// The name negotiate uses ("WebSockets", "ServerSentEvents", "LongPolling").
-    var negotiateName: String {
+    public var negotiateName: String {
         switch self {
         case .webSockets: "WebSockets"
         case .serverSentEvents: "ServerSentEvents"

@@ -82,9 +82,12 @@ struct HubConnectionFaultTests {
         #expect(connection.connectionId != firstId)
         let echoed: Int = try await connection.invoke(method: "echo", arguments: 5)
         #expect(echoed == 5)
-        // The token provider is asked on every connect, and each request carried its token.
-        #expect(tokens.withLockedValue { $0 } == 2)
-        #expect(server.authorizations == ["Bearer token-1", "Bearer token-1", "Bearer token-2", "Bearer token-2"])
+        // The token provider is asked on every connect attempt, and each request carried the token
+        // of its attempt. (An attempt may fail before reaching the server: the cut also resets the
+        // pooled keep-alive connection the next negotiate would have used.)
+        let asked = tokens.withLockedValue { $0 }
+        #expect(asked >= 2)
+        #expect(server.authorizations == ["Bearer token-1", "Bearer token-1", "Bearer token-\(asked)", "Bearer token-\(asked)"])
         await connection.stop()
         #expect(try await events.wait(count: 3).last == "closed nil")
     }
@@ -184,7 +187,7 @@ struct HubConnectionFaultTests {
         let handshake = try await failure { $0.handshakeError = "protocol not allowed" }
         #expect(handshake?.code == .refused)
         #expect(handshake?.serverMessage == "protocol not allowed")
-        let noTransport = try await failure { $0.offeredTransports = ["LongPolling"] }
+        let noTransport = try await failure { $0.offeredTransports = ["ForeverFrame"] }
         #expect(noTransport?.code == .refused)
         let messagePackOverSSE = try await failure({ $0.offeredTransports = ["ServerSentEvents"] }, client: { $0.hubProtocol = .messagepack })
         #expect(messagePackOverSSE?.code == .refused)

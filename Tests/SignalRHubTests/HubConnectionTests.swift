@@ -25,21 +25,29 @@ final class Recorder<Value: Sendable>: Sendable {
 @Suite("HubConnection against the in-process SignalR server", .serialized)
 struct HubConnectionTests {
     static func connect(
-        _ server: SignalRTestServer, _ kind: HubProtocolKind, configure: (inout HubConnectionOptions) -> Void = { _ in }
+        _ server: SignalRTestServer, _ kind: HubProtocolKind, _ transport: HttpTransportType = .webSockets,
+        configure: (inout HubConnectionOptions) -> Void = { _ in }
     ) -> HubConnection {
-        HubConnectionBuilder().withUrl(url: server.url).withHubProtocol(kind).withOptions(configure).build()
+        HubConnectionBuilder().withUrl(url: server.url, transport: transport).withHubProtocol(kind).withOptions(configure).build()
     }
 
-    @Test("invoke, send, on and stream work with both hub protocols", arguments: HubProtocolKind.allCases)
-    func basicExchange(_ kind: HubProtocolKind) async throws {
+    /// Every transport with every protocol it can carry (MessagePack is binary: not over SSE).
+    static let combinations: [(HttpTransportType, HubProtocolKind)] = [
+        (.webSockets, .json), (.webSockets, .messagepack), (.serverSentEvents, .json), (.longPolling, .json), (.longPolling, .messagepack),
+    ]
+
+    @Test("invoke, send, on and stream work on every transport with both hub protocols", arguments: combinations)
+    func basicExchange(_ transport: HttpTransportType, _ kind: HubProtocolKind) async throws {
         let server = try await SignalRTestServer.start()
         defer { Task { await server.stop() } }
-        let connection = Self.connect(server, kind)
+        let connection = Self.connect(server, kind, transport)
         let received = Recorder<String>()
         connection.on("receive") { (user: String, count: Int) in received.append("\(user):\(count)") }
         try await connection.start()
         #expect(connection.currentState == .connected)
         #expect(connection.connectionId != nil)
+        #expect(connection.transport == transport)
+        #expect(server.transportsUsed == [transport.negotiateName])
 
         let echoed: String = try await connection.invoke(method: "echo", arguments: "héllo")
         #expect(echoed == "héllo")
@@ -64,11 +72,11 @@ struct HubConnectionTests {
         await #expect(throws: RealtimeError.self) { try await connection.invoke(method: "void") }
     }
 
-    @Test("1,000 invocations in flight all complete, in any order", arguments: HubProtocolKind.allCases)
-    func manyInFlight(_ kind: HubProtocolKind) async throws {
+    @Test("1,000 invocations in flight all complete, in any order", arguments: combinations)
+    func manyInFlight(_ transport: HttpTransportType, _ kind: HubProtocolKind) async throws {
         let server = try await SignalRTestServer.start()
         defer { Task { await server.stop() } }
-        let connection = Self.connect(server, kind)
+        let connection = Self.connect(server, kind, transport)
         try await connection.start()
         let results = try await withThrowingTaskGroup(of: Int.self) { group in
             for index in 0..<1_000 {
@@ -101,11 +109,11 @@ struct HubConnectionTests {
         await connection.stop()
     }
 
-    @Test("Client results: a returning handler answers; no handler gives the server an error", arguments: HubProtocolKind.allCases)
-    func clientResults(_ kind: HubProtocolKind) async throws {
+    @Test("Client results: a returning handler answers; no handler gives the server an error", arguments: combinations)
+    func clientResults(_ transport: HttpTransportType, _ kind: HubProtocolKind) async throws {
         let server = try await SignalRTestServer.start()
         defer { Task { await server.stop() } }
-        let connection = Self.connect(server, kind)
+        let connection = Self.connect(server, kind, transport)
         connection.on("getValue") { (prefix: String) in prefix + " from the client" }
         connection.on("throwing") { (_: Int) async throws -> String in throw SignalRTestServerError(message: "client says no") }
         try await connection.start()
@@ -116,5 +124,94 @@ struct HubConnectionTests {
         let failed = await #expect(throws: HubInvocationError.self) { try await connection.invoke(method: "askClient", arguments: "throwing", 1) }
         #expect(failed?.message.contains("client says no") == true)
         await connection.stop()
+    }
+}
+
+
+@Suite("Transport fallback and HTTP transports", .serialized)
+struct HubTransportFallbackTests {
+    @Test("Each refused transport forces the next: WebSockets, then Server-Sent Events, then Long Polling")
+    func fallbackChain() async throws {
+        for (failing, expected) in [([String](), "WebSockets"), (["WebSockets"], "ServerSentEvents"), (["WebSockets", "ServerSentEvents"], "LongPolling")] {
+            var options = SignalRTestServer.Options()
+            options.failingTransports = Set(failing)
+            let server = try await SignalRTestServer.start(options: options)
+            let connection = HubConnectionBuilder().withUrl(url: server.url).build()
+            try await connection.start()
+            #expect(connection.transport?.negotiateName == expected)
+            #expect(server.negotiateCount == failing.count + 1, "a new negotiate before each next transport")
+            let value: Int = try await connection.invoke(method: "echo", arguments: 3)
+            #expect(value == 3)
+            await connection.stop()
+            await server.stop()
+        }
+        var options = SignalRTestServer.Options()
+        options.failingTransports = ["WebSockets", "ServerSentEvents", "LongPolling"]
+        let server = try await SignalRTestServer.start(options: options)
+        defer { Task { await server.stop() } }
+        let connection = HubConnectionBuilder().withUrl(url: server.url).build()
+        let error = await #expect(throws: RealtimeError.self) { try await connection.start() }
+        #expect(error?.detail.contains("WebSockets") == true)
+        #expect(error?.detail.contains("ServerSentEvents") == true)
+        #expect(error?.detail.contains("LongPolling") == true)
+    }
+
+    @Test("MessagePack skips Server-Sent Events: WebSockets refused goes straight to Long Polling")
+    func messagePackSkipsSSE() async throws {
+        var options = SignalRTestServer.Options()
+        options.failingTransports = ["WebSockets"]
+        let server = try await SignalRTestServer.start(options: options)
+        defer { Task { await server.stop() } }
+        let connection = HubConnectionBuilder().withUrl(url: server.url).withHubProtocol(.messagepack).build()
+        try await connection.start()
+        #expect(connection.transport == .longPolling)
+        await connection.stop()
+    }
+
+    @Test("Long polling: stop() sends DELETE and the server forgets the connection; a 204 makes the client reconnect")
+    func longPollingLifecycle() async throws {
+        var options = SignalRTestServer.Options()
+        options.pollTimeout = .milliseconds(200)
+        let server = try await SignalRTestServer.start(options: options)
+        defer { Task { await server.stop() } }
+        let connection = HubConnectionBuilder().withUrl(url: server.url, transport: .longPolling).withAutomaticReconnect([0]).build()
+        let events = Recorder<String>()
+        connection.onReconnecting { _ in events.append("reconnecting") }
+        connection.onReconnected { events.append("reconnected") }
+        try await connection.start()
+        // Several empty polls (200 with no body) pass without harm.
+        try await Task.sleep(for: .milliseconds(700))
+        let value: String = try await connection.invoke(method: "echo", arguments: "after empty polls")
+        #expect(value == "after empty polls")
+        await server.dropAll()
+        #expect(try await events.wait(count: 2) == ["reconnecting", "reconnected"])
+        #expect(connection.transport == .longPolling)
+        await connection.stop()
+        let deadline = ContinuousClock.now + .seconds(10)
+        while !server.connectionIds.isEmpty, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(server.connectionIds.isEmpty)
+    }
+
+    @Test("A cut fails pending calls at once on the HTTP transports too", arguments: [HttpTransportType.serverSentEvents, .longPolling])
+    func cutOverHTTP(_ transport: HttpTransportType) async throws {
+        let server = try await SignalRTestServer.start()
+        defer { Task { await server.stop() } }
+        server.method("hang", concurrent: true) { _ in
+            try await Task.sleep(for: .seconds(600))
+            return nil
+        }
+        let proxy = try await FaultProxy.start(targetPort: server.port)
+        defer { Task { await proxy.stop() } }
+        let connection = HubConnectionBuilder().withUrl(url: proxy.url(scheme: "http") + "/hub", transport: transport).build()
+        try await connection.start()
+        let pending = Task { () -> String in
+            do {
+                try await connection.invoke(method: "hang")
+                return "completed"
+            } catch let error as RealtimeError { return "\(error.code)" } catch { return "\(error)" }
+        }
+        try await Task.sleep(for: .milliseconds(200))
+        proxy.inject(.cut(.reset))
+        #expect(await pending.value == "connectionClosed")
     }
 }
