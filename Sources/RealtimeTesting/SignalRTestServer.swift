@@ -22,6 +22,7 @@ public import SignalRHub
 ///   `askClient(method, args...)` invokes `method` on the caller and returns the client's result;
 ///   `closeMe(error?, allowReconnect)` makes the server send a Close message.
 /// - Streams: `countTo(n)` yields 1...n then completes; `countForever()` yields until cancelled.
+/// - Upload streams: `collect(streams...)` returns every item of its upload streams, in order.
 public final class SignalRTestServer: Sendable {
     public struct Options: Sendable {
         /// The hub's path.
@@ -56,6 +57,8 @@ public final class SignalRTestServer: Sendable {
         public let connectionId: String
         public let arguments: [JSONValue]
         public let headers: HubHeaders
+        /// The invocation's upload streams, in `streamIds` order.
+        public var streams: [AsyncThrowingStream<JSONValue, any Error>] = []
     }
 
     typealias Method = @Sendable (Call) async throws -> JSONValue?
@@ -358,6 +361,13 @@ public final class SignalRTestServer: Sendable {
             await connection.closeSocket()
             return nil
         }
+        method("collect", concurrent: true) { call in
+            var items: [JSONValue] = []
+            for stream in call.streams {
+                for try await item in stream { items.append(item) }
+            }
+            return .array(items)
+        }
         stream("countTo") { call in
             let count = call.arguments.first?.intValue ?? 0
             return AsyncThrowingStream { continuation in
@@ -402,6 +412,7 @@ final class ServerHubConnection: Sendable {
         var nextId = 1
         var clientCalls: [String: CheckedContinuation<JSONValue?, any Error>] = [:]
         var streams: [String: Task<Void, Never>] = [:]
+        var uploads: [String: AsyncThrowingStream<JSONValue, any Error>.Continuation] = [:]
     }
 
     init(server: SignalRTestServer, id: String, sink: ServerOutbox.Sink, authorization: String?) {
@@ -514,11 +525,17 @@ final class ServerHubConnection: Sendable {
                 }
                 return
             }
-            let call = SignalRTestServer.Call(connectionId: id, arguments: invocation.arguments, headers: invocation.headers)
+            var call = SignalRTestServer.Call(connectionId: id, arguments: invocation.arguments, headers: invocation.headers)
+            for streamId in invocation.streamIds {
+                let (stream, continuation) = AsyncThrowingStream<JSONValue, any Error>.makeStream()
+                shared.withLockedValue { $0.uploads[streamId] = continuation }
+                call.streams.append(stream)
+            }
+            let finalCall = call
             let work: @Sendable () async -> Void = {
                 let outcome: HubCompletion.Outcome
                 do {
-                    let value = try await method(call)
+                    let value = try await method(finalCall)
                     outcome = value.map { .result($0) } ?? .void
                 } catch {
                     outcome = .error("An unexpected error occurred invoking '\(invocation.target)' on the server. \(error)")
@@ -556,7 +573,17 @@ final class ServerHubConnection: Sendable {
             shared.withLockedValue { $0.streams[invocationId] = task }
         case .cancelInvocation(let cancel):
             shared.withLockedValue { $0.streams.removeValue(forKey: cancel.invocationId) }?.cancel()
+        case .streamItem(let item):
+            _ = shared.withLockedValue { $0.uploads[item.invocationId] }?.yield(item.item)
         case .completion(let completion):
+            if let upload = shared.withLockedValue({ $0.uploads.removeValue(forKey: completion.invocationId) }) {
+                if case .error(let text) = completion.outcome {
+                    upload.finish(throwing: SignalRTestServerError(message: text))
+                } else {
+                    upload.finish()
+                }
+                return
+            }
             guard let waiting = shared.withLockedValue({ $0.clientCalls.removeValue(forKey: completion.invocationId) }) else { return }
             switch completion.outcome {
             case .void: waiting.resume(returning: nil)
@@ -565,7 +592,7 @@ final class ServerHubConnection: Sendable {
             }
         case .close:
             await writer.close()
-        case .ping, .streamItem, .ack, .sequence:
+        case .ping, .ack, .sequence:
             break
         }
     }

@@ -180,19 +180,26 @@ public final class HubConnection: Sendable {
 
     // MARK: Invocations
 
-    /// Invokes `method` and waits for its completion (a `void` hub method).
+    /// Invokes `method` and waits for its completion (a `void` hub method). An ``UploadStream``
+    /// argument is streamed to the server.
     public func invoke(method: String, arguments: any Encodable...) async throws {
-        _ = try await invokeRaw(method: method, arguments: try arguments.map { try HubValueCoding.encode($0) })
+        let (values, streams) = try encodeArguments(arguments)
+        _ = try await invokeRaw(method: method, arguments: values, uploads: streams)
     }
 
     /// Invokes `method` and returns its result as `Result`.
     public func invoke<Result: Decodable>(method: String, arguments: any Encodable...) async throws -> Result {
-        let value = try await invokeRaw(method: method, arguments: try arguments.map { try HubValueCoding.encode($0) })
+        let (values, streams) = try encodeArguments(arguments)
+        let value = try await invokeRaw(method: method, arguments: values, uploads: streams)
         return try HubValueCoding.decode(value ?? .null, as: Result.self)
     }
 
     /// Invokes `method` with arguments as `JSONValue`s; returns the result (nil for `void`).
     public func invokeRaw(method: String, arguments: [JSONValue]) async throws -> JSONValue? {
+        try await invokeRaw(method: method, arguments: arguments, uploads: [])
+    }
+
+    func invokeRaw(method: String, arguments: [JSONValue], uploads: [(id: String, stream: UploadStream)]) async throws -> JSONValue? {
         let (id, session) = try reserveInvocation()
         let reply = OneShot<JSONValue?>()
         let registered = state.withLockedValue { shared -> Bool in
@@ -202,8 +209,10 @@ public final class HubConnection: Sendable {
         }
         guard registered else { throw RealtimeError(.connectionClosed, "the connection was lost before '\(method)' was sent") }
         do {
-            try await session.send(codec.encode(.invocation(HubInvocation(invocationId: id, target: method, arguments: arguments))))
+            try await session.send(codec.encode(.invocation(HubInvocation(
+                invocationId: id, target: method, arguments: arguments, streamIds: uploads.map(\.id)))))
             state.withLockedValue { $0.machine.didSend(now: timeline.now) }
+            startUploads(uploads, on: session)
         } catch {
             completePending(id, with: .failure(Self.realtimeError(error)))
         }
@@ -214,9 +223,14 @@ public final class HubConnection: Sendable {
         }
     }
 
-    /// Invokes `method` without waiting for a result (no invocation id is sent).
+    /// Invokes `method` without waiting for a result (no invocation id is sent). An
+    /// ``UploadStream`` argument is streamed to the server.
     public func send(method: String, arguments: any Encodable...) async throws {
-        try await sendRaw(method: method, arguments: try arguments.map { try HubValueCoding.encode($0) })
+        let (values, streams) = try encodeArguments(arguments)
+        let session = try currentSession()
+        try await session.send(codec.encode(.invocation(HubInvocation(target: method, arguments: values, streamIds: streams.map(\.id)))))
+        state.withLockedValue { $0.machine.didSend(now: timeline.now) }
+        startUploads(streams, on: session)
     }
 
     /// ``send(method:arguments:)`` with `JSONValue` arguments.

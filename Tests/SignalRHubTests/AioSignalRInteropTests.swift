@@ -13,16 +13,17 @@ func signalRPeerScript(_ name: String) -> String {
 /// peer fails the test with the command to run.
 @Suite("HubConnection against aiosignalr", .serialized)
 struct AioSignalRInteropTests {
-    @Test("invoke, send, on, streams, cancel and client results", arguments: HubProtocolKind.allCases)
-    func exchange(_ kind: HubProtocolKind) async throws {
+    @Test("invoke, send, on, streams, cancel and client results, on every transport it serves", arguments: HubConnectionTests.combinations)
+    func exchange(_ transport: HttpTransportType, _ kind: HubProtocolKind) async throws {
         let peer = try await PythonPeer.start(scriptPath: signalRPeerScript("aiosignalr_server.py"))
         defer { Task { await peer.shutdown() } }
-        let connection = HubConnectionBuilder().withUrl(url: "http://127.0.0.1:\(peer.port)/hub").withHubProtocol(kind).build()
+        let connection = HubConnectionBuilder().withUrl(url: "http://127.0.0.1:\(peer.port)/hub", transport: transport).withHubProtocol(kind).build()
         let received = Recorder<String>()
         connection.on("receive") { (user: String, count: Int) in received.append("\(user):\(count)") }
         connection.on("getValue") { (argument: String) in "client got \(argument)" }
         try await connection.start()
         #expect(connection.connectionId != nil)
+        #expect(connection.transport == transport)
 
         let echoed: [String: Int] = try await connection.invoke(method: "echo", arguments: ["a": 1, "b": 2])
         #expect(echoed == ["a": 1, "b": 2])
@@ -50,6 +51,12 @@ struct AioSignalRInteropTests {
 
         let answer: String = try await connection.invoke(method: "askClient", arguments: "getValue", "x")
         #expect(answer == "client got x")
+
+        let uploaded: [Int] = try await connection.invoke(method: "collect", arguments: UploadStream(AsyncStream<Int> { continuation in
+            for number in 1...20 { continuation.yield(number) }
+            continuation.finish()
+        }))
+        #expect(uploaded == Array(1...20))
 
         // 200 in flight.
         let results = try await withThrowingTaskGroup(of: Int.self) { group in

@@ -90,6 +90,25 @@ struct HubConnectionTests {
         await connection.stop()
     }
 
+    @Test("Upload streams: items and the end reach the server; the result comes back", arguments: combinations)
+    func uploadStreams(_ transport: HttpTransportType, _ kind: HubProtocolKind) async throws {
+        let server = try await SignalRTestServer.start()
+        defer { Task { await server.stop() } }
+        let connection = Self.connect(server, kind, transport)
+        try await connection.start()
+        let words = AsyncStream<String> { continuation in
+            for word in ["a", "b", "c"] { continuation.yield(word) }
+            continuation.finish()
+        }
+        let numbers = AsyncStream<Int> { continuation in
+            for number in 1...100 { continuation.yield(number) }
+            continuation.finish()
+        }
+        let collected: [JSONValue] = try await connection.invoke(method: "collect", arguments: UploadStream(words), UploadStream(numbers))
+        #expect(collected == ["a", "b", "c"] + (1...100).map { JSONValue.number(Double($0)) })
+        await connection.stop()
+    }
+
     @Test("Cancelling a stream sends CancelInvocation and the server stops producing")
     func streamCancel() async throws {
         let server = try await SignalRTestServer.start()

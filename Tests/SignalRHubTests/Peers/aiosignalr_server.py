@@ -5,14 +5,14 @@ until stdin closes or the process is killed.
 
 Hub methods: echo(x), add(a, b), void(), fail(message), broadcast(user, count) -> "receive"(user, count) to all,
 askClient(method, argument) -> the caller's client result, countTo(n) stream, countForever() stream until cancelled,
-closeMe(error, allowReconnect) -> the server closes this connection.
+collect(upload stream) -> the stream's items.
 """
 import asyncio
 import sys
 from typing import Any
 
 from aiosignalr.errors import HubException
-from aiosignalr.server import Hub, ServerOptions, SignalRServer
+from aiosignalr.server import Hub, IncomingStream, ServerOptions, SignalRServer
 
 
 class TestHub(Hub):
@@ -33,6 +33,9 @@ class TestHub(Hub):
 
     async def askClient(self, method: str, argument: Any) -> Any:
         return await self.clients.caller.invoke(method, argument)
+
+    async def collect(self, stream: IncomingStream) -> Any:
+        return [item async for item in stream]
 
     async def countTo(self, n: int):
         for value in range(1, n + 1):

@@ -1,0 +1,64 @@
+public import RealtimeCore
+import NIOConcurrencyHelpers
+
+/// A client-to-server stream argument: pass one among an invocation's arguments and its items go to
+/// the server as they come (StreamItem messages), then its end (a Completion; an error the sequence
+/// throws ends the stream with that error). The invocation carries the stream's id in `streamIds`
+/// instead of a value.
+///
+/// ```swift
+/// let lines = AsyncStream<String> { ... }
+/// let count: Int = try await connection.invoke(method: "UploadLines", arguments: "log.txt", UploadStream(lines))
+/// ```
+public struct UploadStream: Encodable, Sendable {
+    let pump: @Sendable (_ send: @escaping @Sendable (JSONValue) async throws -> Void) async throws -> Void
+
+    public init<Items: AsyncSequence & Sendable>(_ items: Items) where Items.Element: Encodable & Sendable {
+        pump = { send in
+            for try await item in items { try await send(try HubValueCoding.encode(item)) }
+        }
+    }
+
+    /// Upload streams are not values: `HubConnection` sends them by id. Encoding one elsewhere fails.
+    public func encode(to encoder: any Encoder) throws {
+        throw EncodingError.invalidValue(self, .init(codingPath: encoder.codingPath, debugDescription: "an UploadStream is sent by HubConnection as a stream, not encoded as a value"))
+    }
+}
+
+extension HubConnection {
+    /// Encodes invocation arguments, setting upload streams aside with fresh stream ids.
+    func encodeArguments(_ arguments: [any Encodable]) throws -> (values: [JSONValue], streams: [(id: String, stream: UploadStream)]) {
+        var values: [JSONValue] = []
+        var streams: [(id: String, stream: UploadStream)] = []
+        for argument in arguments {
+            if let stream = argument as? UploadStream {
+                let id = state.withLockedValue { shared -> String in
+                    defer { shared.nextInvocationId += 1 }
+                    return String(shared.nextInvocationId)
+                }
+                streams.append((id, stream))
+            } else {
+                values.append(try HubValueCoding.encode(argument))
+            }
+        }
+        return (values, streams)
+    }
+
+    /// Sends each upload stream's items and its end, concurrently with waiting for the result.
+    func startUploads(_ streams: [(id: String, stream: UploadStream)], on session: Session) {
+        for (id, stream) in streams {
+            Task {
+                let codec = self.codec
+                do {
+                    try await stream.pump { item in
+                        try await session.send(codec.encode(.streamItem(HubStreamItem(invocationId: id, item: item))))
+                    }
+                    try await session.send(codec.encode(.completion(HubCompletion(invocationId: id, outcome: .void))))
+                } catch {
+                    // The server learns why the stream ended; a dead connection fails the invocation itself.
+                    try? await session.send(codec.encode(.completion(HubCompletion(invocationId: id, outcome: .error("\(error)")))))
+                }
+            }
+        }
+    }
+}
