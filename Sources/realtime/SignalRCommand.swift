@@ -1,0 +1,116 @@
+import ArgumentParser
+import Foundation
+import RealtimeCore
+import SignalRHub
+
+struct SignalRCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "signalr",
+        abstract: "Connect to a SignalR hub: invoke a method, read a stream, or print the invocations of client methods.",
+        discussion: """
+            Examples:
+              realtime signalr http://localhost:5000/chat --invoke SendMessage '["me","hi"]'
+              realtime signalr http://localhost:5000/chat --stream Counter '[10, 100]' --json
+              realtime signalr http://localhost:5000/chat --on ReceiveMessage --count 5
+            Without --invoke or --stream it listens until --count invocations arrived (or forever).
+            """)
+
+    @Argument(help: "The hub's http:// or https:// URL") var url: String
+    @Option(name: .long, help: "websockets, sse or longpolling (default: the best the server offers)")
+    var transport: String?
+    @Option(name: .long, help: "json or messagepack") var `protocol`: String = "json"
+    @Option(name: .long, parsing: .upToNextOption, help: "METHOD JSON-ARGS-ARRAY: invoke a hub method and print its result")
+    var invoke: [String] = []
+    @Option(name: .long, parsing: .upToNextOption, help: "METHOD JSON-ARGS-ARRAY: start a server-to-client stream and print its items")
+    var stream: [String] = []
+    @Option(name: .long, help: "Print invocations of this client method (repeatable).") var on: [String] = []
+    @Option(name: .long, help: "With --on and nothing else: stop after this many invocations.") var count: Int?
+    @Flag(name: .long, help: "One JSON object per line.") var json = false
+    @Option(name: .long, help: "A bearer token for negotiate and the transport.") var accessToken: String?
+    @Option(name: .shortAndLong, help: "A request header 'Name: value' (repeatable).") var header: [String] = []
+    @Flag(name: .long, help: "Connect straight to the WebSocket, without negotiate.") var skipNegotiation = false
+    @Flag(name: .long, help: "Skip certificate verification (dangerous).") var insecure = false
+
+    func validate() throws {
+        if !invoke.isEmpty, invoke.count != 2 { throw ValidationError("--invoke takes METHOD and a JSON array of arguments") }
+        if !stream.isEmpty, stream.count != 2 { throw ValidationError("--stream takes METHOD and a JSON array of arguments") }
+        guard HubProtocolKind(rawValue: `protocol`) != nil else { throw ValidationError("--protocol is json or messagepack") }
+        if let transport, Self.transports[transport] == nil { throw ValidationError("--transport is websockets, sse or longpolling") }
+    }
+
+    static let transports: [String: HttpTransportType] = ["websockets": .webSockets, "sse": .serverSentEvents, "longpolling": .longPolling]
+
+    static func arguments(_ text: String) throws -> [JSONValue] {
+        guard case .array(let values) = try JSONValue(parsing: text) else { throw ValidationError("arguments must be a JSON array, got \(text)") }
+        return values
+    }
+
+    func line(_ kind: String, _ name: String, _ value: JSONValue) -> String {
+        json
+            ? "{\"kind\":\(JSONText.quote(kind)),\"method\":\(JSONText.quote(name)),\"value\":\(value.jsonString)}"
+            : "\(kind) \(name): \(value.jsonString)"
+    }
+
+    func run() async throws {
+        var headers: [String: String] = [:]
+        for item in header {
+            let parts = item.split(separator: ":", maxSplits: 1)
+            guard parts.count == 2 else { throw ValidationError("headers look like 'Name: value'") }
+            headers[String(parts[0])] = String(parts[1].drop(while: { $0 == " " }))
+        }
+        let token = accessToken
+        let connection = HubConnectionBuilder()
+            .withUrl(url: url, transport: transport.flatMap { Self.transports[$0] } ?? .all)
+            .withHubProtocol(HubProtocolKind(rawValue: `protocol`)!)
+            .withOptions { options in
+                options.headers = headers
+                options.skipNegotiation = skipNegotiation
+                if skipNegotiation { options.transports = .webSockets }
+                if let token { options.accessTokenProvider = { token } }
+                if insecure { options.tls = .dangerouslyDisableCertificateVerification() }
+            }
+            .build()
+        let received = AsyncStream.makeStream(of: String.self)
+        for method in on {
+            connection.on(method, rawHandler: { arguments in
+                received.continuation.yield(self.line("invocation", method, .array(arguments)))
+            })
+        }
+        let closed = AsyncStream.makeStream(of: String.self)
+        connection.onClosed { error in
+            if let error { closed.continuation.yield("\(error)") }
+            received.continuation.finish()
+        }
+        do {
+            try await connection.start()
+            printError("realtime signalr: connected over \(connection.transport.map { "\($0)" } ?? "?") with \(`protocol`)")
+            if invoke.count == 2 {
+                let result = try await connection.invokeRaw(method: invoke[0], arguments: try Self.arguments(invoke[1]))
+                print(line("result", invoke[0], result ?? .null))
+            }
+            if stream.count == 2 {
+                for try await item in try await connection.streamRaw(method: stream[0], arguments: try Self.arguments(stream[1])) {
+                    print(line("item", stream[0], item))
+                }
+            }
+            if invoke.isEmpty, stream.isEmpty {
+                var seen = 0
+                for await text in received.stream {
+                    print(text)
+                    seen += 1
+                    if let count, seen >= count { break }
+                }
+            }
+        } catch {
+            printError("realtime signalr: \(error)")
+            await connection.stop()
+            throw ExitCode.failure
+        }
+        await connection.stop()
+        closed.continuation.finish()
+        for await failure in closed.stream {
+            printError("realtime signalr: the connection failed: \(failure)")
+            throw ExitCode.failure
+        }
+    }
+}
