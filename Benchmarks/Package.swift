@@ -40,6 +40,26 @@ let package = Package(
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
         ),
         .executableTarget(
+            name: "SignalRBenchmarks",
+            dependencies: [
+                .product(name: "Benchmark", package: "benchmark"),
+                .product(name: "RealtimeCore", package: "swift-realtime"),
+                .product(name: "SignalRHub", package: "swift-realtime"),
+                .product(name: "RealtimeTesting", package: "swift-realtime"),
+            ],
+            path: "Benchmarks/SignalRBenchmarks",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ),
+        .executableTarget(
+            name: "SignalRCompare",
+            dependencies: [
+                .product(name: "RealtimeCore", package: "swift-realtime"),
+                .product(name: "SignalRHub", package: "swift-realtime"),
+                .product(name: "RealtimeTesting", package: "swift-realtime"),
+            ],
+            path: "Sources/SignalRCompare"
+        ),
+        .executableTarget(
             name: "WebSocketCompare",
             dependencies: [
                 .product(name: "RealtimeCore", package: "swift-realtime"),

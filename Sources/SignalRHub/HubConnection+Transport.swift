@@ -23,6 +23,7 @@ extension HubConnection {
             }
             var headers = options.httpHeaders
             if let bearer { headers.replaceOrAdd(name: "Authorization", value: "Bearer \(bearer)") }
+            state.withLockedValue { $0.replay = nil }
             try await openWebSocket(url: options.url, headers: headers)
             return
         }
@@ -51,6 +52,9 @@ extension HubConnection {
             var headers = options.httpHeaders
             if let token { headers.replaceOrAdd(name: "Authorization", value: "Bearer \(token)") }
             let url = Negotiation.transportURL(result.url, connectionToken: result.connectionToken)
+            // Stateful reconnect needs the server's agreement and a WebSocket.
+            let stateful = result.useStatefulReconnect && transport == .webSockets
+            state.withLockedValue { $0.replay = stateful ? ReplayBuffer(limit: options.statefulReconnectBufferSize) : nil }
             do {
                 switch transport {
                 case .webSockets: try await openWebSocket(url: url, headers: headers)
@@ -86,7 +90,8 @@ extension HubConnection {
 
     /// Runs `body` (the transport's reader) in its own task; returns once the handshake is done.
     private func runSession(
-        generation: Int, run: SessionRun, ready: OneShot<Void>, _ body: @escaping @Sendable () async throws -> WebSocketCloseInfo?
+        generation: Int, run: SessionRun, ready: OneShot<Void>, resume: (@Sendable () async throws -> Void)? = nil,
+        _ body: @escaping @Sendable () async throws -> WebSocketCloseInfo?
     ) async throws {
         let task = Task {
             var endError: RealtimeError?
@@ -108,6 +113,20 @@ extension HubConnection {
                 return
             }
             let (error, allowReconnect) = run.outcome(transportError: endError)
+            // Stateful reconnect: a lost WebSocket (not a Close message, not stop()) is replaced
+            // once with the same connection id; pending calls wait, nothing is lost or doubled.
+            if let error, allowReconnect, !run.closedByServerMessage, let resume,
+                let replay = self.state.withLockedValue({ $0.replay })
+            {
+                replay.disconnected()
+                self.logger.info("the WebSocket was lost (\(error.detail)); reconnecting it statefully")
+                do {
+                    try await resume()
+                    return
+                } catch {
+                    self.logger.info("the stateful reconnect failed: \(Self.realtimeError(error).detail)")
+                }
+            }
             await self.transportEnded(generation: generation, error: error, allowReconnect: allowReconnect)
         }
         run.setTask(task)
@@ -116,18 +135,23 @@ extension HubConnection {
 
     // MARK: WebSockets
 
-    private func openWebSocket(url httpURL: String, headers: HTTPHeaders) async throws {
+    private func openWebSocket(url httpURL: String, headers: HTTPHeaders, resuming: Int? = nil) async throws {
         var wsURL = httpURL
         if wsURL.hasPrefix("https://") { wsURL = "wss://" + wsURL.dropFirst(8) } else if wsURL.hasPrefix("http://") { wsURL = "ws://" + wsURL.dropFirst(7) }
         let configuration = WebSocketConfiguration(
             headers: headers, cookies: options.cookies, maxMessageSize: options.maximumReceiveMessageSize, autoPing: nil,
             connectTimeout: options.handshakeTimeout, tls: options.tls)
-        let generation = nextGeneration()
+        let generation = resuming ?? nextGeneration()
         let ready = OneShot<Void>()
         let run = SessionRun()
         let binary = options.hubProtocol == .messagepack
+        let replay = state.withLockedValue { $0.replay }
+        var resume: (@Sendable () async throws -> Void)?
+        if replay != nil {
+            resume = { @Sendable in try await self.openWebSocket(url: httpURL, headers: headers, resuming: generation) }
+        }
         logger.debug("opening the WebSocket to \(Redaction.url(wsURL))")
-        try await runSession(generation: generation, run: run, ready: ready) { [wsURL] in
+        try await runSession(generation: generation, run: run, ready: ready, resume: resume) { [wsURL, resuming] in
             try await WebSocketTransport.connect(to: wsURL, configuration: configuration, runtime: self.options.runtime) { ws in
                 let session = Session(
                     generation: generation, transport: .webSockets,
@@ -149,8 +173,27 @@ extension HubConnection {
                             run.cancelTask()
                         }
                     })
-                try await ws.send(text: String(decoding: HubHandshake.request(self.options.hubProtocol), as: UTF8.self))
                 var pipeline = InboundPipeline(connection: self, session: session, run: run, ready: ready)
+                if resuming != nil, let replay {
+                    // The same connection on a new socket: no handshake; Sequence, then every
+                    // message the server has not acknowledged, then normal sending resumes.
+                    let plan = replay.resendPlan()
+                    try await session.send(self.codec.encode(.sequence(sequenceId: plan.sequenceId)))
+                    for bytes in plan.messages { try await session.send(bytes) }
+                    self.state.withLockedValue {
+                        $0.session = session
+                        $0.statefulReconnects += 1
+                    }
+                    replay.resumed()
+                    run.markHandshakeDone()
+                    pipeline.skipHandshake()
+                    ready.complete(.success(()))
+                } else {
+                    // Version 2 carries Ack and Sequence; it is asked for only with stateful reconnect,
+                    // so servers that know version 1 only keep working (as the reference clients do).
+                    let version = replay == nil ? 1 : 2
+                    try await ws.send(text: String(decoding: HubHandshake.request(self.options.hubProtocol, version: version), as: UTF8.self))
+                }
                 let timer = Task { await self.runTimers(session: session, run: run) }
                 defer { timer.cancel() }
                 for try await message in ws.inbound {
@@ -366,7 +409,7 @@ extension HubConnection {
             for action in actions {
                 switch action {
                 case .sendPing:
-                    try? await session.send(codec.encode(.ping))
+                    try? await transmit(.ping, on: session)
                 case .abortTransport(let error):
                     await session.close(error)
                     return
@@ -396,6 +439,9 @@ struct InboundPipeline {
         self.ready = ready
         framer = HubMessageFramer(connection.options.hubProtocol, maximumMessageSize: connection.options.maximumReceiveMessageSize)
     }
+
+    /// A resumed socket (stateful reconnect) has no handshake.
+    mutating func skipHandshake() { handshakeBytes = [] }
 
     /// Takes bytes from the server; returns true when the connection must close (a Close message).
     mutating func feed(_ input: [UInt8]) async throws -> Bool {
@@ -433,8 +479,38 @@ struct InboundPipeline {
         } catch {
             throw RealtimeError(.protocolViolation, "the server sent an invalid \(connection.options.hubProtocol) message: \(error)", underlying: error)
         }
-        for message in messages where try await connection.handle(message, run: run) { return true }
+        guard let replay = connection.state.withLockedValue({ $0.replay }) else {
+            for message in messages where try await connection.handle(message, run: run) { return true }
+            return false
+        }
+        for message in messages {
+            switch message {
+            case .ack(let id):
+                replay.ack(id)
+                continue
+            case .sequence(let id):
+                _ = replay.receive(message)
+                try replay.sequence(id)
+                continue
+            default:
+                break
+            }
+            let (process, scheduleAck) = replay.receive(message)
+            if scheduleAck { connection.scheduleAck(replay) }
+            if process, try await connection.handle(message, run: run) { return true }
+        }
         return false
+    }
+}
+
+extension HubConnection {
+    /// Acknowledges what was received about a second from now (one Ack for a burst).
+    func scheduleAck(_ replay: ReplayBuffer) {
+        Task {
+            try? await timeline.sleep(until: timeline.now + .seconds(1))
+            guard let id = replay.takeAck(), let session = state.withLockedValue({ $0.session }) else { return }
+            try? await transmit(.ack(sequenceId: id), on: session)
+        }
     }
 }
 
@@ -453,6 +529,8 @@ final class SessionRun: Sendable {
     private let state = NIOLockedValueBox(State())
 
     var handshakeDone: Bool { state.withLockedValue { $0.handshakeDone } }
+    /// The server sent a Close message: the connection is over, whatever the transport does.
+    var closedByServerMessage: Bool { state.withLockedValue { $0.serverClose != nil } }
     var closeRequest: RealtimeError?? { state.withLockedValue { $0.closeRequest } }
 
     func markHandshakeDone() { state.withLockedValue { $0.handshakeDone = true } }

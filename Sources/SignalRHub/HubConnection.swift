@@ -36,6 +36,9 @@ public final class HubConnection: Sendable {
         var lifecycleTask: Task<Void, Never>?
         var dispatcher: AsyncBoundedBuffer<HubInvocation>?
         var lastError: RealtimeError?
+        /// Stateful reconnect's replay buffer, when the server agreed to it (WebSockets only).
+        var replay: ReplayBuffer?
+        var statefulReconnects = 0
     }
 
     enum Pending {
@@ -107,6 +110,13 @@ public final class HubConnection: Sendable {
         }
     }
 
+    /// How many times a lost WebSocket was replaced by a stateful reconnect (the connection and
+    /// its pending calls carried on).
+    public var statefulReconnectCount: Int { state.withLockedValue { $0.statefulReconnects } }
+
+    /// Whether the server agreed to stateful reconnect for the current connection.
+    public var isStateful: Bool { state.withLockedValue { $0.replay != nil } }
+
     /// The server's public id for this connection (from negotiate), nil when negotiation was skipped.
     public var connectionId: String? { state.withLockedValue { $0.connectionId } }
 
@@ -133,9 +143,6 @@ public final class HubConnection: Sendable {
     /// that fails (a failed start does not reconnect).
     public func start() async throws {
         let actions = try state.withLockedValue { shared in
-            if options.statefulReconnect {
-                throw RealtimeError(.refused, "stateful reconnect is not implemented in this version of SignalRHub (see Docs/SignalR.md, Status)")
-            }
             if shared.dispatcher == nil { shared.dispatcher = AsyncBoundedBuffer(capacity: options.handlerQueueSize) }
             return try shared.machine.start()
         }
@@ -209,8 +216,8 @@ public final class HubConnection: Sendable {
         }
         guard registered else { throw RealtimeError(.connectionClosed, "the connection was lost before '\(method)' was sent") }
         do {
-            try await session.send(codec.encode(.invocation(HubInvocation(
-                invocationId: id, target: method, arguments: arguments, streamIds: uploads.map(\.id)))))
+            try await transmit(.invocation(HubInvocation(
+                invocationId: id, target: method, arguments: arguments, streamIds: uploads.map(\.id))), on: session)
             state.withLockedValue { $0.machine.didSend(now: timeline.now) }
             startUploads(uploads, on: session)
         } catch {
@@ -228,7 +235,7 @@ public final class HubConnection: Sendable {
     public func send(method: String, arguments: any Encodable...) async throws {
         let (values, streams) = try encodeArguments(arguments)
         let session = try currentSession()
-        try await session.send(codec.encode(.invocation(HubInvocation(target: method, arguments: values, streamIds: streams.map(\.id)))))
+        try await transmit(.invocation(HubInvocation(target: method, arguments: values, streamIds: streams.map(\.id))), on: session)
         state.withLockedValue { $0.machine.didSend(now: timeline.now) }
         startUploads(streams, on: session)
     }
@@ -236,7 +243,7 @@ public final class HubConnection: Sendable {
     /// ``send(method:arguments:)`` with `JSONValue` arguments.
     public func sendRaw(method: String, arguments: [JSONValue]) async throws {
         let session = try currentSession()
-        try await session.send(codec.encode(.invocation(HubInvocation(target: method, arguments: arguments))))
+        try await transmit(.invocation(HubInvocation(target: method, arguments: arguments)), on: session)
         state.withLockedValue { $0.machine.didSend(now: timeline.now) }
     }
 
@@ -259,7 +266,7 @@ public final class HubConnection: Sendable {
         }
         guard registered else { throw RealtimeError(.connectionClosed, "the connection was lost before '\(method)' was sent") }
         do {
-            try await session.send(codec.encode(.streamInvocation(HubInvocation(invocationId: id, target: method, arguments: arguments))))
+            try await transmit(.streamInvocation(HubInvocation(invocationId: id, target: method, arguments: arguments)), on: session)
             state.withLockedValue { $0.machine.didSend(now: timeline.now) }
         } catch {
             completePending(id, with: .failure(Self.realtimeError(error)))
@@ -270,7 +277,7 @@ public final class HubConnection: Sendable {
             let wasPending = self.state.withLockedValue { $0.pending.removeValue(forKey: id) != nil }
             buffer.finish()
             if wasPending, let session = try? self.currentSession() {
-                try? await session.send(self.codec.encode(.cancelInvocation(HubCancelInvocation(invocationId: id))))
+                try? await self.transmit(.cancelInvocation(HubCancelInvocation(invocationId: id)), on: session)
             }
         }
     }
@@ -386,7 +393,7 @@ public final class HubConnection: Sendable {
         case nil: .error("Client didn't provide a result.")
         }
         if let session = try? currentSession() {
-            try? await session.send(codec.encode(.completion(HubCompletion(invocationId: id, outcome: outcome))))
+            try? await transmit(.completion(HubCompletion(invocationId: id, outcome: outcome)), on: session)
         }
     }
 
@@ -431,7 +438,7 @@ public final class HubConnection: Sendable {
                 for handler in handlers { await handler(error) }
             case .sendPing:
                 if let session = state.withLockedValue({ $0.session }) {
-                    try? await session.send(codec.encode(.ping))
+                    try? await transmit(.ping, on: session)
                 }
             case .abortTransport(let error):
                 if let session = state.withLockedValue({ $0.session }) { await session.close(error) }
@@ -454,11 +461,13 @@ public final class HubConnection: Sendable {
 
     /// The end of a transport that was open.
     func transportEnded(generation: Int, error: RealtimeError?, allowReconnect: Bool) async {
-        let actions = state.withLockedValue { shared -> [HubConnectionStateMachine.Action] in
-            guard shared.session?.generation == generation else { return [] }
+        let (actions, replay) = state.withLockedValue { shared -> ([HubConnectionStateMachine.Action], ReplayBuffer?) in
+            guard shared.session?.generation == generation else { return ([], nil) }
             shared.session = nil
-            return shared.machine.transportClosed(error, allowReconnect: allowReconnect, now: timeline.now)
+            defer { shared.replay = nil }
+            return (shared.machine.transportClosed(error, allowReconnect: allowReconnect, now: timeline.now), shared.replay)
         }
+        replay?.fail(RealtimeError(.connectionClosed, "the connection was lost: \(error?.detail ?? "closed")"))
         await perform(actions)
     }
 

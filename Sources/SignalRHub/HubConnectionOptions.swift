@@ -26,9 +26,13 @@ public struct HubConnectionOptions: Sendable {
     public var accessTokenProvider: (@Sendable () async throws -> String?)?
     /// Nil: no automatic reconnect (the default, as in the reference clients).
     public var retryPolicy: (any RetryPolicy)?
-    /// Stateful reconnect is not implemented in this version; setting it asks the server for it
-    /// and is refused at `start()` with a clear error.
+    /// Ask the server for stateful reconnect (WebSockets only): a lost socket is replaced with the
+    /// same connection, unacknowledged messages are replayed in both directions and duplicates
+    /// dropped, so pending calls survive the drop. Used only when the server agrees in negotiate.
     public var statefulReconnect = false
+    /// Bytes of unacknowledged messages kept for replay (default 100,000, as the reference
+    /// clients); a send past it waits for the server's acknowledgements.
+    public var statefulReconnectBufferSize = 100_000
     public var tls: TLSOptions = .default
     public var cookies: CookieStore?
     /// The largest message accepted from the server (default 32 MiB); a larger one ends the

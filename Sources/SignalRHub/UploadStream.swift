@@ -51,12 +51,12 @@ extension HubConnection {
                 let codec = self.codec
                 do {
                     try await stream.pump { item in
-                        try await session.send(codec.encode(.streamItem(HubStreamItem(invocationId: id, item: item))))
+                        try await self.transmit(.streamItem(HubStreamItem(invocationId: id, item: item)), on: session)
                     }
-                    try await session.send(codec.encode(.completion(HubCompletion(invocationId: id, outcome: .void))))
+                    try await self.transmit(.completion(HubCompletion(invocationId: id, outcome: .void)), on: session)
                 } catch {
                     // The server learns why the stream ended; a dead connection fails the invocation itself.
-                    try? await session.send(codec.encode(.completion(HubCompletion(invocationId: id, outcome: .error("\(error)")))))
+                    try? await self.transmit(.completion(HubCompletion(invocationId: id, outcome: .error("\(error)"))), on: session)
                 }
             }
         }

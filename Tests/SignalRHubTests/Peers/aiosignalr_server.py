@@ -1,11 +1,12 @@
 """An aiosignalr hub server (written by others, pinned in Scripts/requirements.txt) for interop tests.
 
-Usage: aiosignalr_server.py   -> prints "PORT <n>" once it listens on 127.0.0.1 (ephemeral port), then serves
+Usage: aiosignalr_server.py [stateful]   -> prints "PORT <n>" once it listens on 127.0.0.1 (ephemeral port), then serves
 until stdin closes or the process is killed.
 
 Hub methods: echo(x), add(a, b), void(), fail(message), broadcast(user, count) -> "receive"(user, count) to all,
 askClient(method, argument) -> the caller's client result, countTo(n) stream, countForever() stream until cancelled,
-collect(upload stream) -> the stream's items.
+collect(upload stream) -> the stream's items, record(x) -> x (kept), recorded() -> every x recorded,
+burst(n) -> "item"(0..n-1) to the caller. With "stateful" the server allows stateful reconnects.
 """
 import asyncio
 import sys
@@ -15,7 +16,21 @@ from aiosignalr.errors import HubException
 from aiosignalr.server import Hub, IncomingStream, ServerOptions, SignalRServer
 
 
+recorded = []
+
+
 class TestHub(Hub):
+    async def record(self, value: Any) -> Any:
+        recorded.append(value)
+        return value
+
+    async def recorded(self) -> Any:
+        return list(recorded)
+
+    async def burst(self, n: int) -> None:
+        for value in range(n):
+            await self.clients.caller.send("item", value)
+
     async def echo(self, value: Any) -> Any:
         return value
 
@@ -50,7 +65,10 @@ class TestHub(Hub):
 
 
 async def main():
-    options = ServerOptions(maximum_parallel_invocations=8, maximum_receive_message_size=1 << 20, keep_alive_interval=15.0)
+    stateful = "stateful" in sys.argv[1:]
+    options = ServerOptions(
+        maximum_parallel_invocations=8, maximum_receive_message_size=1 << 20, keep_alive_interval=15.0,
+        allow_stateful_reconnects=stateful)
     server = SignalRServer(TestHub, options=options)
     host, port = await server.serve("127.0.0.1", 0, path="/hub")
     print(f"PORT {port}", flush=True)

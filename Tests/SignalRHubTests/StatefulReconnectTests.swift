@@ -1,0 +1,84 @@
+import Foundation
+import NIOConcurrencyHelpers
+import RealtimeCore
+import RealtimeTesting
+import SignalRHub
+import Testing
+
+/// Stateful reconnect through FaultProxy: the WebSocket is cut in the middle of bursts in both
+/// directions; after the socket is replaced, every message arrived exactly once, in order, and no
+/// pending call failed.
+@Suite("Stateful reconnect", .serialized)
+struct StatefulReconnectTests {
+    @Test("aiosignalr: bursts both ways survive cuts with nothing lost or doubled", arguments: HubProtocolKind.allCases)
+    func aiosignalrBursts(_ kind: HubProtocolKind) async throws {
+        let peer = try await PythonPeer.start(scriptPath: signalRPeerScript("aiosignalr_server.py"), arguments: ["stateful"])
+        defer { Task { await peer.shutdown() } }
+        let proxy = try await FaultProxy.start(targetPort: peer.port)
+        defer { Task { await proxy.stop() } }
+        let connection = HubConnectionBuilder().withUrl(url: proxy.url(scheme: "http") + "/hub", transport: .webSockets)
+            .withHubProtocol(kind).withOptions { $0.statefulReconnect = true }.build()
+        let items = Recorder<Int>()
+        connection.on("item") { (value: Int) in items.append(value) }
+        let lifecycle = Recorder<String>()
+        connection.onReconnecting { _ in lifecycle.append("reconnecting") }
+        connection.onClosed { _ in lifecycle.append("closed") }
+        try await connection.start()
+        #expect(connection.isStateful)
+
+        // Client to server: 500 invocations in flight; the socket is cut twice while they go out.
+        let count = 500
+        let results = Task {
+            try await withThrowingTaskGroup(of: Int.self) { group in
+                for index in 0..<count { group.addTask { try await connection.invoke(method: "record", arguments: index) } }
+                var all: [Int] = []
+                for try await value in group { all.append(value) }
+                return all
+            }
+        }
+        try await Task.sleep(for: .milliseconds(30))
+        proxy.inject(.cut(.reset))
+        try await Task.sleep(for: .milliseconds(200))
+        proxy.inject(.cut(.reset))
+        let values = try await results.value
+        #expect(values.sorted() == Array(0..<count))
+        let recorded: [Int] = try await connection.invoke(method: "recorded")
+        #expect(recorded.count == count, "each invocation ran exactly once on the server")
+        #expect(Set(recorded) == Set(0..<count))
+
+        // Server to client: 2,000 invocations, cut after some of them crossed.
+        proxy.inject(.cutAfter(bytes: 20_000, .both, .reset))
+        try await connection.invoke(method: "burst", arguments: 2_000)
+        let received = try await items.wait(count: 2_000)
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(items.all == Array(0..<2_000), "in order, none lost, none doubled")
+        #expect(connection.currentState == .connected)
+        #expect(lifecycle.all.isEmpty, "a stateful reconnect is invisible: no onReconnecting, no onClosed")
+        #expect(proxy.statistics.connectionsCut >= 3)
+        #expect(connection.statefulReconnectCount >= 3, "every cut was healed by replacing the socket")
+        _ = received
+        await connection.stop()
+    }
+
+    @Test("Without the server's agreement the option changes nothing: a cut fails pending calls")
+    func serverDeclines() async throws {
+        let peer = try await PythonPeer.start(scriptPath: signalRPeerScript("aiosignalr_server.py"))
+        defer { Task { await peer.shutdown() } }
+        let proxy = try await FaultProxy.start(targetPort: peer.port)
+        defer { Task { await proxy.stop() } }
+        let connection = HubConnectionBuilder().withUrl(url: proxy.url(scheme: "http") + "/hub", transport: .webSockets)
+            .withOptions { $0.statefulReconnect = true }.build()
+        try await connection.start()
+        #expect(!connection.isStateful)
+        let stream = try await connection.streamRaw(method: "countForever", arguments: [])
+        let outcome = Task { () -> String in
+            do {
+                for try await _ in stream {}
+                return "ended"
+            } catch let error as RealtimeError { return "\(error.code)" } catch { return "\(error)" }
+        }
+        try await Task.sleep(for: .milliseconds(100))
+        proxy.inject(.cut(.reset))
+        #expect(await outcome.value == "connectionClosed")
+    }
+}
