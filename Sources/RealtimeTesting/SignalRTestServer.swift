@@ -6,6 +6,7 @@ import Logging
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOWebSocket
+public import OrderedCollections
 public import RealtimeCore
 public import SignalRHub
 
@@ -39,6 +40,10 @@ public final class SignalRTestServer: Sendable {
         /// Refuse these transports' requests (404 for polls and streams, no upgrade for WebSockets)
         /// while still offering them, to force a client's fallback.
         public var failingTransports: Set<String> = []
+        /// Agree to stateful reconnect when a client asks for it (WebSockets, hub protocol version 2).
+        public var statefulReconnect = false
+        /// How long a stateful connection waits for its client's new WebSocket before it ends.
+        public var statefulReconnectTimeout: Duration = .seconds(10)
         /// How long a long poll waits for data before answering 200 with an empty body.
         public var pollTimeout: Duration = .seconds(5)
         /// The highest `negotiateVersion` the server speaks (0: only `connectionId`).
@@ -68,9 +73,11 @@ public final class SignalRTestServer: Sendable {
         var methods: [String: (Method, concurrent: Bool)] = [:]
         var streams: [String: StreamMethod] = [:]
         var negotiated: [String: String] = [:]  // connectionToken -> connectionId
+        var statefulTokens: [String: String] = [:]  // connectionToken -> connectionId, reusable for reattaching
         var connections: [String: ServerHubConnection] = [:]  // connectionId -> connection
         var httpConnections: [String: HTTPConnection] = [:]  // id on the URL -> SSE or long-polling connection
         var transportsUsed: [String] = []
+        var reattachCount = 0
         var negotiateCount = 0
         var handshakeCount = 0
         var authorizations: [String?] = []
@@ -91,6 +98,8 @@ public final class SignalRTestServer: Sendable {
     public var port: Int { serverBox.withLockedValue { $0 }?.port ?? 0 }
     /// Negotiate requests served.
     public var negotiateCount: Int { state.withLockedValue { $0.negotiateCount } }
+    /// WebSockets that re-attached to a stateful connection.
+    public var reattachCount: Int { state.withLockedValue { $0.reattachCount } }
     /// Handshakes accepted.
     public var handshakeCount: Int { state.withLockedValue { $0.handshakeCount } }
     /// The Authorization header of each negotiate and WebSocket request, in order.
@@ -120,6 +129,14 @@ public final class SignalRTestServer: Sendable {
         }
     }
 
+    /// Sends `target(arguments)` to one connection without waiting for a result.
+    public func invokeClientSend(_ connectionId: String, _ target: String, _ arguments: [JSONValue]) async throws {
+        guard let connection = state.withLockedValue({ $0.connections[connectionId] }) else {
+            throw SignalRTestServerError(message: "no connection \(connectionId)")
+        }
+        try await connection.send(.invocation(HubInvocation(target: target, arguments: arguments)))
+    }
+
     /// Invokes `target` on one connection and waits for the client's result.
     public func invokeClient(_ connectionId: String, _ target: String, _ arguments: [JSONValue]) async throws -> JSONValue? {
         guard let connection = state.withLockedValue({ $0.connections[connectionId] }) else {
@@ -132,7 +149,7 @@ public final class SignalRTestServer: Sendable {
     public func closeAll(error: String? = nil, allowReconnect: Bool = false) async {
         for connection in state.withLockedValue({ Array($0.connections.values) }) {
             try? await connection.send(.close(HubClose(error: error, allowReconnect: allowReconnect)))
-            await connection.closeSocket()
+            await connection.closeFinally()
         }
         finishHTTPConnections()
     }
@@ -191,15 +208,46 @@ public final class SignalRTestServer: Sendable {
             if options.failingTransports.contains("WebSockets") { return .dontUpgrade }
             // Without negotiate (skipNegotiation) there is no id: the server makes one.
             let connectionId: String
+            var stateful = false
+            var detached: ServerHubConnection?
             if let id = query["id"] {
-                guard let known = server.state.withLockedValue({ $0.negotiated.removeValue(forKey: id) }) else { return .dontUpgrade }
-                connectionId = known
+                enum Lookup { case new(String, Bool), reattach(ServerHubConnection), unknown }
+                let lookup = server.state.withLockedValue { state -> Lookup in
+                    if let known = state.negotiated.removeValue(forKey: id) { return .new(known, state.statefulTokens[id] != nil) }
+                    // A stateful connection accepts its client's new socket even before it noticed that
+                    // the old one died (as ASP.NET Core does): the old socket is closed first.
+                    if let known = state.statefulTokens[id], let existing = state.connections[known], existing.stateful {
+                        return .reattach(existing)
+                    }
+                    return .unknown
+                }
+                switch lookup {
+                case .new(let known, let isStateful):
+                    connectionId = known
+                    stateful = isStateful
+                case .reattach(let existing):
+                    connectionId = existing.id
+                    detached = existing
+                case .unknown:
+                    return .dontUpgrade
+                }
             } else {
                 connectionId = Self.randomId()
             }
-            return .upgrade([:]) { inbound, outbound, _ in
+            return .upgrade([:]) { [stateful, detached] inbound, outbound, _ in
                 try await withEventLoopPreference(channel.eventLoop) {
-                    let connection = ServerHubConnection(server: server, id: connectionId, sink: .webSocket(outbound), authorization: authorization)
+                    if let detached {
+                        if !detached.isDetached {
+                            await detached.closeSocket()
+                            for _ in 0..<200 where !detached.isDetached { try await Task.sleep(for: .milliseconds(5)) }
+                        }
+                        server.state.withLockedValue { $0.reattachCount += 1 }
+                        try await detached.reattach(outbound)
+                        try await detached.run(inbound: inbound)
+                        return
+                    }
+                    let connection = ServerHubConnection(
+                        server: server, id: connectionId, sink: .webSocket(outbound), authorization: authorization, stateful: stateful)
                     server.state.withLockedValue { $0.transportsUsed.append("WebSockets") }
                     try await connection.run(inbound: inbound)
                 }
@@ -211,6 +259,7 @@ public final class SignalRTestServer: Sendable {
     }
 
     public func stop() async {
+        for connection in state.withLockedValue({ Array($0.connections.values) }) { await connection.closeFinally() }
         await dropAll()
         await serverBox.withLockedValue { $0 }?.stop()
     }
@@ -315,7 +364,12 @@ public final class SignalRTestServer: Sendable {
             // none speaks version 0 and uses the connectionId as its id).
             let requested = SocketIOTestServer.query(request.uri.description)["negotiateVersion"].flatMap(Int.init) ?? 0
             let version = min(requested, options.negotiateVersion)
-            state.withLockedValue { $0.negotiated[version >= 1 ? token : connectionId] = connectionId }
+            let wantsStateful = options.statefulReconnect
+                && SocketIOTestServer.query(request.uri.description)["useStatefulReconnect"]?.lowercased() == "true"
+            state.withLockedValue {
+                $0.negotiated[version >= 1 ? token : connectionId] = connectionId
+                if wantsStateful { $0.statefulTokens[version >= 1 ? token : connectionId] = connectionId }
+            }
             let transports: [JSONValue] = options.offeredTransports.map { name in
                 ["transport": .string(name), "transferFormats": name == "ServerSentEvents" ? ["Text"] : ["Text", "Binary"]]
             }
@@ -323,6 +377,10 @@ public final class SignalRTestServer: Sendable {
                 ? ["negotiateVersion": .number(Double(version)), "connectionId": .string(connectionId), "connectionToken": .string(token),
                    "availableTransports": .array(transports)]
                 : ["negotiateVersion": 0, "connectionId": .string(connectionId), "availableTransports": .array(transports)]
+            if wantsStateful, case .object(var members) = reply {
+                members["useStatefulReconnect"] = true
+                reply = .object(members)
+            }
         }
         var headers = HTTPFields()
         headers[.contentType] = "application/json"
@@ -358,7 +416,7 @@ public final class SignalRTestServer: Sendable {
             let error = call.arguments.first?.stringValue
             let allow = call.arguments.dropFirst().first?.boolValue ?? false
             try? await connection.send(.close(HubClose(error: error, allowReconnect: allow)))
-            await connection.closeSocket()
+            await connection.closeFinally()
             return nil
         }
         method("collect", concurrent: true) { call in
@@ -403,11 +461,19 @@ final class ServerHubConnection: Sendable {
     let server: SignalRTestServer
     let id: String
     let authorization: String?
-    private let writer: ServerOutbox
+    private let writerBox: NIOLockedValueBox<ServerOutbox>
+    private var writer: ServerOutbox { writerBox.withLockedValue { $0 } }
+    let stateful: Bool
     let stalled = NIOLockedValueBox(false)
     private let shared = NIOLockedValueBox(Shared())
 
     struct Shared {
+        var replay: ReplayBuffer?
+        /// The socket is gone but the stateful connection waits for its client's next one.
+        var detached = false
+        /// Closed for good (Close message, DELETE, server stop): no re-attach.
+        var closing = false
+        var reattachWatch: Task<Void, Never>?
         var codec: HubProtocolCodec?
         var nextId = 1
         var clientCalls: [String: CheckedContinuation<JSONValue?, any Error>] = [:]
@@ -415,21 +481,64 @@ final class ServerHubConnection: Sendable {
         var uploads: [String: AsyncThrowingStream<JSONValue, any Error>.Continuation] = [:]
     }
 
-    init(server: SignalRTestServer, id: String, sink: ServerOutbox.Sink, authorization: String?) {
+    init(server: SignalRTestServer, id: String, sink: ServerOutbox.Sink, authorization: String?, stateful: Bool = false) {
         self.server = server
         self.id = id
         self.authorization = authorization
-        writer = ServerOutbox(sink)
+        self.stateful = stateful
+        writerBox = NIOLockedValueBox(ServerOutbox(sink))
     }
 
     var outbox: ServerOutbox { writer }
+    var isDetached: Bool { shared.withLockedValue { $0.detached } }
 
     func send(_ message: HubMessage) async throws {
         guard let codec = shared.withLockedValue({ $0.codec }) else { return }
-        try await writer.write(codec.encode(message), binary: codec.kind == .messagepack)
+        let bytes = codec.encode(message)
+        let binary = codec.kind == .messagepack
+        guard let replay = shared.withLockedValue({ $0.replay }) else {
+            try await writer.write(bytes, binary: binary)
+            return
+        }
+        if message.isSequenced {
+            // Kept until the client acknowledges it; written now unless the socket is being replaced.
+            // (The server does not wait for room: a test server should not stall its read loop.)
+            await replay.gate.withLock {
+                if replay.record(bytes).sendNow { try? await writer.write(bytes, binary: binary) }
+            }
+        } else if !replay.isReconnecting {
+            try await writer.write(bytes, binary: binary)
+        }
+    }
+
+    /// Ends this connection for good (no stateful re-attach), then closes its socket.
+    func closeFinally() async {
+        shared.withLockedValue { $0.closing = true }
+        await writer.close()
     }
 
     func closeSocket() async { await writer.close() }
+
+    /// A stateful connection's new WebSocket: Sequence, then the unacknowledged messages.
+    func reattach(_ outbound: WebSocketOutboundWriter) async throws {
+        let outbox = ServerOutbox(.webSocket(outbound))
+        let (replay, codec) = shared.withLockedValue { shared -> (ReplayBuffer?, HubProtocolCodec?) in
+            shared.detached = false
+            shared.reattachWatch?.cancel()
+            shared.reattachWatch = nil
+            return (shared.replay, shared.codec)
+        }
+        guard let replay, let codec else {
+            writerBox.withLockedValue { $0 = outbox }
+            return
+        }
+        let binary = codec.kind == .messagepack
+        let ack = try await replay.gate.withLock {
+            writerBox.withLockedValue { $0 = outbox }
+            return try await replay.resend({ codec.encode(.sequence(sequenceId: $0)) }, write: { try await outbox.write($0, binary: binary) })
+        }
+        if let ack { try await outbox.write(codec.encode(.ack(sequenceId: ack)), binary: binary) }
+    }
 
     func sendRaw(_ bytes: [UInt8], binary: Bool) async throws { try await writer.writeRaw(bytes, binary: binary) }
 
@@ -460,17 +569,33 @@ final class ServerHubConnection: Sendable {
     /// Runs the connection over any sequence of inbound payloads (WebSocket messages, POST bodies).
     func run<Payloads: AsyncSequence>(payloads: Payloads) async throws where Payloads.Element == [UInt8] {
         var handshakeBuffer: [UInt8] = []
-        var framer: HubMessageFramer?
+        // A re-attached stateful connection has had its handshake.
+        var framer: HubMessageFramer? = shared.withLockedValue { $0.codec }.map { HubMessageFramer($0.kind) }
         var pinger: Task<Void, Never>?
         defer {
             pinger?.cancel()
-            let (calls, streams) = shared.withLockedValue { shared in
-                defer { shared.clientCalls = [:]; shared.streams = [:] }
-                return (shared.clientCalls, shared.streams)
+            let keep = shared.withLockedValue { shared -> Bool in
+                guard let replay = shared.replay, !shared.closing else { return false }
+                replay.disconnected()
+                shared.detached = true
+                return true
             }
-            for (_, call) in calls { call.resume(throwing: SignalRTestServerError(message: "the connection closed")) }
-            for (_, task) in streams { task.cancel() }
-            server.state.withLockedValue { _ = $0.connections.removeValue(forKey: id) }
+            if keep {
+                // Wait for the client's next WebSocket, for a while.
+                let timeout = server.options.statefulReconnectTimeout
+                let watch = Task { [weak self] in
+                    try? await Task.sleep(for: timeout)
+                    guard !Task.isCancelled, let self else { return }
+                    self.shared.withLockedValue { $0.closing = true }
+                    self.teardown()
+                }
+                shared.withLockedValue { $0.reattachWatch = watch }
+            } else {
+                teardown()
+            }
+        }
+        if framer != nil, let interval = server.options.keepAliveInterval {
+            pinger = startPinger(interval)
         }
         for try await payload in payloads {
             var bytes = payload
@@ -479,40 +604,83 @@ final class ServerHubConnection: Sendable {
                 handshakeBuffer += bytes
                 guard let (name, version, consumed) = try HubHandshake.parseRequest(handshakeBuffer) else { continue }
                 bytes = Array(handshakeBuffer[consumed...])
-                // ASP.NET Core accepts any version up to the protocol's own (1) for both protocols.
-                guard let kind = HubProtocolKind(rawValue: name), (0...1).contains(version) else {
+                // ASP.NET Core accepts any version up to the protocol's own (2 since .NET 8) for both
+                // protocols; version 2 with a stateful token turns stateful reconnect on.
+                guard let kind = HubProtocolKind(rawValue: name), (0...2).contains(version) else {
                     try await writer.write(Array("{\"error\":\"Requested protocol '\(name)' version \(version) is not available.\"}\u{1E}".utf8), binary: false)
-                    await writer.close()
+                    await closeFinally()
                     return
                 }
                 if let error = server.options.handshakeError {
                     try await writer.write(Array("{\"error\":\(JSONValue.string(error).jsonString)}\u{1E}".utf8), binary: false)
-                    await writer.close()
+                    await closeFinally()
                     return
                 }
-                shared.withLockedValue { $0.codec = HubProtocolCodec(kind) }
+                let stateful = stateful && version >= 2
+                shared.withLockedValue {
+                    $0.codec = HubProtocolCodec(kind)
+                    if stateful { $0.replay = ReplayBuffer(limit: 100_000) }
+                }
                 framer = HubMessageFramer(kind)
                 server.state.withLockedValue {
                     $0.handshakeCount += 1
                     $0.connections[id] = self
                 }
                 try await writer.write(Array("{}\u{1E}".utf8), binary: kind == .messagepack)
-                if let interval = server.options.keepAliveInterval {
-                    pinger = Task { [weak self] in
-                        while !Task.isCancelled {
-                            try? await Task.sleep(for: interval)
-                            guard let self, !self.stalled.withLockedValue({ $0 }) else { continue }
-                            try? await self.send(.ping)
-                        }
-                    }
-                }
+                if let interval = server.options.keepAliveInterval { pinger = startPinger(interval) }
             }
             guard var current = framer, let codec = shared.withLockedValue({ $0.codec }) else { continue }
             var messages: [HubMessage] = []
             try current.consume(bytes) { (body) throws(HubProtocolError) in messages.append(try codec.decode(body: body)) }
             framer = current
-            for message in messages { try await handle(message) }
+            guard let replay = shared.withLockedValue({ $0.replay }) else {
+                for message in messages { try await handle(message) }
+                continue
+            }
+            for message in messages {
+                switch message {
+                case .ack(let sequenceId):
+                    replay.ack(sequenceId)
+                case .sequence(let sequenceId):
+                    _ = replay.receive(message)
+                    try replay.sequence(sequenceId)
+                default:
+                    let (process, scheduleAck) = replay.receive(message)
+                    if scheduleAck {
+                        Task { [weak self] in
+                            try? await Task.sleep(for: .seconds(1))
+                            guard let self, let sequenceId = replay.takeAck() else { return }
+                            try? await self.send(.ack(sequenceId: sequenceId))
+                        }
+                    }
+                    if process { try await handle(message) }
+                }
+            }
         }
+    }
+
+    private func startPinger(_ interval: Duration) -> Task<Void, Never> {
+        Task { [weak self] in
+            while !Task.isCancelled {
+                try? await Task.sleep(for: interval)
+                guard let self, !self.stalled.withLockedValue({ $0 }) else { continue }
+                try? await self.send(.ping)
+            }
+        }
+    }
+
+    /// The connection is over: pending client calls fail, streams stop, the server forgets it.
+    private func teardown() {
+        let (calls, streams) = shared.withLockedValue { shared in
+            defer {
+                shared.clientCalls = [:]
+                shared.streams = [:]
+            }
+            return (shared.clientCalls, shared.streams)
+        }
+        for (_, call) in calls { call.resume(throwing: SignalRTestServerError(message: "the connection closed")) }
+        for (_, task) in streams { task.cancel() }
+        server.state.withLockedValue { _ = $0.connections.removeValue(forKey: id) }
     }
 
     private func handle(_ message: HubMessage) async throws {
@@ -591,7 +759,7 @@ final class ServerHubConnection: Sendable {
             case .error(let text): waiting.resume(throwing: SignalRTestServerError(message: text))
             }
         case .close:
-            await writer.close()
+            await closeFinally()
         case .ping, .ack, .sequence:
             break
         }

@@ -78,6 +78,9 @@ extension HubConnection {
             .joined(separator: ", ") + "]"
     }
 
+    /// Delays before each attempt to replace a lost WebSocket statefully.
+    static let statefulReconnectDelays: [Duration] = [.zero, .milliseconds(250), .seconds(1), .seconds(2)]
+
     /// The transport in use (nil when not connected).
     public var transport: HttpTransportType? { state.withLockedValue { $0.session?.transport } }
 
@@ -120,11 +123,18 @@ extension HubConnection {
             {
                 replay.disconnected()
                 self.logger.info("the WebSocket was lost (\(error.detail)); reconnecting it statefully")
-                do {
-                    try await resume()
-                    return
-                } catch {
-                    self.logger.info("the stateful reconnect failed: \(Self.realtimeError(error).detail)")
+                // The reference clients try once; a socket that fails while it opens (the network
+                // is still flapping) gets three more tries, well within the server's wait
+                // (30 s by default in ASP.NET Core).
+                for delay in HubConnection.statefulReconnectDelays {
+                    if delay > .zero { try? await self.timeline.sleep(until: self.timeline.now + delay) }
+                    guard self.state.withLockedValue({ $0.machine.state == .connected }) else { break }
+                    do {
+                        try await resume()
+                        return
+                    } catch {
+                        self.logger.info("a stateful reconnect attempt failed: \(Self.realtimeError(error).detail)")
+                    }
                 }
             }
             await self.transportEnded(generation: generation, error: error, allowReconnect: allowReconnect)
@@ -177,14 +187,13 @@ extension HubConnection {
                 if resuming != nil, let replay {
                     // The same connection on a new socket: no handshake; Sequence, then every
                     // message the server has not acknowledged, then normal sending resumes.
-                    let plan = replay.resendPlan()
-                    try await session.send(self.codec.encode(.sequence(sequenceId: plan.sequenceId)))
-                    for bytes in plan.messages { try await session.send(bytes) }
-                    self.state.withLockedValue {
-                        $0.session = session
-                        $0.statefulReconnects += 1
+                    let codec = self.codec
+                    let ack = try await replay.gate.withLock {
+                        self.state.withLockedValue { $0.session = session }
+                        return try await replay.resend({ codec.encode(.sequence(sequenceId: $0)) }, write: { try await session.send($0) })
                     }
-                    replay.resumed()
+                    if let ack { try await session.send(codec.encode(.ack(sequenceId: ack))) }
+                    self.state.withLockedValue { $0.statefulReconnects += 1 }
                     run.markHandshakeDone()
                     pipeline.skipHandshake()
                     ready.complete(.success(()))

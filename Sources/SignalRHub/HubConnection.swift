@@ -486,10 +486,12 @@ extension Duration {
 }
 
 /// A value that arrives once; `value()` waits for it.
-final class OneShot<Value: Sendable>: Sendable {
+package final class OneShot<Value: Sendable>: Sendable {
     private let state = NIOLockedValueBox<(result: Result<Value, any Error>?, waiter: CheckedContinuation<Value, any Error>?)>((nil, nil))
 
-    func complete(_ result: Result<Value, any Error>) {
+    package init() {}
+
+    package func complete(_ result: Result<Value, any Error>) {
         let waiter = state.withLockedValue { state -> CheckedContinuation<Value, any Error>? in
             guard state.result == nil else { return nil }
             state.result = result
@@ -499,7 +501,7 @@ final class OneShot<Value: Sendable>: Sendable {
         waiter?.resume(with: result)
     }
 
-    func value() async throws -> Value {
+    package func value() async throws -> Value {
         try await withCheckedThrowingContinuation { continuation in
             let ready = state.withLockedValue { state -> Result<Value, any Error>? in
                 if let result = state.result { return result }

@@ -10,7 +10,10 @@ import RealtimeCore
 ///
 /// The buffer holds at most `limit` bytes of unacknowledged messages: a send that takes it past the
 /// limit waits until acknowledgements make room (backpressure, not an unbounded queue).
-final class ReplayBuffer: Sendable {
+///
+/// SignalRTestServer uses the same bookkeeping for its side; the client's behaviour is also tested
+/// against aiosignalr's own implementation.
+package final class ReplayBuffer: Sendable {
     struct State {
         var items: Deque<(id: Int64, bytes: [UInt8])> = []
         var sent: Int64 = 0
@@ -22,22 +25,25 @@ final class ReplayBuffer: Sendable {
         var nextReceiving: Int64 = 1
         var latestReceived: Int64 = 0
         var ackPending = false
+        var lastAcked: Int64 = 0
         var failed: RealtimeError?
     }
 
     let limit: Int
+    /// Held while a message is recorded and written, and during a resend.
+    package let gate = FIFOGate()
     private let state = NIOLockedValueBox(State())
 
-    init(limit: Int) {
+    package init(limit: Int) {
         self.limit = max(1, limit)
     }
 
-    var isReconnecting: Bool { state.withLockedValue { $0.reconnecting } }
-    var bufferedByteCount: Int { state.withLockedValue { $0.bufferedBytes } }
+    package var isReconnecting: Bool { state.withLockedValue { $0.reconnecting } }
+    package var bufferedByteCount: Int { state.withLockedValue { $0.bufferedBytes } }
 
     /// Records an outgoing sequenced message. Returns whether to write it now (not while the
     /// socket is being replaced; the resend will) and a wait for room when the buffer is full.
-    func record(_ bytes: [UInt8]) -> (sendNow: Bool, wait: OneShot<Void>?) {
+    package func record(_ bytes: [UInt8]) -> (sendNow: Bool, wait: OneShot<Void>?) {
         state.withLockedValue { state in
             if let failed = state.failed {
                 let reply = OneShot<Void>()
@@ -58,7 +64,7 @@ final class ReplayBuffer: Sendable {
     }
 
     /// The server processed everything up to `id`.
-    func ack(_ id: Int64) {
+    package func ack(_ id: Int64) {
         let released = state.withLockedValue { state -> [OneShot<Void>] in
             while let first = state.items.first, first.id <= id {
                 state.bufferedBytes -= first.bytes.count
@@ -78,7 +84,7 @@ final class ReplayBuffer: Sendable {
 
     /// Whether an incoming message is new (to process) or a duplicate of one already processed.
     /// `scheduleAck` asks the owner to send an Ack about a second from now.
-    func receive(_ message: HubMessage) -> (process: Bool, scheduleAck: Bool) {
+    package func receive(_ message: HubMessage) -> (process: Bool, scheduleAck: Bool) {
         state.withLockedValue { state in
             if state.waitingForSequence {
                 guard case .sequence = message else { return (false, false) }
@@ -100,16 +106,19 @@ final class ReplayBuffer: Sendable {
         }
     }
 
-    /// The Ack to send now (nil while reconnecting), clearing the pending flag.
-    func takeAck() -> Int64? {
+    /// The Ack to send now (nil while reconnecting: ``finishResend(sentThrough:)`` sends it then),
+    /// clearing the pending flag.
+    package func takeAck() -> Int64? {
         state.withLockedValue { state in
             state.ackPending = false
-            return state.reconnecting ? nil : state.latestReceived
+            guard !state.reconnecting, state.latestReceived > 0 else { return nil }
+            state.lastAcked = state.latestReceived
+            return state.latestReceived
         }
     }
 
     /// The server's Sequence: its next message has number `id`.
-    func sequence(_ id: Int64) throws {
+    package func sequence(_ id: Int64) throws {
         let received = state.withLockedValue { state -> Int64? in
             guard id <= state.nextReceiving else { return state.nextReceiving - 1 }
             state.nextReceiving = id
@@ -121,7 +130,7 @@ final class ReplayBuffer: Sendable {
     }
 
     /// The WebSocket dropped: buffer sends, and drop what arrives until the server's Sequence.
-    func disconnected() {
+    package func disconnected() {
         state.withLockedValue { state in
             state.reconnecting = true
             state.waitingForSequence = true
@@ -129,18 +138,37 @@ final class ReplayBuffer: Sendable {
     }
 
     /// What to write on the new WebSocket: Sequence (the oldest unacknowledged id, or the next
-    /// id), then every unacknowledged message in order. Sends resume after the caller wrote them.
-    func resendPlan() -> (sequenceId: Int64, messages: [[UInt8]]) {
+    /// id), then every unacknowledged message in order, through `lastId`.
+    package func resendPlan() -> (sequenceId: Int64, messages: [[UInt8]], lastId: Int64) {
         state.withLockedValue { state in
             let first = state.items.first?.id ?? state.sent + 1
-            return (first, state.items.map(\.bytes))
+            return (first, state.items.map(\.bytes), state.sent)
         }
     }
 
-    func resumed() { state.withLockedValue { $0.reconnecting = false } }
+    package enum ResendStep {
+        /// Messages recorded while the plan was being written: write these too, then ask again.
+        case more([[UInt8]], lastId: Int64)
+        /// Sending is live again; send this Ack now if set (one that came due while reconnecting).
+        case done(ack: Int64?)
+    }
+
+    /// After writing everything through `sentThrough`: either the messages recorded meanwhile, or
+    /// the switch back to live sending, atomically, so nothing recorded during the resend is missed.
+    package func finishResend(sentThrough: Int64) -> ResendStep {
+        state.withLockedValue { state in
+            if state.sent > sentThrough {
+                return .more(state.items.filter { $0.id > sentThrough }.map(\.bytes), lastId: state.sent)
+            }
+            state.reconnecting = false
+            guard state.latestReceived > state.lastAcked else { return .done(ack: nil) }
+            state.lastAcked = state.latestReceived
+            return .done(ack: state.latestReceived)
+        }
+    }
 
     /// The connection is over: senders waiting for room fail.
-    func fail(_ error: RealtimeError) {
+    package func fail(_ error: RealtimeError) {
         let waiters = state.withLockedValue { state -> [OneShot<Void>] in
             state.failed = error
             defer { state.waiters = [] }
@@ -161,12 +189,15 @@ extension HubConnection {
             return
         }
         if message.isSequenced {
-            let (sendNow, wait) = replay.record(bytes)
-            if sendNow, let current = state.withLockedValue({ $0.session }) {
-                // A failed write is not lost: the buffer keeps it for the resend.
-                if (try? await current.send(bytes)) != nil {
-                    state.withLockedValue { $0.machine.didSend(now: timeline.now) }
+            let wait = await replay.gate.withLock { () -> OneShot<Void>? in
+                let (sendNow, wait) = replay.record(bytes)
+                if sendNow, let current = state.withLockedValue({ $0.session }) {
+                    // A failed write is not lost: the buffer keeps it for the resend.
+                    if (try? await current.send(bytes)) != nil {
+                        state.withLockedValue { $0.machine.didSend(now: timeline.now) }
+                    }
                 }
+                return wait
             }
             if let wait { try await wait.value() }
         } else if !replay.isReconnecting, let current = state.withLockedValue({ $0.session }) {
@@ -174,5 +205,63 @@ extension HubConnection {
             try await current.send(bytes)
             state.withLockedValue { $0.machine.didSend(now: timeline.now) }
         }
+    }
+}
+
+extension ReplayBuffer {
+    /// Writes the resend plan with `write`, then whatever was recorded meanwhile, and switches back
+    /// to live sending; returns the Ack that came due while reconnecting, if any.
+    package func resend(_ sequenceMessage: (Int64) -> [UInt8], write: ([UInt8]) async throws -> Void) async throws -> Int64? {
+        let plan = resendPlan()
+        try await write(sequenceMessage(plan.sequenceId))
+        for bytes in plan.messages { try await write(bytes) }
+        var through = plan.lastId
+        while true {
+            switch finishResend(sentThrough: through) {
+            case .more(let messages, let lastId):
+                for bytes in messages { try await write(bytes) }
+                through = lastId
+            case .done(let ack):
+                return ack
+            }
+        }
+    }
+}
+
+/// A first-in, first-out async lock. Stateful reconnect numbers messages in the order they are
+/// recorded, so recording and writing happen under it: writes on a socket keep that order, and a
+/// resend never interleaves with a live write.
+package final class FIFOGate: Sendable {
+    private let state = NIOLockedValueBox<(locked: Bool, waiters: Deque<CheckedContinuation<Void, Never>>)>((false, []))
+
+    package init() {}
+
+    package func lock() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let acquired = state.withLockedValue { state -> Bool in
+                if !state.locked {
+                    state.locked = true
+                    return true
+                }
+                state.waiters.append(continuation)
+                return false
+            }
+            if acquired { continuation.resume() }
+        }
+    }
+
+    package func unlock() {
+        let next = state.withLockedValue { state -> CheckedContinuation<Void, Never>? in
+            if let next = state.waiters.popFirst() { return next }
+            state.locked = false
+            return nil
+        }
+        next?.resume()
+    }
+
+    package func withLock<T>(_ body: () async throws -> T) async rethrows -> T {
+        await lock()
+        defer { unlock() }
+        return try await body()
     }
 }
