@@ -78,6 +78,7 @@ public final class SignalRTestServer: Sendable {
         var httpConnections: [String: HTTPConnection] = [:]  // id on the URL -> SSE or long-polling connection
         var transportsUsed: [String] = []
         var reattachCount = 0
+        var pingsReceived = 0
         var negotiateCount = 0
         var handshakeCount = 0
         var authorizations: [String?] = []
@@ -98,6 +99,8 @@ public final class SignalRTestServer: Sendable {
     public var port: Int { serverBox.withLockedValue { $0 }?.port ?? 0 }
     /// Negotiate requests served.
     public var negotiateCount: Int { state.withLockedValue { $0.negotiateCount } }
+    /// Ping messages received from clients.
+    public var pingsReceived: Int { state.withLockedValue { $0.pingsReceived } }
     /// WebSockets that re-attached to a stateful connection.
     public var reattachCount: Int { state.withLockedValue { $0.reattachCount } }
     /// Handshakes accepted.
@@ -474,6 +477,9 @@ final class ServerHubConnection: Sendable {
         /// Closed for good (Close message, DELETE, server stop): no re-attach.
         var closing = false
         var reattachWatch: Task<Void, Never>?
+        /// Replies gathered while one inbound frame is handled (not with stateful reconnect, whose
+        /// numbering needs every write in order).
+        var batch: [UInt8]?
         var codec: HubProtocolCodec?
         var nextId = 1
         var clientCalls: [String: CheckedContinuation<JSONValue?, any Error>] = [:]
@@ -497,7 +503,13 @@ final class ServerHubConnection: Sendable {
         let bytes = codec.encode(message)
         let binary = codec.kind == .messagepack
         guard let replay = shared.withLockedValue({ $0.replay }) else {
-            try await writer.write(bytes, binary: binary)
+            // While the read loop handles one inbound frame, replies are gathered into one frame.
+            let gathered = shared.withLockedValue { shared -> Bool in
+                guard shared.batch != nil else { return false }
+                shared.batch! += bytes
+                return true
+            }
+            if !gathered { try await writer.write(bytes, binary: binary) }
             return
         }
         if message.isSequenced {
@@ -634,7 +646,19 @@ final class ServerHubConnection: Sendable {
             try current.consume(bytes) { (body) throws(HubProtocolError) in messages.append(try codec.decode(body: body)) }
             framer = current
             guard let replay = shared.withLockedValue({ $0.replay }) else {
-                for message in messages { try await handle(message) }
+                if messages.count > 1 { shared.withLockedValue { $0.batch = [] } }
+                do {
+                    for message in messages { try await handle(message) }
+                } catch {
+                    shared.withLockedValue { $0.batch = nil }
+                    throw error
+                }
+                if let gathered = shared.withLockedValue({ shared -> [UInt8]? in
+                    defer { shared.batch = nil }
+                    return shared.batch
+                }), !gathered.isEmpty {
+                    try await writer.write(gathered, binary: codec.kind == .messagepack)
+                }
                 continue
             }
             for message in messages {
@@ -760,7 +784,9 @@ final class ServerHubConnection: Sendable {
             }
         case .close:
             await closeFinally()
-        case .ping, .ack, .sequence:
+        case .ping:
+            server.state.withLockedValue { $0.pingsReceived += 1 }
+        case .ack, .sequence:
             break
         }
     }

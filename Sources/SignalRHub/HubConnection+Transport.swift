@@ -163,15 +163,27 @@ extension HubConnection {
         logger.debug("opening the WebSocket to \(Redaction.url(wsURL))")
         try await runSession(generation: generation, run: run, ready: ready, resume: resume) { [wsURL, resuming] in
             try await WebSocketTransport.connect(to: wsURL, configuration: configuration, runtime: self.options.runtime) { ws in
+                // One frame may carry several hub messages (0x1E-terminated JSON, length-prefixed
+                // MessagePack): messages sent while a frame is being written go together in the next
+                // one, so 1,000 concurrent invocations do not cost 1,000 writes.
+                let frames = BatchingSender<[UInt8]>(maxBatchSize: 1 << 20, size: { $0.count }) { batch in
+                    var frame: [UInt8]
+                    if batch.count == 1 {
+                        frame = batch[0]
+                    } else {
+                        frame = []
+                        frame.reserveCapacity(batch.reduce(0) { $0 + $1.count })
+                        for bytes in batch { frame += bytes }
+                    }
+                    if binary {
+                        try await ws.send(binary: ByteBuffer(bytes: frame))
+                    } else {
+                        try await ws.send(text: String(decoding: frame, as: UTF8.self))
+                    }
+                }
                 let session = Session(
                     generation: generation, transport: .webSockets,
-                    send: { bytes in
-                        if binary {
-                            try await ws.send(binary: ByteBuffer(bytes: bytes))
-                        } else {
-                            try await ws.send(text: String(decoding: bytes, as: UTF8.self))
-                        }
-                    },
+                    send: { bytes in try await frames.send(bytes) },
                     close: { error in
                         run.requestClose(error)
                         // An aborted connection (server timeout) does not wait for a closing
