@@ -11,7 +11,7 @@ func signalRPeerScript(_ name: String) -> String {
 /// Our client against aiosignalr 0.1.1 (an asyncio SignalR server written by others), over
 /// WebSockets with both hub protocols. The peer must be installed (Scripts/test.sh); a missing
 /// peer fails the test with the command to run.
-@Suite("HubConnection against aiosignalr", .serialized)
+@Suite("HubConnection against aiosignalr", .serialized, .timeLimit(.minutes(3)))
 struct AioSignalRInteropTests {
     @Test("invoke, send, on, streams, cancel and client results, on every transport it serves", arguments: HubConnectionTests.combinations)
     func exchange(_ transport: HttpTransportType, _ kind: HubProtocolKind) async throws {

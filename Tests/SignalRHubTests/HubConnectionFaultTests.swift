@@ -6,7 +6,7 @@ import RealtimeTesting
 import SignalRHub
 import Testing
 
-@Suite("HubConnection under faults and lifecycle rules", .serialized)
+@Suite("HubConnection under faults and lifecycle rules", .serialized, .timeLimit(.minutes(3)))
 struct HubConnectionFaultTests {
     @Test("A drop fails every pending invocation at once with connectionClosed, long before any timeout")
     func pendingFailsOnDrop() async throws {
@@ -249,7 +249,7 @@ struct HubConnectionFaultTests {
     }
 }
 
-@Suite("HubConnection and bad input from the server", .serialized)
+@Suite("HubConnection and bad input from the server", .serialized, .timeLimit(.minutes(3)))
 struct HubConnectionBadInputTests {
     static let inputs: [(String, [UInt8], Bool, HubProtocolKind, String)] = [
         ("invalid JSON", Array("{\"type\":1,\u{1E}".utf8), false, .json, "protocolViolation"),

@@ -22,7 +22,7 @@ final class Recorder<Value: Sendable>: Sendable {
     }
 }
 
-@Suite("HubConnection against the in-process SignalR server", .serialized)
+@Suite("HubConnection against the in-process SignalR server", .serialized, .timeLimit(.minutes(3)))
 struct HubConnectionTests {
     static func connect(
         _ server: SignalRTestServer, _ kind: HubProtocolKind, _ transport: HttpTransportType = .webSockets,
@@ -147,7 +147,7 @@ struct HubConnectionTests {
 }
 
 
-@Suite("Transport fallback and HTTP transports", .serialized)
+@Suite("Transport fallback and HTTP transports", .serialized, .timeLimit(.minutes(3)))
 struct HubTransportFallbackTests {
     @Test("Each refused transport forces the next: WebSockets, then Server-Sent Events, then Long Polling")
     func fallbackChain() async throws {

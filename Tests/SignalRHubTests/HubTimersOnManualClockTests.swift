@@ -6,7 +6,7 @@ import Testing
 
 /// Keep-alive and server timeout of a real connection, driven by a ManualClock in the runtime: no
 /// test waits 15 or 30 seconds.
-@Suite("Keep-alive and server timeout on the manual clock", .serialized)
+@Suite("Keep-alive and server timeout on the manual clock", .serialized, .timeLimit(.minutes(3)))
 struct HubTimersOnManualClockTests {
     @Test("A silent client sends a Ping every keep-alive interval; a silent server is a timeout after serverTimeout")
     func timers() async throws {

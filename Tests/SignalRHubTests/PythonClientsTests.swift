@@ -6,7 +6,7 @@ import Testing
 
 /// Clients written by others against our SignalRTestServer: pysignalr 1.3.3 and signalrcore
 /// 1.0.2, over WebSockets with JSON and MessagePack. Each script prints OK/FAIL per scenario.
-@Suite("Python SignalR clients against SignalRTestServer", .serialized)
+@Suite("Python SignalR clients against SignalRTestServer", .serialized, .timeLimit(.minutes(3)))
 struct PythonClientsTests {
     static let cases: [(String, String)] = [
         ("pysignalr_client.py", "json"), ("pysignalr_client.py", "messagepack"),

@@ -28,7 +28,7 @@ final class LifecycleDelegate: HubConnectionDelegate, @unchecked Sendable {
 /// in an async context Swift picks the async overloads instead.
 func viewDidLoad(_ body: () -> Void) { body() }
 
-@Suite("Seed samples compile and behave as documented", .serialized)
+@Suite("Seed samples compile and behave as documented", .serialized, .timeLimit(.minutes(3)))
 struct SeedSamplesTests {
     /// A server with the guide's hub: SendMessage broadcasts ReceiveMessage, StreamMethod streams,
     /// TriggerClientResult asks the caller's ClientResult handler.

@@ -8,7 +8,7 @@ import Testing
 /// Stateful reconnect through FaultProxy: the WebSocket is cut in the middle of bursts in both
 /// directions; after the socket is replaced, every message arrived exactly once, in order, and no
 /// pending call failed.
-@Suite("Stateful reconnect", .serialized)
+@Suite("Stateful reconnect", .serialized, .timeLimit(.minutes(3)))
 struct StatefulReconnectTests {
     @Test("aiosignalr: bursts both ways survive cuts with nothing lost or doubled", arguments: HubProtocolKind.allCases)
     func aiosignalrBursts(_ kind: HubProtocolKind) async throws {
