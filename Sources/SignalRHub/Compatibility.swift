@@ -24,6 +24,8 @@ extension HubConnectionDelegate {
 
 /// The older client's lower-level options, set through
 /// ``HubConnectionBuilder/withHttpConnectionOptions(configureHttpOptions:)``.
+// @unchecked Sendable: filled in by the configure closure, then read once by the builder; the
+// provider closure is only called, never mutated, after that.
 public final class HttpConnectionOptions: @unchecked Sendable {
     /// Asked before every connect and reconnect; the token goes in `Authorization: Bearer`.
     public var accessTokenProvider: () -> String? = { nil }
@@ -36,6 +38,8 @@ public final class HttpConnectionOptions: @unchecked Sendable {
 }
 
 /// Reads a server invocation's arguments one at a time, for handlers whose argument count varies.
+// @unchecked Sendable: made for one handler call and used only inside it (the older client's API
+// hands it to a synchronous callback).
 public final class ArgumentExtractor: @unchecked Sendable {
     private let arguments: [JSONValue]
     private var index = 0
@@ -57,6 +61,7 @@ public final class ArgumentExtractor: @unchecked Sendable {
 }
 
 /// Holds the delegate weakly.
+// @unchecked Sendable: the weak reference is set once at init; reading a weak reference is atomic.
 final class WeakDelegate: @unchecked Sendable {
     weak var delegate: (any HubConnectionDelegate)?
     init(_ delegate: any HubConnectionDelegate) { self.delegate = delegate }
@@ -97,6 +102,8 @@ extension HubConnectionBuilder {
     }
 }
 
+// @unchecked Sendable: holds the older client's non-Sendable token provider, which the connection
+// only calls (as that client did from its own queue); the app owns its thread-safety.
 struct UncheckedBox<Value>: @unchecked Sendable {
     let value: Value
     init(_ value: Value) { self.value = value }

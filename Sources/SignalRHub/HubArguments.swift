@@ -21,6 +21,7 @@ public enum HubValueCoding {
 
     /// Decodes a hub argument, item or result as `T`.
     public static func decode<T: Decodable>(_ value: JSONValue, as type: T.Type = T.self) throws -> T {
+        // Fast paths: each `as!` follows a `case is X.Type` check, so T is X and the cast cannot fail.
         switch type {
         case is JSONValue.Type: return value as! T
         case is Data.Type: if case .binary(let data) = value { return data as! T }

@@ -4,6 +4,8 @@ public import RealtimeCore
 /// Builds a ``HubConnection`` the way the official Swift client (dotnet/signalr-client-swift)
 /// does, so its samples compile with only the import changed. Both the labelled forms of that
 /// client and the unlabelled forms of its documentation are accepted.
+// @unchecked Sendable: a builder is configured by one caller, then `build()` copies its value-type
+// options into the connection; it holds no state that outlives that.
 public final class HubConnectionBuilder: @unchecked Sendable {
     private var options = HubConnectionOptions(url: "")
     private var logLevel: LogLevel?
