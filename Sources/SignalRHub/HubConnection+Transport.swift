@@ -364,11 +364,13 @@ extension HubConnection {
         case .ping, .ack, .sequence:
             return false
         case .invocation(let invocation):
-            await state.withLockedValue { $0.dispatcher }?.send(invocation)
+            if let dispatcher = state.withLockedValue({ $0.dispatcher }) {
+                await waitingForConsumer(full: dispatcher.isFull) { await dispatcher.send(invocation) }
+            }
             return false
         case .streamItem(let item):
             if case .stream(let buffer)? = state.withLockedValue({ $0.pending[item.invocationId] }) {
-                await buffer.send(item.item)
+                await waitingForConsumer(full: buffer.isFull) { await buffer.send(item.item) }
             }
             return false
         case .completion(let completion):
@@ -391,6 +393,15 @@ extension HubConnection {
             run.serverClosed(close)
             return true
         }
+    }
+
+    /// Runs `body`, which waits when a bounded buffer is full; meanwhile the server timeout is
+    /// paused (the silence is ours: we stopped reading).
+    private func waitingForConsumer(full: Bool, _ body: () async -> Void) async {
+        guard full else { return await body() }
+        state.withLockedValue { $0.machine.readingPaused(true, now: timeline.now) }
+        await body()
+        state.withLockedValue { $0.machine.readingPaused(false, now: timeline.now) }
     }
 
     func performConnected(_ actions: [HubConnectionStateMachine.Action]) async {

@@ -55,6 +55,9 @@ struct HubConnectionStateMachine {
     private var lastSent: Duration = .zero
     private var lastReceived: Duration = .zero
     private var reconnectStarted: Duration = .zero
+    /// The owner stopped reading because a consumer (a stream, the handlers) is behind: silence
+    /// from the server is then ours, not the server's, and does not count toward the timeout.
+    private var readingPaused = false
     private var reconnectReason: RealtimeError?
 
     init(timing: Timing = Timing(), retryDelay: (@Sendable (RetryQuestion) -> Duration?)?) {
@@ -159,6 +162,12 @@ struct HubConnectionStateMachine {
     /// Bytes arrived from the server (any message counts, Pings included).
     mutating func didReceive(now: Duration) { lastReceived = now }
 
+    /// Reading waits for a slow consumer (`true`) or goes on (`false`, counted as activity).
+    mutating func readingPaused(_ paused: Bool, now: Duration) {
+        readingPaused = paused
+        if !paused { lastReceived = now }
+    }
+
     /// When the owner's timer should next call ``timerFired(now:)``, nil when not connected.
     var nextDeadline: Duration? {
         guard state == .connected else { return nil }
@@ -167,6 +176,7 @@ struct HubConnectionStateMachine {
 
     mutating func timerFired(now: Duration) -> [Action] {
         guard state == .connected else { return [] }
+        if readingPaused { lastReceived = now }
         if now >= lastReceived + timing.serverTimeout {
             return [.abortTransport(RealtimeError(
                 .timeout, "the server sent nothing for \(timing.serverTimeout) (serverTimeout); the connection is considered lost"))]

@@ -113,4 +113,17 @@ struct HubConnectionStateMachineTests {
         #expect(names(machine.timerFired(now: .seconds(43))) == ["ping"])
         #expect(names(machine.timerFired(now: .seconds(50))) == ["abort timeout"])
     }
+
+    @Test("While reading waits for a slow consumer, the server's silence does not count")
+    func pausedReading() throws {
+        var machine = HubConnectionStateMachine(retryDelay: nil)
+        _ = try machine.start()
+        _ = machine.connected(now: .zero)
+        machine.readingPaused(true, now: .seconds(1))
+        machine.didSend(now: .seconds(100))
+        #expect(names(machine.timerFired(now: .seconds(100))) == [])
+        machine.readingPaused(false, now: .seconds(100))
+        #expect(names(machine.timerFired(now: .seconds(129))) == ["ping"], "pings go on; no timeout yet")
+        #expect(names(machine.timerFired(now: .seconds(130))) == ["abort timeout"])
+    }
 }
