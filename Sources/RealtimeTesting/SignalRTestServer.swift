@@ -285,6 +285,8 @@ public final class SignalRTestServer: Sendable {
             let entry = HTTPConnection(connection: connection, inbound: continuation)
             state.httpConnections[id] = entry
             state.authorizations.append(request.headers[.authorization])
+            // Recorded where the connection opens: a long-polling client's POST may come before its poll.
+            if case .eventStream = sink { state.transportsUsed.append("ServerSentEvents") } else { state.transportsUsed.append("LongPolling") }
             Task {
                 try? await connection.run(payloads: stream)
                 await connection.closeSocket()
@@ -305,7 +307,6 @@ public final class SignalRTestServer: Sendable {
             guard !options.failingTransports.contains("ServerSentEvents") else { return Response(status: .notFound) }
             let (body, continuation) = AsyncStream<ByteBuffer>.makeStream()
             guard let entry = httpConnection(request, opening: .eventStream(continuation)) else { return Response(status: .notFound) }
-            state.withLockedValue { $0.transportsUsed.append("ServerSentEvents") }
             // The client going away ends the connection.
             continuation.onTermination = { _ in entry.inbound.finish() }
             continuation.yield(ByteBuffer(string: ":\r\n"))
@@ -315,11 +316,7 @@ public final class SignalRTestServer: Sendable {
             return Response(status: .ok, headers: headers, body: ResponseBody(asyncSequence: body))
         }
         guard !options.failingTransports.contains("LongPolling") else { return Response(status: .notFound) }
-        let isNew = state.withLockedValue { state in
-            SocketIOTestServer.query(request.uri.description)["id"].map { state.httpConnections[$0] == nil } ?? false
-        }
         guard let entry = httpConnection(request, opening: .poll) else { return Response(status: .notFound) }
-        if isNew { state.withLockedValue { $0.transportsUsed.append("LongPolling") } }
         guard case .poll = await entry.connection.outbox.sink else { return Response(status: .badRequest) }
         guard let bytes = await entry.connection.outbox.poll(timeout: options.pollTimeout) else { return Response(status: .noContent) }
         var headers = HTTPFields()

@@ -21,17 +21,19 @@ public enum HubValueCoding {
 
     /// Decodes a hub argument, item or result as `T`.
     public static func decode<T: Decodable>(_ value: JSONValue, as type: T.Type = T.self) throws -> T {
-        // Fast paths: each `as!` follows a `case is X.Type` check, so T is X and the cast cannot fail.
-        switch type {
-        case is JSONValue.Type: return value as! T
-        case is Data.Type: if case .binary(let data) = value { return data as! T }
-        case is [UInt8].Type: if case .binary(let data) = value { return Array(data) as! T }
-        case is String.Type: if case .string(let text) = value { return text as! T }
-        case is Bool.Type: if case .bool(let flag) = value { return flag as! T }
-        case is Int.Type: if let number = value.intValue { return number as! T }
-        case is Double.Type: if case .number(let number) = value { return number as! T }
-        default: break
+        // Fast paths for the common types; anything else (or a value of another kind) goes through
+        // JSONDecoder, which reports a mismatch as a typed DecodingError.
+        let fast: Any? = switch value {
+        case _ where type == JSONValue.self: value
+        case .binary(let data) where type == Data.self: data
+        case .binary(let data) where type == [UInt8].self: Array(data)
+        case .string(let text) where type == String.self: text
+        case .bool(let flag) where type == Bool.self: flag
+        case _ where type == Int.self: value.intValue
+        case .number(let number) where type == Double.self: number
+        default: nil
         }
+        if let result = fast as? T { return result }
         return try decoder().decode(T.self, from: Data(JSONWriter.bytes(value.base64EncodingBinary())))
     }
 

@@ -46,7 +46,7 @@ extension HubConnection {
                 throw RealtimeError(
                     .refused,
                     "no usable transport: the server offers [\(names.joined(separator: ", "))], the client allows "
-                        + "\(Self.names(options.transports)) with \(format.rawValue) data")
+                        + "\(options.transports) with \(format.rawValue) data")
             }
             tried.insert(transport)
             var headers = options.httpHeaders
@@ -71,11 +71,6 @@ extension HubConnection {
                 lastError = failure
             }
         }
-    }
-
-    static func names(_ transports: HttpTransportType) -> String {
-        "[" + [HttpTransportType.webSockets, .serverSentEvents, .longPolling].filter { transports.contains($0) }.map(\.negotiateName)
-            .joined(separator: ", ") + "]"
     }
 
     /// Delays before each attempt to replace a lost WebSocket statefully.
@@ -404,20 +399,6 @@ extension HubConnection {
         state.withLockedValue { $0.machine.readingPaused(false, now: timeline.now) }
     }
 
-    func performConnected(_ actions: [HubConnectionStateMachine.Action]) async {
-        for action in actions {
-            switch action {
-            case .notifyReconnected:
-                notifyDelegate { $0.connectionDidReconnect() }
-                for handler in state.withLockedValue({ $0.reconnected }) { await handler() }
-            case .closeTransport:
-                if let session = state.withLockedValue({ $0.session }) { await session.close(nil) }
-            default:
-                break
-            }
-        }
-    }
-
     /// Handshake timeout, keep-alive pings and the server timeout, on the runtime's clock.
     func runTimers(session: Session, run: SessionRun) async {
         let handshakeDeadline = timeline.now + options.handshakeTimeout
@@ -501,7 +482,7 @@ struct InboundPipeline {
                 }
                 run.markHandshakeDone()
                 ready.complete(.success(()))
-                Task { await connection.performConnected(actions) }
+                Task { await connection.perform(actions) }
             }
         }
         messages.removeAll(keepingCapacity: true)

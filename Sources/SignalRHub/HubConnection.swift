@@ -399,7 +399,7 @@ public final class HubConnection: Sendable {
 
     // MARK: Performing the state machine's actions
 
-    private func perform(_ actions: [HubConnectionStateMachine.Action]) async {
+    func perform(_ actions: [HubConnectionStateMachine.Action]) async {
         for action in actions {
             switch action {
             case .connect:
