@@ -6,6 +6,8 @@ With "restart", runs only the restart scenario: it prints "READY" once connected
 the server and starts it again on the same port, and the client must reconnect on its own.
 """
 import asyncio
+import io
+import logging
 import sys
 
 import socketio
@@ -113,7 +115,16 @@ async def chat_namespace():
 
 
 async def restart():
-    sio = socketio.AsyncClient(reconnection=True, reconnection_delay=0.2, reconnection_delay_max=1)
+    # The engine.io and socket.io logs go to memory and are printed ("LOG ...") only when this
+    # scenario fails, so a failure on a loaded CI machine says which step waited and for what.
+    log = io.StringIO()
+    handler = logging.StreamHandler(log)
+    handler.setFormatter(logging.Formatter("%(relativeCreated)d ms %(name)s %(message)s"))
+    peer_logger = logging.getLogger("restart")
+    peer_logger.addHandler(handler)
+    peer_logger.setLevel(logging.INFO)
+    sio = socketio.AsyncClient(reconnection=True, reconnection_delay=0.2, reconnection_delay_max=1,
+                               logger=peer_logger, engineio_logger=peer_logger)
     connects = asyncio.Queue()
     dropped = asyncio.get_running_loop().create_future()
 
@@ -126,14 +137,23 @@ async def restart():
         if not dropped.done():
             dropped.set_result(reason)
 
-    await with_timeout(sio.connect(url, transports=transports, wait_timeout=15))
-    first = await with_timeout(connects.get())
-    print("READY", flush=True)
-    await with_timeout(dropped, 30)
-    second = await with_timeout(connects.get(), 30)
-    answer = await sio.call("echo", "after restart", timeout=5)
-    report("reconnect after the server restarts", second != first and answer == "after restart", f"{first} {second} {answer!r}")
-    await sio.disconnect()
+    step = "first connect"
+    try:
+        await with_timeout(sio.connect(url, transports=transports, wait_timeout=15))
+        first = await with_timeout(connects.get())
+        print("READY", flush=True)
+        step = "disconnect event after the server stopped"
+        await with_timeout(dropped, 30)
+        step = "connect event after the server restarted"
+        second = await with_timeout(connects.get(), 30)
+        step = "echo call after the reconnect"
+        answer = await sio.call("echo", "after restart", timeout=15)
+        report("reconnect after the server restarts", second != first and answer == "after restart", f"{first} {second} {answer!r}")
+        await sio.disconnect()
+    except Exception as error:
+        report("restart", False, f"{step}: {type(error).__name__}: {error}")
+        for line in log.getvalue().splitlines():
+            print(f"LOG {line}", flush=True)
 
 
 async def main():
