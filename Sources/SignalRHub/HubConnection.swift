@@ -485,34 +485,6 @@ extension Duration {
     }
 }
 
-/// A value that arrives once; `value()` waits for it.
-package final class OneShot<Value: Sendable>: Sendable {
-    private let state = NIOLockedValueBox<(result: Result<Value, any Error>?, waiter: CheckedContinuation<Value, any Error>?)>((nil, nil))
-
-    package init() {}
-
-    package func complete(_ result: Result<Value, any Error>) {
-        let waiter = state.withLockedValue { state -> CheckedContinuation<Value, any Error>? in
-            guard state.result == nil else { return nil }
-            state.result = result
-            defer { state.waiter = nil }
-            return state.waiter
-        }
-        waiter?.resume(with: result)
-    }
-
-    package func value() async throws -> Value {
-        try await withCheckedThrowingContinuation { continuation in
-            let ready = state.withLockedValue { state -> Result<Value, any Error>? in
-                if let result = state.result { return result }
-                state.waiter = continuation
-                return nil
-            }
-            if let ready { continuation.resume(with: ready) }
-        }
-    }
-}
-
 /// The error a hub method reported in its completion.
 public struct HubInvocationError: Error, Sendable, CustomStringConvertible {
     /// The server's message (by default .NET sends a generic text unless detailed errors are on).

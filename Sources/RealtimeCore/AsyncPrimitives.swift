@@ -1,0 +1,68 @@
+import DequeModule
+import NIOConcurrencyHelpers
+
+/// A value that arrives once; `value()` waits for it.
+package final class OneShot<Value: Sendable>: Sendable {
+    private let state = NIOLockedValueBox<(result: Result<Value, any Error>?, waiter: CheckedContinuation<Value, any Error>?)>((nil, nil))
+
+    package init() {}
+
+    package func complete(_ result: Result<Value, any Error>) {
+        let waiter = state.withLockedValue { state -> CheckedContinuation<Value, any Error>? in
+            guard state.result == nil else { return nil }
+            state.result = result
+            defer { state.waiter = nil }
+            return state.waiter
+        }
+        waiter?.resume(with: result)
+    }
+
+    package func value() async throws -> Value {
+        try await withCheckedThrowingContinuation { continuation in
+            let ready = state.withLockedValue { state -> Result<Value, any Error>? in
+                if let result = state.result { return result }
+                state.waiter = continuation
+                return nil
+            }
+            if let ready { continuation.resume(with: ready) }
+        }
+    }
+}
+
+/// A first-in, first-out async lock: waiters get it in the order they asked. SignalR's stateful
+/// reconnect records and writes under it (a resend never interleaves with a live write); Spreadbot's
+/// POST sends go out one at a time under it, so they reach the server in order.
+package final class FIFOGate: Sendable {
+    private let state = NIOLockedValueBox<(locked: Bool, waiters: Deque<CheckedContinuation<Void, Never>>)>((false, []))
+
+    package init() {}
+
+    package func lock() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let acquired = state.withLockedValue { state -> Bool in
+                if !state.locked {
+                    state.locked = true
+                    return true
+                }
+                state.waiters.append(continuation)
+                return false
+            }
+            if acquired { continuation.resume() }
+        }
+    }
+
+    package func unlock() {
+        let next = state.withLockedValue { state -> CheckedContinuation<Void, Never>? in
+            if let next = state.waiters.popFirst() { return next }
+            state.locked = false
+            return nil
+        }
+        next?.resume()
+    }
+
+    package func withLock<T>(_ body: () async throws -> T) async rethrows -> T {
+        await lock()
+        defer { unlock() }
+        return try await body()
+    }
+}
