@@ -1,27 +1,31 @@
 import DequeModule
 import NIOConcurrencyHelpers
 
-/// A value that arrives once; `value()` waits for it.
+/// A value that arrives once; any number of callers of `value()` wait for it.
 package final class OneShot<Value: Sendable>: Sendable {
-    private let state = NIOLockedValueBox<(result: Result<Value, any Error>?, waiter: CheckedContinuation<Value, any Error>?)>((nil, nil))
+    private let state = NIOLockedValueBox<(result: Result<Value, any Error>?, waiters: [CheckedContinuation<Value, any Error>])>((nil, []))
 
     package init() {}
 
+    /// Sets the result (the first call wins) and wakes every waiter.
     package func complete(_ result: Result<Value, any Error>) {
-        let waiter = state.withLockedValue { state -> CheckedContinuation<Value, any Error>? in
-            guard state.result == nil else { return nil }
+        let waiters = state.withLockedValue { state -> [CheckedContinuation<Value, any Error>] in
+            guard state.result == nil else { return [] }
             state.result = result
-            defer { state.waiter = nil }
-            return state.waiter
+            defer { state.waiters.removeAll() }
+            return state.waiters
         }
-        waiter?.resume(with: result)
+        for waiter in waiters { waiter.resume(with: result) }
     }
+
+    /// Whether ``complete(_:)`` has been called.
+    package var isCompleted: Bool { state.withLockedValue { $0.result != nil } }
 
     package func value() async throws -> Value {
         try await withCheckedThrowingContinuation { continuation in
             let ready = state.withLockedValue { state -> Result<Value, any Error>? in
                 if let result = state.result { return result }
-                state.waiter = continuation
+                state.waiters.append(continuation)
                 return nil
             }
             if let ready { continuation.resume(with: ready) }

@@ -64,7 +64,7 @@ public struct PollingReachability: Reachability {
         }
     }
 
-    static func isLoopbackHost(_ host: String?) -> Bool {
+    package static func isLoopbackHost(_ host: String?) -> Bool {
         guard let host else { return false }
         return host == "localhost" || host.hasPrefix("127.") || host == "::1" || host == "[::1]"
     }

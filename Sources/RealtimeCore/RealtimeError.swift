@@ -29,6 +29,7 @@ public struct RealtimeError: Error, Sendable, CustomStringConvertible {
             case cancelled
             case notConnected
             case refused
+            case authenticationFailed
         }
         let base: Base
 
@@ -51,6 +52,9 @@ public struct RealtimeError: Error, Sendable, CustomStringConvertible {
         /// The server refused the session at the protocol level (a Socket.IO CONNECT_ERROR, a
         /// SignalR handshake error); ``RealtimeError/serverMessage`` says why.
         public static let refused = Code(base: .refused)
+        /// The server refused the credentials and they could not be renewed (a failed OAuth token
+        /// refresh, or a 401 that persists after one); ``RealtimeError/status`` holds the last status.
+        public static let authenticationFailed = Code(base: .authenticationFailed)
 
         public var description: String { base.rawValue }
     }

@@ -1,0 +1,3 @@
+// Code that imports only SpreadbotClient gets the core's shared types (RealtimeError,
+// RealtimeRuntime, TLSOptions, Reachability, BackoffPolicy) as well.
+@_exported public import RealtimeCore

@@ -1,0 +1,558 @@
+public import Foundation
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOHTTP1
+public import RealtimeCore
+
+/// The seed's `Spreadbot`: one stream per client, WebSocket first, then Server-Sent Events, then
+/// polling, with sends over the WebSocket (or `POST`), an offline queue, reconnects and token refresh.
+///
+/// ```swift
+/// let spreadbot = Spreadbot(config: ["baseURL": "https://example.com", "accessToken": token])
+/// spreadbot.onMessage { id, event, data in print(id, event, data) }
+/// spreadbot.establishConnection(path: "prices")
+/// try await spreadbot.send("hello")      // returns once it went out
+/// spreadbot.closeConnection()
+/// ```
+///
+/// Docs/Spreadbot.md has the protocol and the rules; the short form:
+/// - every (re)connect tries ``SpreadbotConfiguration/transports`` in order and uses the first that
+///   opens; ``transport`` says which one is in use;
+/// - sends are delivered in order, each exactly once as far as the transport can tell (see
+///   ``send(_:)-(String)``): queued while not connected (at most 100, the next is refused with
+///   `queueFull`), written after reconnecting; one whose write failed is written again;
+/// - after an unexpected drop, up to ``SpreadbotConfiguration/maxReconnectAttempts`` attempts with
+///   backoff, waiting for reachability without counting;
+/// - a 401 anywhere refreshes the token once (shared with ``rest``) and retries once.
+public final class Spreadbot: Sendable {
+    public let configuration: SpreadbotConfiguration
+    /// A REST client sharing this stream's tokens (one refresh serves both).
+    public let rest: SpreadbotREST
+
+    let http: SpreadbotHTTP
+    let outbox: SpreadbotOutbox
+    private let stateBox = StateBroadcaster<SpreadbotState>(.disconnected)
+    private let transportBox = StateBroadcaster<SpreadbotTransport?>(nil)
+    private let handlers = NIOLockedValueBox(Handlers())
+    private let run = NIOLockedValueBox(Run())
+
+    private struct Handlers {
+        var open: [@Sendable () -> Void] = []
+        var error: [@Sendable (any Error) -> Void] = []
+        var message: [@Sendable (String, String, SpreadbotData) -> Void] = []
+        var subscribers: [ObjectIdentifier: MessageSubscription] = [:]
+    }
+
+    private struct Run {
+        var task: Task<Void, Never>?
+        var generation = 0
+        var lastEventId = ""
+        var lastError: RealtimeError?
+    }
+
+    public init(configuration: SpreadbotConfiguration) {
+        self.configuration = configuration
+        let auth = SpreadbotAuth(configuration: configuration)
+        self.http = SpreadbotHTTP(auth: auth)
+        self.rest = SpreadbotREST(auth: auth)
+        self.outbox = SpreadbotOutbox(offlineCapacity: configuration.offlineQueueCapacity, connectedCapacity: configuration.maxPendingSends)
+    }
+
+    /// The seed's form (see ``SpreadbotConfiguration/init(dictionary:runtime:)``).
+    public convenience init(config: [String: Any]) {
+        self.init(configuration: SpreadbotConfiguration(dictionary: config))
+    }
+
+    // MARK: Observing
+
+    /// connecting, connected or disconnected.
+    public var state: SpreadbotState { stateBox.current }
+    /// The current state, then every change.
+    public func stateUpdates() -> AsyncStream<SpreadbotState> { stateBox.updates() }
+    /// The transport in use, nil while not connected.
+    public var transport: SpreadbotTransport? { transportBox.current }
+    /// The transport in use, then every change (nil while not connected).
+    public func transportUpdates() -> AsyncStream<SpreadbotTransport?> { transportBox.updates() }
+    /// The tokens in use.
+    public var tokens: SpreadbotTokens { http.auth.tokens }
+    /// Sends not yet delivered (queued offline or waiting for the connection).
+    public var pendingSendCount: Int { outbox.count }
+    /// The error that ended the last connection for good (nil after a ``closeConnection()``).
+    public var lastError: RealtimeError? { run.withLockedValue { $0.lastError } }
+
+    /// Called each time a transport opens (first connect and every reconnect).
+    public func onOpen(_ handler: @escaping @Sendable () -> Void) {
+        handlers.withLockedValue { $0.open.append(handler) }
+    }
+
+    /// Called with every failure: a transport that could not be opened, a dropped connection, a
+    /// malformed message, a send that will not be delivered, the reconnect attempts running out.
+    /// The errors are ``RealtimeError``s.
+    public func onError(_ handler: @escaping @Sendable (any Error) -> Void) {
+        handlers.withLockedValue { $0.error.append(handler) }
+    }
+
+    /// Called with every message, in order, on the connection's task (keep it short; use
+    /// ``messages()`` for work that may wait).
+    public func onMessage(_ handler: @escaping @Sendable (_ id: String, _ event: String, _ data: SpreadbotData) -> Void) {
+        handlers.withLockedValue { $0.message.append(handler) }
+    }
+
+    /// Called with the new tokens after every refresh, so the app can store them.
+    public func onTokensRefreshed(_ handler: @escaping @Sendable (SpreadbotTokens) -> Void) {
+        http.auth.onTokensRefreshed(handler)
+    }
+
+    /// The messages that arrive from the moment iteration starts. Each iterator buffers up to
+    /// ``SpreadbotConfiguration/messageBufferCapacity`` messages; when it is that far behind, the
+    /// stream stops reading (the server and the socket buffers hold the rest) until it catches up.
+    public func messages() -> SpreadbotMessages { SpreadbotMessages(client: self) }
+
+    func subscribe(_ subscription: MessageSubscription) {
+        handlers.withLockedValue { $0.subscribers[ObjectIdentifier(subscription)] = subscription }
+    }
+
+    func unsubscribe(_ subscription: MessageSubscription) {
+        handlers.withLockedValue { _ = $0.subscribers.removeValue(forKey: ObjectIdentifier(subscription)) }
+    }
+
+    // MARK: Sending
+
+    /// Queues `message` (a text frame, or a `text/plain` POST) and returns at once; a failure is
+    /// reported to ``onError(_:)``. Use ``send(_:)-(String)`` to wait for delivery.
+    public func sendMessageString(message: String) {
+        submit(.text(message))
+    }
+
+    /// Queues `message` (a binary frame, or an `application/octet-stream` POST) and returns at once.
+    public func sendMessageBinary(message: Data) {
+        submit(.binary(message))
+    }
+
+    /// Queues a message and returns its delivery handle; throws ``RealtimeError/Code/queueFull``
+    /// when the offline queue (or the pending limit while connected) is full, and
+    /// ``RealtimeError/Code/notConnected`` after ``closeConnection()``.
+    @discardableResult
+    public func enqueue(_ data: SpreadbotData) throws -> SpreadbotDelivery {
+        try outbox.enqueue(data)
+    }
+
+    /// Sends text and returns once it went out: written to the WebSocket, or answered 2xx by the
+    /// POST. While not connected it waits in the queue. Throws what ``enqueue(_:)`` throws, and
+    /// why it will not be delivered (closed, reconnects exhausted, refused by the server).
+    public func send(_ text: String) async throws {
+        try await outbox.enqueue(.text(text)).delivered()
+    }
+
+    /// Sends bytes; see ``send(_:)-(String)``.
+    public func send(_ data: Data) async throws {
+        try await outbox.enqueue(.binary(data)).delivered()
+    }
+
+    private func submit(_ data: SpreadbotData) {
+        do {
+            let delivery = try outbox.enqueue(data)
+            Task {
+                do { try await delivery.delivered() } catch { self.report(error) }
+            }
+        } catch {
+            report(error)
+        }
+    }
+
+    // MARK: Connecting
+
+    /// Connects to `path` and keeps connected until ``closeConnection()``: each (re)connect tries
+    /// the transports in order. Returns at once; watch ``state``, ``onOpen(_:)`` and ``onError(_:)``.
+    /// Calling it again replaces the previous connection.
+    public func establishConnection(path: String) {
+        let previous = run.withLockedValue { run -> Task<Void, Never>? in
+            run.generation += 1
+            run.lastError = nil
+            defer { run.task = nil }
+            return run.task
+        }
+        previous?.cancel()
+        outbox.reopen()
+        stateBox.update(.connecting)
+        let generation = run.withLockedValue { $0.generation }
+        let task = Task {
+            await previous?.value
+            await self.runConnection(path: path, generation: generation)
+        }
+        run.withLockedValue { run in
+            if run.generation == generation { run.task = task } else { task.cancel() }
+        }
+    }
+
+    /// Stops everything: the connection closes, reconnects stop, and every send not yet delivered
+    /// fails with ``RealtimeError/Code/notConnected`` (reported to its caller or to ``onError(_:)``).
+    public func closeConnection() {
+        let task = run.withLockedValue { run -> Task<Void, Never>? in
+            run.generation += 1
+            defer { run.task = nil }
+            return run.task
+        }
+        task?.cancel()
+        outbox.close(RealtimeError(.notConnected, "closeConnection() was called before the message was sent"))
+        transportBox.update(nil)
+        stateBox.update(.disconnected)
+    }
+
+    /// Waits until the connection task started by ``establishConnection(path:)`` has ended.
+    public func waitUntilClosed() async {
+        await run.withLockedValue { $0.task }?.value
+    }
+
+    private var level: Logger.Level { configuration.log ? .info : .debug }
+    private var logger: Logger { configuration.runtime.logger }
+
+    private func isCurrent(_ generation: Int) -> Bool { run.withLockedValue { $0.generation == generation } }
+
+    private func runConnection(path: String, generation: Int) async {
+        let policy = ReconnectPolicy(
+            backoff: .exponential(
+                initial: configuration.reconnectDelay, maximum: configuration.maxReconnectDelay,
+                maxAttempts: max(0, configuration.maxReconnectAttempts)),
+            reachability: configuration.reachability,
+            shouldRetry: { error in
+                switch error.code {
+                case .authenticationFailed, .invalidURL, .tlsFailure, .certificatePinMismatch, .cancelled: false
+                default: true
+                }
+            })
+        let driver = ReconnectDriver<Never>(policy: policy, runtime: configuration.runtime)
+        let finalError = await driver.run({ context in
+            try await self.session(path: path, context: context, generation: generation)
+        }, onFailure: { error, willRetry in
+            self.logger.log(level: self.level, "the Spreadbot stream failed (\(error.code)); \(willRetry ? "reconnecting" : "giving up")")
+            self.report(error)
+        })
+        guard isCurrent(generation) else { return }
+        transportBox.update(nil)
+        let error = finalError ?? RealtimeError(.notConnected, "the connection ended")
+        run.withLockedValue { $0.lastError = finalError }
+        let failed = outbox.close(RealtimeError(.notConnected, "the message was not sent: the connection ended for good", underlying: error))
+        if let finalError, finalError.code == .reconnectGaveUp { report(finalError) }
+        if !failed.isEmpty { logger.log(level: level, "\(failed.count) queued messages were not sent") }
+        stateBox.update(.disconnected)
+    }
+
+    /// One connection: the transports in order until one opens, then its life. Throws the last
+    /// transport's error when none opens.
+    private func session(path: String, context: ReconnectDriver<Never>.SessionContext, generation: Int) async throws -> SessionEnd {
+        var lastError: RealtimeError?
+        for (index, transport) in configuration.transports.enumerated() {
+            try Task.checkCancellation()
+            let opened = NIOLockedValueBox(false)
+            let open: @Sendable () async throws -> Void = {
+                opened.withLockedValue { $0 = true }
+                try await context.connected(sender: { _ in })
+                self.outbox.setConnected(true)
+                self.transportBox.update(transport)
+                self.stateBox.update(.connected)
+                self.logger.log(level: self.level, "the Spreadbot stream is open over \(transport)")
+                for handler in self.handlers.withLockedValue({ $0.open }) { handler() }
+            }
+            do {
+                defer {
+                    if opened.withLockedValue({ $0 }) {
+                        outbox.setConnected(false)
+                        transportBox.update(nil)
+                        if isCurrent(generation) { stateBox.update(.connecting) }
+                    }
+                }
+                try await withAuthRetry {
+                    switch transport {
+                    case .webSocket: try await self.runWebSocket(path: path, open: open)
+                    case .serverSentEvents: try await self.runEventStream(path: path, open: open)
+                    case .polling: try await self.runPolling(path: path, open: open)
+                    }
+                }
+                // The server ended the stream: reconnect.
+                return .dropped(RealtimeError(.connectionClosed, "the server ended the \(transport) stream"))
+            } catch is CancellationError {
+                throw CancellationError()
+            } catch {
+                let wrapped = RealtimeError.wrap(error)
+                if opened.withLockedValue({ $0 }) || wrapped.code == .authenticationFailed || Task.isCancelled { throw wrapped }
+                lastError = wrapped
+                // The last transport's error is reported once, by the reconnect loop.
+                guard index + 1 < configuration.transports.count else { break }
+                logger.log(level: level, "the \(transport) transport could not be opened (\(wrapped.code)); trying the next one")
+                report(wrapped)
+            }
+        }
+        throw lastError ?? RealtimeError(.connectFailed, "no transport is configured")
+    }
+
+    /// Runs `body`; if it fails with a 401 before opening, refreshes the token once and runs it again.
+    private func withAuthRetry(_ body: @Sendable () async throws -> Void) async throws {
+        let token = http.auth.tokens.accessToken
+        do {
+            try await body()
+        } catch let error as RealtimeError where error.code == .badStatus && error.status == .unauthorized {
+            _ = try await http.auth.refresh(replacing: token)
+            do {
+                try await body()
+            } catch let again as RealtimeError where again.code == .badStatus && again.status == .unauthorized {
+                throw RealtimeError(.authenticationFailed, "the stream was refused with 401 again after the token refresh", status: .unauthorized)
+            }
+        }
+    }
+
+    // MARK: Transports
+
+    private func runWebSocket(path: String, open: @escaping @Sendable () async throws -> Void) async throws {
+        var headers = HTTPHeaders()
+        _ = http.auth.authorize(&headers)
+        let ws = WebSocketConfiguration(
+            headers: headers, maxMessageSize: configuration.maxMessageSize, connectTimeout: configuration.requestTimeout,
+            tls: configuration.tls)
+        let acknowledged = configuration.acknowledgedSends
+        let url = configuration.webSocketURL(for: path)
+        logger.log(level: level, "opening the WebSocket \(Redaction.url(url))")
+        try await WebSocketTransport.connect(to: url, configuration: ws, runtime: configuration.runtime) { connection in
+            try await open()
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    try await self.writeLoop(path: path) { item in
+                        if acknowledged { return try await self.post(item, path: path) }
+                        switch item.data {
+                        case .text(let text): try await connection.send(text: text)
+                        case .binary(let data): try await connection.send(binary: ByteBuffer(bytes: data))
+                        }
+                        return nil
+                    }
+                }
+                group.addTask {
+                    for try await message in connection.inbound {
+                        switch message {
+                        case .text(let text): await self.receiveEnvelope(text, path: path, transport: .webSocket)
+                        case .binary(let buffer):
+                            let id = self.run.withLockedValue { $0.lastEventId }
+                            await self.deliver(SpreadbotMessage(id: id, event: path, data: .binary(Data(buffer.readableBytesView)), transport: .webSocket))
+                        }
+                    }
+                }
+                // Whichever ends first (the server closed, a write failed) ends the connection.
+                defer { group.cancelAll() }
+                try await group.next()
+            }
+        }
+    }
+
+    private func runEventStream(path: String, open: @escaping @Sendable () async throws -> Void) async throws {
+        var headers = HTTPHeaders()
+        headers.add(name: "Accept", value: "text/event-stream")
+        headers.add(name: "Cache-Control", value: "no-cache")
+        _ = http.auth.authorize(&headers)
+        let lastId = run.withLockedValue { $0.lastEventId }
+        if !lastId.isEmpty { headers.add(name: "Last-Event-ID", value: lastId) }
+        let url = configuration.url(for: path)
+        let request = HTTPRequestSpec(url: url, headers: headers, tls: configuration.tls, headTimeout: configuration.requestTimeout)
+        let maximum = configuration.maxMessageSize
+        logger.log(level: level, "opening the event stream \(Redaction.url(url))")
+        try await HTTPTransport.stream(request, runtime: configuration.runtime) { head, chunks in
+            guard head.status == .ok else { throw RealtimeError.badStatus(head.status, url: url) }
+            guard head.mediaType == "text/event-stream" else {
+                throw RealtimeError(.badContentType, "\(Redaction.url(url)) answered with content type \(head.mediaType ?? "none"), not text/event-stream", status: head.status)
+            }
+            try await open()
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await self.writeLoop(path: path) { try await self.post($0, path: path) } }
+                group.addTask {
+                    var parser = SSEParser(configuration: .init(maxEventSize: maximum), lastEventId: lastId)
+                    var events: [ServerSentEvent] = []
+                    for try await chunk in chunks {
+                        events.removeAll(keepingCapacity: true)
+                        do {
+                            try parser.parse(chunk) { output in
+                                if case .event(let event) = output { events.append(event) }
+                            }
+                        } catch {
+                            throw RealtimeError(.messageTooLarge, "a Server-Sent Event exceeds maxMessageSize (\(maximum) bytes)", underlying: error)
+                        }
+                        for event in events {
+                            if !event.lastEventId.isEmpty { self.run.withLockedValue { $0.lastEventId = event.lastEventId } }
+                            await self.deliver(SpreadbotMessage(id: event.lastEventId, event: event.type, data: .text(event.data), transport: .serverSentEvents))
+                        }
+                    }
+                }
+                defer { group.cancelAll() }
+                try await group.next()
+            }
+        }
+    }
+
+    private func runPolling(path: String, open: @escaping @Sendable () async throws -> Void) async throws {
+        // The first poll opens the transport; after it, polls and POST sends run side by side and
+        // whichever fails first ends the session.
+        let first = try await poll(path: path)
+        try await open()
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await self.writeLoop(path: path) { try await self.post($0, path: path) } }
+            group.addTask {
+                var envelopes = first
+                while true {
+                    for envelope in envelopes { await self.receiveEnvelope(envelope, path: path, transport: .polling) }
+                    try await self.configuration.runtime.sleep(for: self.configuration.pollInterval)
+                    envelopes = try await self.poll(path: path)
+                }
+            }
+            defer { group.cancelAll() }
+            try await group.next()
+        }
+    }
+
+    /// One `GET <path>?since=<last id>`: the envelopes it returned.
+    private func poll(path: String) async throws -> [JSONValue] {
+        let lastId = run.withLockedValue { $0.lastEventId }
+        var url = configuration.url(for: path)
+        if !lastId.isEmpty { url += "?since=" + SpreadbotAuth.formEncode(lastId) }
+        var headers = HTTPHeaders()
+        headers.add(name: "Accept", value: "application/json")
+        let (head, body) = try await http.send(method: .GET, url: url, headers: headers)
+        guard head.status == .ok else {
+            throw RealtimeError.badStatus(head.status, url: url, body: String(decoding: body.readableBytesView.prefix(512), as: UTF8.self))
+        }
+        do {
+            guard let array = try JSONValue(parsing: String(buffer: body)).arrayValue else { throw JSONParseError(reason: "not an array", offset: 0) }
+            return array
+        } catch {
+            throw RealtimeError(.protocolViolation, "a poll of \(Redaction.url(url)) answered something other than a JSON array of envelopes", underlying: error)
+        }
+    }
+
+    /// Writes the outbox in order while the session lives. `write` sends one message (throws when
+    /// the connection is gone: the message stays first in line for the next connection); a POST the
+    /// server refuses with a 4xx fails only that message.
+    private func writeLoop(path: String, _ write: @escaping @Sendable (SpreadbotOutbox.Item) async throws -> RealtimeError?) async throws {
+        while let item = await outbox.head() {
+            try Task.checkCancellation()
+            if let refused = try await write(item) {
+                outbox.failed(item, refused)
+                report(refused)
+            } else {
+                outbox.delivered(item)
+            }
+        }
+        throw CancellationError()
+    }
+
+    /// POSTs one message with the retry rules. Returns the error for a refused message (4xx), nil
+    /// when delivered; throws when the server cannot be reached (the session ends, the message stays).
+    private func post(_ item: SpreadbotOutbox.Item, path: String) async throws -> RealtimeError? {
+        var headers = HTTPHeaders()
+        switch item.data {
+        case .text: headers.add(name: "Content-Type", value: "text/plain; charset=utf-8")
+        case .binary: headers.add(name: "Content-Type", value: "application/octet-stream")
+        }
+        headers.add(name: "Spreadbot-Message-Id", value: "\(clientId)-\(item.sequence)")
+        do {
+            _ = try await http.sendRetrying(
+                method: .POST, url: configuration.url(for: path), headers: headers, body: ByteBuffer(bytes: item.data.data),
+                offline: OfflineGate(capacity: 1))
+            return nil
+        } catch let error as RealtimeError where error.code == .badStatus && (error.status?.code ?? 0) < 500 {
+            return error
+        }
+    }
+
+    /// Identifies this client's messages for the server's duplicate check.
+    private let clientId = String(UInt64.random(in: 1...UInt64.max), radix: 36)
+
+    // MARK: Receiving
+
+    private func receiveEnvelope(_ text: String, path: String, transport: SpreadbotTransport) async {
+        do {
+            await receiveEnvelope(try JSONValue(parsing: text), path: path, transport: transport)
+        } catch {
+            report(RealtimeError(.protocolViolation, "a \(transport) message is not JSON: skipped", underlying: error))
+        }
+    }
+
+    private func receiveEnvelope(_ envelope: JSONValue, path: String, transport: SpreadbotTransport) async {
+        guard envelope.objectValue != nil else {
+            report(RealtimeError(.protocolViolation, "a \(transport) message is not a JSON object with id, event and data: skipped"))
+            return
+        }
+        let id: String
+        switch envelope["id"] {
+        case .string(let text)?: id = text
+        case .number(let number)?: id = number.rounded() == number ? String(Int64(number)) : String(number)
+        default: id = ""
+        }
+        let event = envelope["event"]?.stringValue ?? path
+        let data: String
+        switch envelope["data"] {
+        case .string(let text)?: data = text
+        case nil, .null?: data = ""
+        case let other?: data = other.jsonString
+        }
+        if !id.isEmpty { run.withLockedValue { $0.lastEventId = id } }
+        await deliver(SpreadbotMessage(id: id, event: event, data: .text(data), transport: transport))
+    }
+
+    private func deliver(_ message: SpreadbotMessage) async {
+        let (callbacks, subscribers) = handlers.withLockedValue { ($0.message, Array($0.subscribers.values)) }
+        for callback in callbacks { callback(message.id, message.event, message.data) }
+        for subscriber in subscribers { await subscriber.buffer.send(message) }
+    }
+
+    private func report(_ error: any Error) {
+        for handler in handlers.withLockedValue({ $0.error }) { handler(error) }
+    }
+}
+
+/// The stream's messages as an `AsyncSequence` (see ``Spreadbot/messages()``). Ends when the
+/// connection is closed for good.
+public struct SpreadbotMessages: AsyncSequence, Sendable {
+    public typealias Element = SpreadbotMessage
+    let client: Spreadbot
+
+    public struct AsyncIterator: AsyncIteratorProtocol {
+        let subscription: MessageSubscription
+
+        public mutating func next() async throws -> SpreadbotMessage? {
+            try await subscription.next()
+        }
+    }
+
+    public func makeAsyncIterator() -> AsyncIterator {
+        let subscription = MessageSubscription(client: client, capacity: client.configuration.messageBufferCapacity)
+        client.subscribe(subscription)
+        return AsyncIterator(subscription: subscription)
+    }
+}
+
+/// One iterator's bounded buffer; it leaves the client when the iterator is gone.
+public final class MessageSubscription: Sendable {
+    let buffer: AsyncBoundedBuffer<SpreadbotMessage>
+    private let finished: Task<Void, Never>
+    private weak let client: Spreadbot?
+
+    init(client: Spreadbot, capacity: Int) {
+        let buffer = AsyncBoundedBuffer<SpreadbotMessage>(capacity: capacity)
+        self.buffer = buffer
+        self.client = client
+        // The sequence ends when the client is disconnected for good.
+        finished = Task { [weak client] in
+            guard let updates = client?.stateUpdates() else { return buffer.finish() }
+            var sawActive = false
+            for await state in updates {
+                if state != .disconnected { sawActive = true } else if sawActive { break }
+            }
+            buffer.finish()
+        }
+    }
+
+    func next() async throws -> SpreadbotMessage? { try await buffer.next() }
+
+    deinit {
+        finished.cancel()
+        buffer.finish()
+        client?.unsubscribe(self)
+    }
+}
