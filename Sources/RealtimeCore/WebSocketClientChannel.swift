@@ -62,7 +62,10 @@ struct WebSocketClientChannel {
             return try await withTaskCancellationHandler {
                 switch try await upgrade.get() {
                 case .upgraded(let asyncChannel, let response, let extensions):
-                    try Task.checkCancellation()
+                    if Task.isCancelled {
+                        await Self.discard(asyncChannel)
+                        throw CancellationError()
+                    }
                     return (asyncChannel, response, extensions)
                 case .refused(let collected):
                     let response = try await collected.get()
@@ -75,6 +78,13 @@ struct WebSocketClientChannel {
             channel.close(promise: nil)
             throw error
         }
+    }
+
+    /// Closes an upgraded channel nobody will use. An `NIOAsyncChannel` must be finished through
+    /// `executeThenClose`: dropping it unused traps in debug builds ("Deinited NIOAsyncWriter
+    /// without calling finish()"), which a connect timeout or a cancellation racing the upgrade did.
+    static func discard(_ asyncChannel: NIOAsyncChannel<WebSocketFrame, WebSocketFrame>) async {
+        try? await asyncChannel.executeThenClose { _, outbound in outbound.finish() }
     }
 
     /// Builds the pipeline; runs on the channel's event loop before it connects.

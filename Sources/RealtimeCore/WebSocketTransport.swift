@@ -155,7 +155,7 @@ public enum WebSocketTransport {
                         return false
                     }
                     if abandoned {
-                        try? await asyncChannel.channel.close()
+                        await WebSocketClientChannel.discard(asyncChannel)
                         return nil
                     }
                     return try await WebSocketHandler.handle(
