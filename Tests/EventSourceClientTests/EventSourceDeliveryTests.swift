@@ -11,7 +11,7 @@ import Testing
 @Suite(.serialized, .timeLimit(.minutes(2)))
 struct EventSourceDeliveryTests {
     /// The server writes 1,000 events of 64 KiB as fast as it can (64 MiB); the consumer takes one
-    /// and stops for 3 s (twice the idle timeout). Measured at a FaultProxy between them: what crossed stays a few MiB
+    /// and stops for 6 s (twice the idle timeout). Measured at a FaultProxy between them: what crossed stays a few MiB
     /// (socket buffers, the proxy's 1 MiB, the 16-event buffer), then everything arrives, in order,
     /// on the same connection: the pause did not count as idleness.
     @Test func aSlowConsumerStopsTheReadingNotTheMemory() async throws {
@@ -28,14 +28,14 @@ struct EventSourceDeliveryTests {
         let proxy = try await FaultProxy.start(targetPort: server.port)
         defer { Task { await proxy.stop() } }
         let source = EventSource(
-            url: URL(string: proxy.url() + "/events")!, configuration: fastConfiguration { $0.idleTimeout = .milliseconds(1_500) })
+            url: URL(string: proxy.url() + "/events")!, configuration: fastConfiguration { $0.idleTimeout = .seconds(3) })  // 1.5 s tripped under a loaded CI run
         var iterator = source.updates.makeAsyncIterator()
         guard case .open? = try await iterator.next(), case .event? = try await iterator.next() else {
             Issue.record("expected open, then an event")
             return
         }
         // Twice the idle timeout: the pause must not count as the server being silent.
-        try await Task.sleep(for: .seconds(3))
+        try await Task.sleep(for: .seconds(6))
         let crossed = proxy.statistics.bytesToClient
         #expect(crossed < 16 << 20, "\(crossed) bytes crossed while the consumer stopped")
         var events = 1
