@@ -96,11 +96,22 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        .target(name: "SpreadbotClient", dependencies: ["RealtimeCore"], swiftSettings: swiftSettings),
+        .target(
+            name: "SpreadbotClient",
+            dependencies: [
+                "RealtimeCore",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "DequeModule", package: "swift-collections"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .target(
             name: "RealtimeTesting",
             dependencies: [
-                "RealtimeCore", "SocketIOEngine", "SignalRHub",
+                "RealtimeCore", "SocketIOEngine", "SignalRHub", "SpreadbotClient",
                 .product(name: "NIOFoundationCompat", package: "swift-nio"),
                 .product(name: "OrderedCollections", package: "swift-collections"),
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -197,6 +208,16 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ],
             exclude: ["Peers"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "SpreadbotClientTests",
+            dependencies: [
+                "SpreadbotClient", "RealtimeCore", "RealtimeTesting",
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: swiftSettings
         ),
     ]

@@ -1,0 +1,183 @@
+import Foundation
+import RealtimeTesting
+import SpreadbotClient
+import Testing
+
+/// Delivery promises under faults: the offline queue and its limit, cuts mid-burst, the
+/// reachability wait, giving up, closing. Every fault is injected through a FaultProxy or the
+/// server's switches.
+@Suite(.timeLimit(.minutes(3)))
+struct SpreadbotDeliveryTests {
+    /// During an outage 100 sends queue and the 101st is refused with `queueFull` (also through
+    /// the seed's fire-and-forget call, via onError); after the outage all 100 arrive in order.
+    @Test func hundredQueuedSendsDeliveredInOrderAfterAnOutage() async throws {
+        let server = try await SpreadbotTestServer.start()
+        let proxy = try await FaultProxy.start(targetPort: server.port)
+        defer { Task { await server.stop() } }
+        let network = ManualReachability(reachable: true)
+        var configuration = spreadbotConfiguration(server, baseURL: proxy.url())
+        configuration.reachability = network
+        let client = Spreadbot(configuration: configuration)
+        let recorder = Recorder(client)
+        client.establishConnection(path: "orders")
+        await eventually("connected") { client.state == .connected }
+
+        network.set(reachable: false)
+        await proxy.refuseConnections()
+        proxy.cutAll()
+        await eventually("the client saw the drop") { client.state == .connecting }
+        var deliveries: [SpreadbotDelivery] = []
+        for index in 1...100 { deliveries.append(try client.enqueue(.text("\(index)"))) }
+        #expect(client.pendingSendCount == 100)
+        let refused = #expect(throws: RealtimeError.self) { try client.enqueue(.text("101")) }
+        #expect(refused?.code == .queueFull)
+        client.sendMessageString(message: "102")
+        await eventually("the refusal reported") { recorder.errors.contains { $0.contains("queueFull") } }
+
+        try await proxy.acceptConnections()
+        network.set(reachable: true)
+        for delivery in deliveries { try await delivery.delivered() }
+        await eventually("100 arrived") { server.received(on: "orders").count >= 100 }
+        #expect(server.received(on: "orders") == (1...100).map { .text("\($0)") })
+        #expect(client.pendingSendCount == 0)
+        #expect(recorder.opens == 2)
+        client.closeConnection()
+    }
+
+    /// With acknowledged sends (every send a POST with a message id), a cut in the middle of a
+    /// burst loses nothing and duplicates nothing: the server holds exactly the burst, in order.
+    @Test(arguments: [FaultProxy.CutMode.fin, .reset])
+    func cutMidBurstWithAcknowledgedSends(mode: FaultProxy.CutMode) async throws {
+        let server = try await SpreadbotTestServer.start()
+        let proxy = try await FaultProxy.start(targetPort: server.port)
+        defer { Task { await server.stop() } }
+        var configuration = spreadbotConfiguration(server, baseURL: proxy.url())
+        configuration.acknowledgedSends = true
+        let client = Spreadbot(configuration: configuration)
+        client.establishConnection(path: "ledger")
+        await eventually("connected") { client.state == .connected }
+        let deliveries = try (1...300).map { try client.enqueue(.text("entry \($0)")) }
+        await eventually("part of the burst arrived") { server.received(on: "ledger").count >= 60 }
+        proxy.cutAll(mode)
+        for delivery in deliveries { try await delivery.delivered() }
+        #expect(server.received(on: "ledger") == (1...300).map { .text("entry \($0)") })
+        #expect(proxy.statistics.connectionsCut > 0)
+        client.closeConnection()
+    }
+
+    /// Over a WebSocket (no acknowledgements in the protocol) a cut mid-burst never reorders and never
+    /// hangs: every send resolves, a write that failed is written again after the reconnect, and
+    /// what the server holds is in order. Frames the kernel had accepted before the cut can be lost
+    /// (Docs/Spreadbot.md, "Delivery"), so this test does not claim completeness.
+    @Test func cutMidBurstOverWebSocketKeepsOrder() async throws {
+        let server = try await SpreadbotTestServer.start()
+        let proxy = try await FaultProxy.start(targetPort: server.port)
+        defer { Task { await server.stop() } }
+        let client = Spreadbot(configuration: spreadbotConfiguration(server, baseURL: proxy.url()))
+        client.establishConnection(path: "ticks")
+        await eventually("connected") { client.state == .connected }
+        var deliveries = try (1...2000).map { try client.enqueue(.text("\($0)")) }
+        await eventually("part of the burst arrived") { server.received(on: "ticks").count >= 100 }
+        proxy.cutAll(.reset)
+        await eventually("reconnected") { client.state == .connected && proxy.statistics.connectionsAccepted >= 2 }
+        deliveries.append(try client.enqueue(.text("2001")))
+        for delivery in deliveries { try await delivery.delivered() }
+        await eventually("the last send arrived") { server.received(on: "ticks").last == .text("2001") }
+        let numbers = server.received(on: "ticks").compactMap { received -> Int? in
+            if case .text(let text) = received { return Int(text) }
+            return nil
+        }
+        #expect(zip(numbers, numbers.dropFirst()).allSatisfy { $0 <= $1 }, "out of order: \(numbers)")
+        #expect(numbers.last == 2001)
+        client.closeConnection()
+    }
+
+    /// While the network is unreachable the client makes no attempt and counts none: with 3
+    /// attempts allowed it still reconnects after an unreachable spell longer than all their delays.
+    @Test func waitsForReachabilityBeforeCountingAttempts() async throws {
+        let server = try await SpreadbotTestServer.start()
+        let proxy = try await FaultProxy.start(targetPort: server.port)
+        defer { Task { await server.stop() } }
+        let network = ManualReachability(reachable: true)
+        var configuration = spreadbotConfiguration(server, baseURL: proxy.url())
+        configuration.reachability = network
+        let client = Spreadbot(configuration: configuration)
+        client.establishConnection(path: "live")
+        await eventually("connected") { client.state == .connected }
+        network.set(reachable: false)
+        proxy.cutAll()
+        await eventually("dropped") { client.state == .connecting }
+        let accepted = proxy.statistics.connectionsAccepted
+        let checks = network.checkCount
+        try await Task.sleep(for: .seconds(1))  // 3 attempts with 50-200 ms delays would be over by now
+        #expect(proxy.statistics.connectionsAccepted == accepted, "a connection was attempted while unreachable")
+        #expect(client.state == .connecting)
+        #expect(checks >= 1, "the reconnect loop did not ask for reachability")
+        network.set(reachable: true)
+        await eventually("reconnected") { client.state == .connected }
+        client.closeConnection()
+    }
+
+    /// After an unexpected drop the client makes 3 attempts (configurable), then gives up: state
+    /// disconnected, `reconnectGaveUp` reported, and the sends still queued fail (not silently).
+    @Test func givesUpAfterThreeAttemptsAndFailsQueuedSends() async throws {
+        let server = try await SpreadbotTestServer.start()
+        let proxy = try await FaultProxy.start(targetPort: server.port)
+        defer { Task { await server.stop() } }
+        let client = Spreadbot(configuration: spreadbotConfiguration(server, baseURL: proxy.url()))
+        let recorder = Recorder(client)
+        client.establishConnection(path: "gone")
+        await eventually("connected") { client.state == .connected }
+        await proxy.refuseConnections()
+        proxy.cutAll()
+        await eventually("dropped") { client.state == .connecting }
+        let queued = try client.enqueue(.text("never"))
+        await client.waitUntilClosed()
+        #expect(client.state == .disconnected)
+        #expect(client.lastError?.code == .reconnectGaveUp)
+        #expect(client.lastError?.detail.contains("3 reconnect attempts") == true)
+        let error = await #expect(throws: RealtimeError.self) { try await queued.delivered() }
+        #expect(error?.code == .notConnected)
+        #expect(recorder.errors.contains { $0.contains("reconnectGaveUp") })
+        // 1 initial failure report per attempt: each attempt tries all 3 transports (2 fallbacks + the last).
+        #expect(recorder.errors.filter { $0.hasPrefix("RealtimeError.connectFailed") }.count == 3 * 3)
+        await #expect(throws: RealtimeError.self) { try await client.send("after") }
+    }
+
+    /// closeConnection() fails every pending send with notConnected; later sends are refused until
+    /// the next establishConnection.
+    @Test func closeFailsPendingSends() async throws {
+        let server = try await SpreadbotTestServer.start()
+        defer { Task { await server.stop() } }
+        let client = Spreadbot(configuration: spreadbotConfiguration(server))
+        let early = try client.enqueue(.text("before connecting"))
+        client.closeConnection()
+        let error = await #expect(throws: RealtimeError.self) { try await early.delivered() }
+        #expect(error?.code == .notConnected)
+        #expect(throws: RealtimeError.self) { try client.enqueue(.text("after close")) }
+        client.establishConnection(path: "again")
+        try await client.send("after establishConnection")
+        await eventually("arrived") { !server.received(on: "again").isEmpty }
+        #expect(server.received(on: "again") == [.text("after establishConnection")])
+        client.closeConnection()
+    }
+
+    /// A stalled server (accepts, never answers) cannot hang the client: opening each transport is
+    /// limited by requestTimeout, and a timed-out attempt counts like any failure.
+    @Test func stalledServerTimesOut() async throws {
+        let server = try await SpreadbotTestServer.start()
+        defer { Task { await server.stop() } }
+        var configuration = spreadbotConfiguration(server)
+        configuration.requestTimeout = .milliseconds(300)
+        configuration.maxReconnectAttempts = 0
+        let client = Spreadbot(configuration: configuration)
+        let recorder = Recorder(client)
+        server.stall()
+        client.establishConnection(path: "slow")
+        await client.waitUntilClosed()
+        #expect(client.state == .disconnected)
+        #expect(recorder.errors.count >= 3)
+        #expect(recorder.errors.allSatisfy { $0.contains("timeout") || $0.contains("reconnectGaveUp") }, "\(recorder.errors)")
+        server.resume()
+    }
+}

@@ -1,0 +1,149 @@
+import Foundation
+import RealtimeTesting
+import SpreadbotClient
+import Testing
+
+/// The stream: the transport fallback chain, sends over each transport, messages in, states.
+@Suite(.timeLimit(.minutes(3)))
+struct SpreadbotStreamTests {
+    /// Each refusal forces the next transport; the refused attempts are visible in the server's log
+    /// and the transport in use is observable.
+    @Test(arguments: [
+        (refuseWebSocket: false, refuseEventStream: false, expected: SpreadbotTransport.webSocket),
+        (refuseWebSocket: true, refuseEventStream: false, expected: .serverSentEvents),
+        (refuseWebSocket: true, refuseEventStream: true, expected: .polling),
+    ])
+    func fallbackChain(refuseWebSocket: Bool, refuseEventStream: Bool, expected: SpreadbotTransport) async throws {
+        let server = try await SpreadbotTestServer.start()
+        defer { Task { await server.stop() } }
+        server.refuseWebSocket(refuseWebSocket)
+        server.refuseEventStream(refuseEventStream)
+        let client = Spreadbot(configuration: spreadbotConfiguration(server))
+        let recorder = Recorder(client)
+        let transports = Task {
+            var seen: [SpreadbotTransport?] = []
+            for await transport in client.transportUpdates() {
+                seen.append(transport)
+                if seen.count == 2 { break }
+            }
+            return seen
+        }
+        client.establishConnection(path: "prices")
+        await eventually("connected") { client.state == .connected }
+        #expect(client.transport == expected)
+        #expect(await transports.value == [nil, expected])
+        #expect(recorder.opens == 1)
+
+        server.publish("one", to: "prices")
+        server.publish("two\nlines", to: "prices")
+        await eventually("two messages") { recorder.messages.count >= 2 }
+        #expect(recorder.messages.map(\.id) == ["1", "2"])
+        #expect(recorder.messages.map(\.event) == ["/prices", "/prices"])
+        #expect(recorder.texts == ["one", "two\nlines"])
+
+        // send returns once written (WebSocket) or answered (POST); the server records on arrival.
+        try await client.send("hello over \(expected)")
+        try await client.send(Data([0, 1, 2, 255]))
+        await eventually("both sends arrived") { server.received(on: "prices").count == 2 }
+        #expect(server.received(on: "prices") == [.text("hello over \(expected)"), .binary([0, 1, 2, 255])])
+
+        let log = server.requestLog
+        #expect(log.contains("GET /prices ws 400") == refuseWebSocket)
+        #expect(log.contains("GET /prices sse 406") == refuseEventStream)
+        if expected == .polling {
+            #expect(log.contains("GET /prices poll"))
+            #expect(log.contains("POST /prices"))
+        }
+        // A refused transport is reported, not hidden.
+        #expect(recorder.errors.count == (refuseWebSocket ? 1 : 0) + (refuseEventStream ? 1 : 0))
+        client.closeConnection()
+        #expect(client.state == .disconnected)
+        #expect(client.transport == nil)
+    }
+
+    /// Binary frames from the server arrive as binary data for the path (WebSocket only).
+    @Test func binaryFromTheServer() async throws {
+        let server = try await SpreadbotTestServer.start()
+        defer { Task { await server.stop() } }
+        let client = Spreadbot(configuration: spreadbotConfiguration(server))
+        let recorder = Recorder(client)
+        client.establishConnection(path: "/files")
+        await eventually("connected") { client.state == .connected }
+        server.publish(bytes: [9, 8, 7], to: "files")
+        await eventually("a message") { !recorder.messages.isEmpty }
+        #expect(recorder.messages.first?.data == .binary(Data([9, 8, 7])))
+        #expect(recorder.messages.first?.event == "/files")
+        client.closeConnection()
+    }
+
+    /// SSE reconnects with Last-Event-ID and polling asks `since` the last id: nothing published
+    /// while the client was away is missed, nothing is repeated.
+    @Test(arguments: [SpreadbotTransport.serverSentEvents, .polling])
+    func resumesAfterTheLastId(transport: SpreadbotTransport) async throws {
+        let server = try await SpreadbotTestServer.start()
+        defer { Task { await server.stop() } }
+        var configuration = spreadbotConfiguration(server)
+        configuration.transports = [transport]
+        let client = Spreadbot(configuration: configuration)
+        let recorder = Recorder(client)
+        client.establishConnection(path: "feed")
+        await eventually("connected") { client.state == .connected }
+        server.publish("a", to: "feed")
+        await eventually("a") { recorder.texts == ["a"] }
+        server.dropStreams()
+        server.refuseEventStream(true)  // keeps an SSE client away while b is published
+        if transport == .serverSentEvents { await eventually("dropped") { client.state == .connecting } }
+        server.publish("b", to: "feed")
+        server.refuseEventStream(false)
+        await eventually("b") { recorder.texts == ["a", "b"] }
+        server.publish("c", to: "feed")
+        await eventually("c") { recorder.texts == ["a", "b", "c"] }
+        #expect(recorder.messages.map(\.id) == ["1", "2", "3"])
+        client.closeConnection()
+    }
+
+    /// `messages()` delivers in order, and a consumer that stops reading stops the stream from
+    /// reading (the buffer stays at its capacity) instead of growing.
+    @Test func messagesSequenceIsBounded() async throws {
+        let server = try await SpreadbotTestServer.start()
+        defer { Task { await server.stop() } }
+        var configuration = spreadbotConfiguration(server)
+        configuration.messageBufferCapacity = 4
+        let client = Spreadbot(configuration: configuration)
+        let recorder = Recorder(client)
+        var iterator = client.messages().makeAsyncIterator()
+        client.establishConnection(path: "burst")
+        await eventually("connected") { client.state == .connected }
+        for index in 1...50 { server.publish("m\(index)", to: "burst") }
+        // The callback sees what the stream read: the buffer's 4, plus the one waiting to go in.
+        await eventually("buffer full") { recorder.messages.count >= 5 }
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(recorder.messages.count == 5, "the stream kept reading past a full buffer")
+        var read: [String] = []
+        for _ in 1...50 {
+            guard let message = try await iterator.next() else { break }
+            read.append(message.data.string ?? "")
+        }
+        #expect(read == (1...50).map { "m\($0)" })
+        client.closeConnection()
+        #expect(try await iterator.next() == nil)
+    }
+
+    /// Malformed envelopes are reported as typed errors and skipped; the stream goes on.
+    @Test func malformedEnvelopeIsReportedAndSkipped() async throws {
+        let server = try await SpreadbotTestServer.start()
+        defer { Task { await server.stop() } }
+        let client = Spreadbot(configuration: spreadbotConfiguration(server))
+        let recorder = Recorder(client)
+        client.establishConnection(path: "bad")
+        await eventually("connected") { client.state == .connected }
+        server.publishRaw("not json", to: "bad")
+        server.publishRaw("[1,2]", to: "bad")
+        server.publish("fine", to: "bad")
+        await eventually("the good message") { recorder.texts == ["fine"] }
+        #expect(recorder.errors.count == 2)
+        #expect(recorder.errors.allSatisfy { $0.contains("protocolViolation") })
+        #expect(client.state == .connected)
+        client.closeConnection()
+    }
+}
