@@ -31,9 +31,16 @@ public final class SpreadbotTestServer: Sendable {
     }
 
     /// What the server received on a path.
-    public enum Received: Sendable, Hashable {
+    public enum Received: Sendable, Hashable, CustomStringConvertible {
         case text(String)
         case binary([UInt8])
+
+        public var description: String {
+            switch self {
+            case .text(let text): "\"\(text)\""
+            case .binary(let bytes): "<\(bytes.count) bytes>"
+            }
+        }
     }
 
     struct Published: Sendable {

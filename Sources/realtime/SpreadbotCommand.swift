@@ -1,0 +1,105 @@
+import ArgumentParser
+import Foundation
+import NIOHTTP1
+import RealtimeCore
+import SpreadbotClient
+
+struct SpreadbotCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "spreadbot",
+        abstract: "Talk to a Spreadbot server: subscribe to a path's stream, send to it, GET a REST path.",
+        discussion: """
+            Examples:
+              realtime spreadbot https://bot.example.com --path prices --count 10
+              realtime spreadbot https://bot.example.com --path chat --send hello --json
+              realtime spreadbot https://bot.example.com --get account/profile --access-token T
+            With --path it prints the stream's messages until --count arrived (or forever), after
+            sending --send (it waits until the server has it). --get prints the REST reply's body.
+            The transport in use and every error go to standard error.
+            """)
+
+    @Argument(help: "The server's http:// or https:// base URL") var baseURL: String
+    @Option(name: .long, help: "Subscribe to this path's stream.") var path: String?
+    @Option(name: .long, help: "Send this text on the stream (needs --path; repeatable, sent in order).") var send: [String] = []
+    @Option(name: .long, help: "GET this REST path and print the body.") var get: String?
+    @Option(name: .long, help: "With --path: stop after this many messages.") var count: Int?
+    @Option(name: .long, help: "websocket, sse or polling: use only this transport.") var transport: String?
+    @Flag(name: .long, help: "One JSON object per line.") var json = false
+    @Option(name: .long, help: "The bearer token.") var accessToken: String?
+    @Option(name: .long, help: "A refresh token, used at --auth-url on a 401.") var refreshToken: String?
+    @Option(name: .long, help: "The OAuth token endpoint.") var authURL: String?
+    @Option(name: .long, help: "base64(client_id:client_secret) for the token endpoint.") var credentials: String?
+    @Flag(name: .long, help: "Skip certificate verification (dangerous).") var insecure = false
+
+    static let transports: [String: SpreadbotTransport] = ["websocket": .webSocket, "sse": .serverSentEvents, "polling": .polling]
+
+    func validate() throws {
+        if path == nil && get == nil { throw ValidationError("give --path (stream) or --get (REST), or both") }
+        if !send.isEmpty && path == nil { throw ValidationError("--send needs --path") }
+        if let transport, Self.transports[transport] == nil { throw ValidationError("--transport is websocket, sse or polling") }
+    }
+
+    func line(_ message: SpreadbotMessage) -> String {
+        let data: String
+        switch message.data {
+        case .text(let text): data = json ? JSONText.quote(text) : text
+        case .binary(let bytes): data = json ? JSONText.quote(bytes.base64EncodedString()) : "<\(bytes.count) bytes, base64 \(bytes.base64EncodedString())>"
+        }
+        guard json else { return "\(message.id) \(message.event) \(data)" }
+        let kind = if case .binary = message.data { "binary" } else { "text" }
+        return "{\"id\":\(JSONText.quote(message.id)),\"event\":\(JSONText.quote(message.event)),\"\(kind)\":\(data),\"transport\":\"\(message.transport)\"}"
+    }
+
+    func run() async throws {
+        var configuration = SpreadbotConfiguration(
+            baseURL: baseURL, authURL: authURL, accessToken: accessToken, refreshToken: refreshToken, base64Credentials: credentials)
+        if let transport { configuration.transports = [Self.transports[transport]!] }
+        if insecure { configuration.tls = .dangerouslyDisableCertificateVerification() }
+        let client = Spreadbot(configuration: configuration)
+        client.onError { error in printError("realtime spreadbot: \(error)") }
+        client.onTokensRefreshed { _ in printError("realtime spreadbot: the access token was refreshed") }
+        if let get {
+            do {
+                let response = try await client.rest.getData(path: get)
+                let body = response.text ?? response.body.base64EncodedString()
+                print(json ? "{\"status\":\(response.status.code),\"body\":\(JSONText.quote(body))}" : body)
+            } catch {
+                printError("realtime spreadbot: GET \(get) failed: \(error)")
+                throw ExitCode.failure
+            }
+        }
+        guard let path else { return }
+        var messages = client.messages().makeAsyncIterator()
+        client.establishConnection(path: path)
+        // establishConnection set the state to connecting; it goes on to connected, or to
+        // disconnected when every attempt failed.
+        let opened = Task {
+            for await state in client.stateUpdates() where state != .connecting {
+                return state == .connected
+            }
+            return false
+        }
+        guard await opened.value else {
+            printError("realtime spreadbot: could not connect: \(client.lastError.map { "\($0)" } ?? "closed")")
+            throw ExitCode.failure
+        }
+        printError("realtime spreadbot: connected over \(client.transport.map { "\($0)" } ?? "?")")
+        do {
+            for text in send { try await client.send(text) }
+            var seen = 0
+            while count.map({ seen < $0 }) ?? true, let message = try await messages.next() {
+                print(line(message))
+                seen += 1
+            }
+        } catch {
+            printError("realtime spreadbot: \(error)")
+            client.closeConnection()
+            throw ExitCode.failure
+        }
+        client.closeConnection()
+        if let error = client.lastError {
+            printError("realtime spreadbot: the connection ended: \(error)")
+            throw ExitCode.failure
+        }
+    }
+}

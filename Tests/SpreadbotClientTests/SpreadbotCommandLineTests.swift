@@ -1,0 +1,45 @@
+import Foundation
+import RealtimeTesting
+import Testing
+
+/// `realtime spreadbot` against SpreadbotTestServer: messages on stdout (one JSON line each with
+/// --json), the transport and failures on stderr, a non-zero exit on failure.
+@Suite(.serialized, .timeLimit(.minutes(2)))
+struct SpreadbotCommandLineTests {
+    @Test func streamSendAndJSONLines() async throws {
+        let server = try await SpreadbotTestServer.start()
+        defer { Task { await server.stop() } }
+        server.refuseWebSocket()
+        // Publishes once the command's send arrived (so it is subscribed by then).
+        let publisher = Task {
+            while server.received(on: "room").isEmpty { try await Task.sleep(for: .milliseconds(20)) }
+            server.publish("one", to: "room")
+            server.publish("two", to: "room")
+        }
+        let result = try await RealtimeCommandLine.run([
+            "spreadbot", server.baseURL, "--path", "room", "--send", "hi", "--count", "2", "--json", "--access-token", "access-0",
+        ])
+        try await publisher.value
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout == """
+            {"id":"1","event":"/room","text":"one","transport":"serverSentEvents"}
+            {"id":"2","event":"/room","text":"two","transport":"serverSentEvents"}
+
+            """)
+        #expect(result.stderr.contains("connected over serverSentEvents"))
+        #expect(server.received(on: "room") == [.text("hi")])
+    }
+
+    @Test func getPrintsTheBodyAndFailuresExitNonZero() async throws {
+        let server = try await SpreadbotTestServer.start()
+        defer { Task { await server.stop() } }
+        server.setResource("/account", json: #"{"plan":"free"}"#)
+        let got = try await RealtimeCommandLine.run(["spreadbot", server.baseURL, "--get", "account", "--access-token", "access-0"])
+        #expect(got.status == 0, "\(got.stderr)")
+        #expect(got.stdout == "{\"plan\":\"free\"}\n")
+        let refused = try await RealtimeCommandLine.run(["spreadbot", server.baseURL, "--get", "account", "--access-token", "wrong"])
+        #expect(refused.status != 0)
+        #expect(refused.stderr.contains("authenticationFailed"), "\(refused.stderr)")
+        #expect(!refused.stderr.contains("wrong"), "the token leaked: \(refused.stderr)")
+    }
+}
