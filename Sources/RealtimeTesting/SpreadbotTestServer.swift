@@ -191,9 +191,11 @@ public final class SpreadbotTestServer: Sendable {
                 return .dontUpgrade
             }
             server.record("GET \(path) ws")
+            // Subscribed before the 101 goes out: a client that saw the upgrade complete must not
+            // miss a message published right after (the handler below starts later).
+            let (stream, sink) = AsyncStream<Published?>.makeStream()
+            let id = server.subscribe(path: path, sink: sink)
             return .upgrade([:]) { inbound, outbound, _ in
-                let (stream, sink) = AsyncStream<Published?>.makeStream()
-                let id = server.subscribe(path: path, sink: sink)
                 defer { server.unsubscribe(id) }
                 try await withThrowingTaskGroup(of: Void.self) { group in
                     group.addTask {

@@ -512,7 +512,7 @@ public struct SpreadbotMessages: AsyncSequence, Sendable {
     public typealias Element = SpreadbotMessage
     let client: Spreadbot
 
-    public struct AsyncIterator: AsyncIteratorProtocol {
+    public struct AsyncIterator: AsyncIteratorProtocol, Sendable {
         let subscription: MessageSubscription
 
         public mutating func next() async throws -> SpreadbotMessage? {

@@ -54,10 +54,13 @@ struct SpreadbotDeliveryTests {
         var configuration = spreadbotConfiguration(server, baseURL: proxy.url())
         configuration.acknowledgedSends = true
         let client = Spreadbot(configuration: configuration)
+        let recorder = Recorder(client)
         client.establishConnection(path: "ledger")
         await eventually("connected") { client.state == .connected }
         let deliveries = try (1...300).map { try client.enqueue(.text("entry \($0)")) }
-        await eventually("part of the burst arrived") { server.received(on: "ledger").count >= 60 }
+        await eventually(
+            "part of the burst arrived (\(server.received(on: "ledger").count) so far, \(client.pendingSendCount) pending, state \(client.state), errors \(recorder.errors), last requests \(server.requestLog.suffix(5)))"
+        ) { server.received(on: "ledger").count >= 60 }
         proxy.cutAll(mode)
         for delivery in deliveries { try await delivery.delivered() }
         #expect(server.received(on: "ledger") == (1...300).map { .text("entry \($0)") })

@@ -119,14 +119,23 @@ struct SpreadbotStreamTests {
         await eventually("buffer full") { recorder.messages.count >= 5 }
         try await Task.sleep(for: .milliseconds(300))
         #expect(recorder.messages.count == 5, "the stream kept reading past a full buffer")
-        var read: [String] = []
-        for _ in 1...50 {
-            guard let message = try await iterator.next() else { break }
-            read.append(message.data.string ?? "")
+        // Read with a deadline: a lost message must fail the test, not hang it.
+        let reader = Task { [iterator] in
+            var iterator = iterator
+            var read: [String] = []
+            while read.count < 50, let message = try await iterator.next() { read.append(message.data.string ?? "") }
+            return (read, iterator)
         }
+        let deadline = Task {
+            try await Task.sleep(for: .seconds(30))
+            reader.cancel()
+        }
+        let (read, rest) = try await reader.value
+        deadline.cancel()
         #expect(read == (1...50).map { "m\($0)" })
         client.closeConnection()
-        #expect(try await iterator.next() == nil)
+        var end = rest
+        #expect(try await end.next() == nil)
     }
 
     /// Malformed envelopes are reported as typed errors and skipped; the stream goes on.
