@@ -215,7 +215,9 @@ struct HubTransportFallbackTests {
     func cutOverHTTP(_ transport: HttpTransportType) async throws {
         let server = try await SignalRTestServer.start()
         defer { Task { await server.stop() } }
+        let invoked = NIOLockedValueBox(false)
         server.method("hang", concurrent: true) { _ in
+            invoked.withLockedValue { $0 = true }
             try await Task.sleep(for: .seconds(600))
             return nil
         }
@@ -229,8 +231,12 @@ struct HubTransportFallbackTests {
                 return "completed"
             } catch let error as RealtimeError { return "\(error.code)" } catch { return "\(error)" }
         }
-        try await Task.sleep(for: .milliseconds(200))
+        // Cut once the call is pending at the server (a fixed 200 ms was not always enough under CI load).
+        let deadline = ContinuousClock.now + .seconds(20)
+        while !invoked.withLockedValue({ $0 }), ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        try #require(invoked.withLockedValue { $0 }, "the invocation never reached the server")
         proxy.inject(.cut(.reset))
-        #expect(await pending.value == "connectionClosed")
+        let outcome = await pending.value
+        #expect(outcome == "connectionClosed")
     }
 }
