@@ -48,7 +48,9 @@ final class SpreadbotOutbox: Sendable {
     /// limit) is full, and `notConnected` after ``close(_:)``.
     func enqueue(_ data: SpreadbotData) throws -> SpreadbotDelivery {
         let (item, writer) = try state.withLockedValue { state throws -> (Item, CheckedContinuation<Item?, Never>?) in
-            if let closed = state.closed { throw closed }
+            if state.closed != nil {
+                throw RealtimeError(.notConnected, "the connection is closed; establishConnection(path:) opens it again")
+            }
             let capacity = state.connected ? connectedCapacity : offlineCapacity
             guard state.items.count < capacity else { throw RealtimeError.queueFull(capacity: capacity) }
             let item = Item(sequence: state.nextSequence, data: data, done: OneShot())

@@ -8,19 +8,34 @@ import Testing
 /// server's switches.
 @Suite(.timeLimit(.minutes(3)))
 struct SpreadbotDeliveryTests {
+    /// A server, a FaultProxy in front of it, and a client of the proxy (with a Recorder attached
+    /// before it connects) connected to `path`. The caller stops the server and the proxy.
+    func connectedThroughProxy(
+        _ path: String, _ configure: (inout SpreadbotConfiguration) -> Void = { _ in }
+    ) async throws -> (server: SpreadbotTestServer, proxy: FaultProxy, client: Spreadbot, recorder: Recorder) {
+        let server = try await SpreadbotTestServer.start()
+        let proxy = try await FaultProxy.start(targetPort: server.port)
+        var configuration = spreadbotConfiguration(server, baseURL: proxy.url())
+        configure(&configuration)
+        let client = Spreadbot(configuration: configuration)
+        let recorder = Recorder(client)
+        client.establishConnection(path: path)
+        await eventually("connected") { client.state == .connected }
+        return (server, proxy, client, recorder)
+    }
+
+    func stop(_ server: SpreadbotTestServer, _ proxy: FaultProxy) {
+        Task {
+            await proxy.stop()
+            await server.stop()
+        }
+    }
     /// During an outage 100 sends queue and the 101st is refused with `queueFull` (also through
     /// the seed's fire-and-forget call, via onError); after the outage all 100 arrive in order.
     @Test func hundredQueuedSendsDeliveredInOrderAfterAnOutage() async throws {
-        let server = try await SpreadbotTestServer.start()
-        let proxy = try await FaultProxy.start(targetPort: server.port)
-        defer { Task { await server.stop() } }
         let network = ManualReachability(reachable: true)
-        var configuration = spreadbotConfiguration(server, baseURL: proxy.url())
-        configuration.reachability = network
-        let client = Spreadbot(configuration: configuration)
-        let recorder = Recorder(client)
-        client.establishConnection(path: "orders")
-        await eventually("connected") { client.state == .connected }
+        let (server, proxy, client, recorder) = try await connectedThroughProxy("orders") { $0.reachability = network }
+        defer { stop(server, proxy) }
 
         network.set(reachable: false)
         await proxy.refuseConnections()
@@ -48,15 +63,8 @@ struct SpreadbotDeliveryTests {
     /// burst loses nothing and duplicates nothing: the server holds exactly the burst, in order.
     @Test(arguments: [FaultProxy.CutMode.fin, .reset])
     func cutMidBurstWithAcknowledgedSends(mode: FaultProxy.CutMode) async throws {
-        let server = try await SpreadbotTestServer.start()
-        let proxy = try await FaultProxy.start(targetPort: server.port)
-        defer { Task { await server.stop() } }
-        var configuration = spreadbotConfiguration(server, baseURL: proxy.url())
-        configuration.acknowledgedSends = true
-        let client = Spreadbot(configuration: configuration)
-        let recorder = Recorder(client)
-        client.establishConnection(path: "ledger")
-        await eventually("connected") { client.state == .connected }
+        let (server, proxy, client, recorder) = try await connectedThroughProxy("ledger") { $0.acknowledgedSends = true }
+        defer { stop(server, proxy) }
         let deliveries = try (1...300).map { try client.enqueue(.text("entry \($0)")) }
         await eventually(
             "part of the burst arrived (\(server.received(on: "ledger").count) so far, \(client.pendingSendCount) pending, state \(client.state), errors \(recorder.errors), last requests \(server.requestLog.suffix(5)))"
@@ -73,12 +81,8 @@ struct SpreadbotDeliveryTests {
     /// what the server holds is in order. Frames the kernel had accepted before the cut can be lost
     /// (Docs/Spreadbot.md, "Delivery"), so this test does not claim completeness.
     @Test func cutMidBurstOverWebSocketKeepsOrder() async throws {
-        let server = try await SpreadbotTestServer.start()
-        let proxy = try await FaultProxy.start(targetPort: server.port)
-        defer { Task { await server.stop() } }
-        let client = Spreadbot(configuration: spreadbotConfiguration(server, baseURL: proxy.url()))
-        client.establishConnection(path: "ticks")
-        await eventually("connected") { client.state == .connected }
+        let (server, proxy, client, _) = try await connectedThroughProxy("ticks")
+        defer { stop(server, proxy) }
         var deliveries = try (1...2000).map { try client.enqueue(.text("\($0)")) }
         await eventually("part of the burst arrived") { server.received(on: "ticks").count >= 100 }
         proxy.cutAll(.reset)
@@ -98,15 +102,9 @@ struct SpreadbotDeliveryTests {
     /// While the network is unreachable the client makes no attempt and counts none: with 3
     /// attempts allowed it still reconnects after an unreachable spell longer than all their delays.
     @Test func waitsForReachabilityBeforeCountingAttempts() async throws {
-        let server = try await SpreadbotTestServer.start()
-        let proxy = try await FaultProxy.start(targetPort: server.port)
-        defer { Task { await server.stop() } }
         let network = ManualReachability(reachable: true)
-        var configuration = spreadbotConfiguration(server, baseURL: proxy.url())
-        configuration.reachability = network
-        let client = Spreadbot(configuration: configuration)
-        client.establishConnection(path: "live")
-        await eventually("connected") { client.state == .connected }
+        let (server, proxy, client, _) = try await connectedThroughProxy("live") { $0.reachability = network }
+        defer { stop(server, proxy) }
         network.set(reachable: false)
         proxy.cutAll()
         await eventually("dropped") { client.state == .connecting }
@@ -124,13 +122,8 @@ struct SpreadbotDeliveryTests {
     /// After an unexpected drop the client makes 3 attempts (configurable), then gives up: state
     /// disconnected, `reconnectGaveUp` reported, and the sends still queued fail (not silently).
     @Test func givesUpAfterThreeAttemptsAndFailsQueuedSends() async throws {
-        let server = try await SpreadbotTestServer.start()
-        let proxy = try await FaultProxy.start(targetPort: server.port)
-        defer { Task { await server.stop() } }
-        let client = Spreadbot(configuration: spreadbotConfiguration(server, baseURL: proxy.url()))
-        let recorder = Recorder(client)
-        client.establishConnection(path: "gone")
-        await eventually("connected") { client.state == .connected }
+        let (server, proxy, client, recorder) = try await connectedThroughProxy("gone")
+        defer { stop(server, proxy) }
         await proxy.refuseConnections()
         proxy.cutAll()
         await eventually("dropped") { client.state == .connecting }
