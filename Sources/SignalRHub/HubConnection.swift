@@ -221,7 +221,7 @@ public final class HubConnection: Sendable {
             state.withLockedValue { $0.machine.didSend(now: timeline.now) }
             startUploads(uploads, on: session)
         } catch {
-            completePending(id, with: .failure(Self.realtimeError(error)))
+            completePending(id, with: .failure(Self.sendError(error, method: method)))
         }
         return try await withTaskCancellationHandler {
             try await reply.value()
@@ -269,8 +269,9 @@ public final class HubConnection: Sendable {
             try await transmit(.streamInvocation(HubInvocation(invocationId: id, target: method, arguments: arguments)), on: session)
             state.withLockedValue { $0.machine.didSend(now: timeline.now) }
         } catch {
-            completePending(id, with: .failure(Self.realtimeError(error)))
-            throw Self.realtimeError(error)
+            let failure = Self.sendError(error, method: method)
+            completePending(id, with: .failure(failure))
+            throw failure
         }
         return HubRawStream(buffer: buffer) { [weak self] in
             guard let self else { return }
@@ -469,6 +470,19 @@ public final class HubConnection: Sendable {
         }
         replay?.fail(RealtimeError(.connectionClosed, "the connection was lost: \(error?.detail ?? "closed")"))
         await perform(actions)
+    }
+
+    /// Why a call could not be sent on a connected session. An I/O failure there (a POST or a
+    /// write cut short) means the connection was lost: `connectionClosed`, as for calls already
+    /// pending, with the I/O error underneath.
+    static func sendError(_ error: any Error, method: String) -> RealtimeError {
+        let failure = realtimeError(error)
+        switch failure.code {
+        case .connectFailed, .timeout:
+            return RealtimeError(.connectionClosed, "the connection was lost while sending '\(method)'", underlying: failure)
+        default:
+            return failure
+        }
     }
 
     static func realtimeError(_ error: any Error) -> RealtimeError {
