@@ -51,6 +51,18 @@ let package = Package(
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
         ),
         .executableTarget(
+            name: "SpreadbotBenchmarks",
+            dependencies: [
+                .product(name: "Benchmark", package: "benchmark"),
+                .product(name: "RealtimeCore", package: "swift-realtime"),
+                .product(name: "SpreadbotClient", package: "swift-realtime"),
+                .product(name: "RealtimeTesting", package: "swift-realtime"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ],
+            path: "Benchmarks/SpreadbotBenchmarks",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ),
+        .executableTarget(
             name: "SignalRCompare",
             dependencies: [
                 .product(name: "RealtimeCore", package: "swift-realtime"),
