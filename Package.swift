@@ -214,6 +214,7 @@ let package = Package(
             name: "SpreadbotClientTests",
             dependencies: [
                 "SpreadbotClient", "RealtimeCore", "RealtimeTesting",
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),

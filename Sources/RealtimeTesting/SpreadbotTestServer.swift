@@ -1,6 +1,8 @@
 import Foundation
 public import Hummingbird
 import HummingbirdCore
+import HummingbirdTLS
+public import NIOSSL
 import HummingbirdWebSocket
 import HTTPTypes
 import NIOConcurrencyHelpers
@@ -27,6 +29,8 @@ public final class SpreadbotTestServer: Sendable {
         /// Refuse every request whose bearer token is not the current one (default true).
         public var requireToken = true
         public var port = 0
+        /// Serve HTTPS and WSS with this configuration.
+        public var tls: TLSConfiguration?
         public init() {}
     }
 
@@ -80,7 +84,7 @@ public final class SpreadbotTestServer: Sendable {
     }
 
     public var port: Int { serverBox.withLockedValue { $0?.port ?? 0 } }
-    public var baseURL: String { "http://127.0.0.1:\(port)" }
+    public var baseURL: String { "\(options.tls == nil ? "http" : "https")://127.0.0.1:\(port)" }
     public var authURL: String { baseURL + options.authPath }
     public var authPath: String { options.authPath }
 
@@ -221,7 +225,9 @@ public final class SpreadbotTestServer: Sendable {
                 }
             }
         }
-        let loopback = try await LoopbackServer.start(responder: router, server: builder, port: options.port)
+        let loopback = try await LoopbackServer.start(
+            responder: router, server: try options.tls.map { try HTTPServerBuilder.tls(builder, tlsConfiguration: $0) } ?? builder,
+            secure: options.tls != nil, port: options.port)
         server.serverBox.withLockedValue { $0 = loopback }
         return server
     }
