@@ -218,7 +218,9 @@ public final class Spreadbot: Sendable {
             reachability: configuration.reachability,
             shouldRetry: { error in
                 switch error.code {
-                case .authenticationFailed, .invalidURL, .tlsFailure, .certificatePinMismatch, .cancelled: false
+                // A message over maxMessageSize would come again after a reconnect (SSE replays it
+                // after Last-Event-ID, a poll asks `since` it): stop with the error instead of looping.
+                case .authenticationFailed, .invalidURL, .tlsFailure, .certificatePinMismatch, .cancelled, .messageTooLarge: false
                 default: true
                 }
             })

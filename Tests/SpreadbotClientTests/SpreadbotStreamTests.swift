@@ -156,3 +156,44 @@ struct SpreadbotStreamTests {
         client.closeConnection()
     }
 }
+
+/// Bad input that ends the stream with a typed error instead of a loop or a hang.
+@Suite(.timeLimit(.minutes(2)))
+struct SpreadbotBadInputTests {
+    /// A message over maxMessageSize on any transport: `messageTooLarge`, and the stream stops
+    /// (SSE would get it again after Last-Event-ID, polling after `since`: a reconnect would loop).
+    @Test(arguments: SpreadbotTransport.allCases)
+    func oversizedMessageStopsWithATypedError(transport: SpreadbotTransport) async throws {
+        let server = try await SpreadbotTestServer.start()
+        defer { Task { await server.stop() } }
+        var configuration = spreadbotConfiguration(server)
+        configuration.transports = [transport]
+        configuration.maxMessageSize = 1_024
+        let client = Spreadbot(configuration: configuration)
+        let recorder = Recorder(client)
+        client.establishConnection(path: "big")
+        await eventually("connected") { client.state == .connected }
+        server.publish("small", to: "big")
+        await eventually("the small one") { recorder.texts == ["small"] }  // (a poll body holding both would be too large as a whole)
+        server.publish(String(repeating: "x", count: 4_096), to: "big")
+        await client.waitUntilClosed()
+        #expect(recorder.texts == ["small"])
+        #expect(client.state == .disconnected)
+        #expect(client.lastError?.code == .messageTooLarge, "\(String(describing: client.lastError))")
+        #expect(recorder.opens == 1)
+    }
+
+    /// A base URL that is not http(s): `invalidURL` at once, from every transport, no retries.
+    @Test func invalidBaseURL() async throws {
+        var configuration = SpreadbotConfiguration(baseURL: "ftp://example.com", accessToken: "t")
+        configuration.reachability = AlwaysReachable()
+        let client = Spreadbot(configuration: configuration)
+        let recorder = Recorder(client)
+        client.establishConnection(path: "x")
+        await client.waitUntilClosed()
+        #expect(client.lastError?.code == .invalidURL)
+        #expect(recorder.errors.count == 3)
+        let error = await #expect(throws: RealtimeError.self) { try await client.rest.getData(path: "x") }
+        #expect(error?.code == .invalidURL)
+    }
+}
