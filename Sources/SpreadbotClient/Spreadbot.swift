@@ -48,6 +48,8 @@ public final class Spreadbot: Sendable {
         var task: Task<Void, Never>?
         var generation = 0
         var lastEventId = ""
+        /// The SSE stream's `retry:` (the least wait before reconnecting after it ends).
+        var retryHint: Duration?
         var lastError: RealtimeError?
     }
 
@@ -273,12 +275,14 @@ public final class Spreadbot: Sendable {
                     }
                 }
                 // The server ended the stream: reconnect.
-                return .dropped(RealtimeError(.connectionClosed, "the server ended the \(transport) stream"))
+                return .dropped(RealtimeError(.connectionClosed, "the server ended the \(transport) stream"), minimumDelay: retryHint(transport))
             } catch is CancellationError {
                 throw CancellationError()
             } catch {
                 let wrapped = RealtimeError.wrap(error)
-                if opened.withLockedValue({ $0 }) || wrapped.code == .authenticationFailed || Task.isCancelled { throw wrapped }
+                if Task.isCancelled { throw CancellationError() }
+                if opened.withLockedValue({ $0 }) { return .dropped(wrapped, minimumDelay: retryHint(transport)) }
+                if wrapped.code == .authenticationFailed { throw wrapped }
                 lastError = wrapped
                 // The last transport's error is reported once, by the reconnect loop.
                 guard index + 1 < configuration.transports.count else { break }
@@ -287,6 +291,11 @@ public final class Spreadbot: Sendable {
             }
         }
         throw lastError ?? RealtimeError(.connectFailed, "no transport is configured")
+    }
+
+    /// The server's `retry:` after an SSE stream; nothing for the other transports.
+    private func retryHint(_ transport: SpreadbotTransport) -> Duration? {
+        transport == .serverSentEvents ? run.withLockedValue { $0.retryHint } : nil
     }
 
     /// Runs `body`; if it fails with a 401 before opening, refreshes the token once and runs it again.
@@ -371,7 +380,11 @@ public final class Spreadbot: Sendable {
                         events.removeAll(keepingCapacity: true)
                         do {
                             try parser.parse(chunk) { output in
-                                if case .event(let event) = output { events.append(event) }
+                                switch output {
+                                case .event(let event): events.append(event)
+                                case .retry(let milliseconds): self.run.withLockedValue { $0.retryHint = .milliseconds(milliseconds) }
+                                case .comment: break
+                                }
                             }
                         } catch {
                             throw RealtimeError(.messageTooLarge, "a Server-Sent Event exceeds maxMessageSize (\(maximum) bytes)", underlying: error)

@@ -71,4 +71,27 @@ struct SpreadbotScriptedServerTests {
         #expect(recorder.errors.dropFirst().first?.hasPrefix("RealtimeError.protocolViolation") == true, "\(recorder.errors)")
         #expect(client.lastError?.code == .reconnectGaveUp)
     }
+
+    /// The SSE stream's `retry:` is the least wait before the reconnect after it ends (on the
+    /// injected clock: the reconnect sleeps 4 s, not the configured 50 ms).
+    @Test func eventStreamRetryFieldSetsTheReconnectDelay() async throws {
+        let server = try await ScriptedHTTPServer.start()
+        defer { Task { await server.stop() } }
+        server.route("/hinted") { _ in .text("retry: 4000\nid: 1\ndata: once\n\n", contentType: "text/event-stream") }
+        let clock = ManualClock()
+        var configuration = SpreadbotConfiguration(baseURL: server.baseURL, accessToken: "t", runtime: RealtimeRuntime(clock: clock))
+        configuration.reachability = AlwaysReachable()
+        configuration.transports = [.serverSentEvents]
+        configuration.reconnectDelay = .milliseconds(50)
+        let client = Spreadbot(configuration: configuration)
+        let recorder = Recorder(client)
+        client.establishConnection(path: "hinted")
+        try await clock.waitForSleepers(1)
+        #expect(clock.sleeps == [.seconds(4)])
+        #expect(recorder.texts == ["once"])
+        clock.advance(by: .seconds(4))
+        await eventually("the second connection") { server.requests(to: "/hinted").count == 2 }
+        #expect(server.requests(to: "/hinted").last?.headers["last-event-id"] == "1")
+        client.closeConnection()
+    }
 }
