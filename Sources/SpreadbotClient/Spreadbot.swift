@@ -319,8 +319,8 @@ public final class Spreadbot: Sendable {
         var headers = HTTPHeaders()
         _ = http.auth.authorize(&headers)
         let ws = WebSocketConfiguration(
-            headers: headers, maxMessageSize: configuration.maxMessageSize, connectTimeout: configuration.requestTimeout,
-            tls: configuration.tls)
+            headers: headers, maxMessageSize: configuration.maxMessageSize, autoPing: configuration.webSocketPingInterval,
+            connectTimeout: configuration.requestTimeout, tls: configuration.tls)
         let acknowledged = configuration.acknowledgedSends
         let url = configuration.webSocketURL(for: path)
         logger.log(level: level, "opening the WebSocket \(Redaction.url(url))")

@@ -136,6 +136,10 @@ public struct SpreadbotConfiguration: Sendable, CustomStringConvertible {
     /// the server answered 2xx, and a cut mid-burst re-sends without duplicates (see Docs/Spreadbot.md,
     /// "Delivery"). Default false (WebSocket frames, as the seed did).
     public var acknowledgedSends: Bool
+    /// The WebSocket sends a ping this often when idle and ends the connection (then reconnects)
+    /// when no pong comes back: a silent half-open connection is found within twice this. nil
+    /// disables it. Default 30 s.
+    public var webSocketPingInterval: Duration?
     /// Limit for one REST request, for a send's POST and for opening each transport. Default 5 s.
     public var requestTimeout: Duration
     /// Attempts per REST request (and per POST send) on network errors and 5xx. Default 3.
@@ -175,6 +179,7 @@ public struct SpreadbotConfiguration: Sendable, CustomStringConvertible {
         self.offlineQueueCapacity = 100
         self.maxPendingSends = 4096
         self.acknowledgedSends = false
+        self.webSocketPingInterval = .seconds(30)
         self.requestTimeout = .seconds(5)
         self.requestAttempts = 3
         self.retryDelay = .milliseconds(500)

@@ -119,6 +119,20 @@ struct SpreadbotDeliveryTests {
         client.closeConnection()
     }
 
+    /// A WebSocket that goes silent (the peer stalls, no FIN, no RST) is found by the ping and
+    /// replaced: the client reconnects and messages flow again.
+    @Test func silentWebSocketIsFoundByThePing() async throws {
+        let (server, proxy, client, recorder) = try await connectedThroughProxy("quiet") { $0.webSocketPingInterval = .milliseconds(300) }
+        defer { stop(server, proxy) }
+        proxy.inject(.stall(.both, for: nil))
+        await eventually("the stall was noticed") { client.state != .connected }
+        proxy.resume()
+        await eventually("reconnected") { client.state == .connected && recorder.opens == 2 }
+        server.publish("after the stall", to: "quiet")
+        await eventually("a message on the new connection") { recorder.texts.contains("after the stall") }
+        client.closeConnection()
+    }
+
     /// After an unexpected drop the client makes 3 attempts (configurable), then gives up: state
     /// disconnected, `reconnectGaveUp` reported, and the sends still queued fail (not silently).
     @Test func givesUpAfterThreeAttemptsAndFailsQueuedSends() async throws {
