@@ -58,10 +58,25 @@ public enum HTTPTransport {
         }
     }
 
-    /// Sends `request` and reads the whole body, up to `request.maxBodySize`.
+    /// Sends `request` and reads the whole body, up to `request.maxBodySize`, all within
+    /// `headTimeout + idleTimeout` (real time): a server that sends the head and then stalls the
+    /// body fails with ``RealtimeError/Code/timeout`` instead of holding the caller.
     public static func execute(_ request: HTTPRequestSpec, runtime: RealtimeRuntime = .shared) async throws -> (HTTPResponseHead, ByteBuffer) {
-        let (client, clientRequest) = try request.prepare(runtime: runtime)
         let total = request.headTimeout + (request.idleTimeout ?? .zero)
+        // async-http-client's deadline ends when the head arrives; the body gets the same limit
+        // here. On the real clock, as that deadline is (a test's manual clock must not stop it).
+        var realTime = runtime
+        realTime.clock = ContinuousClock()
+        return try await Deadline.run(
+            within: total, runtime: realTime, isPastDeadlinePhase: { false }, abandon: {},
+            timeoutError: RealtimeError.timeout("the response from \(Redaction.url(request.url)) did not complete within \(total)")
+        ) {
+            try await executeWithoutBodyLimit(request, total: total, runtime: runtime)
+        }
+    }
+
+    private static func executeWithoutBodyLimit(_ request: HTTPRequestSpec, total: Duration, runtime: RealtimeRuntime) async throws -> (HTTPResponseHead, ByteBuffer) {
+        let (client, clientRequest) = try request.prepare(runtime: runtime)
         do {
             let response = try await client.execute(clientRequest, timeout: TimeAmount(total), logger: runtime.logger)
             request.cookies?.record(response.headers, from: response.url?.absoluteString ?? request.url)

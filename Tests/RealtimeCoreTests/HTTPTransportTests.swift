@@ -43,6 +43,25 @@ import Testing
         feed.finish()
     }
 
+    /// A server that sends the head and part of the body, then stalls: `execute` fails with
+    /// `timeout` within its limit (async-http-client's own deadline stops at the head), on the real
+    /// clock even when the runtime's clock is a manual one.
+    @Test func executeLimitsTheWholeExchangeNotJustTheHead() async throws {
+        let server = try await ScriptedHTTPServer.start()
+        defer { Task { await server.stop() } }
+        let feed = ChunkFeed()
+        server.route("/half") { _ in ScriptedResponse(body: .feed(feed)) }
+        feed.send("the head and a first chunk, then nothing")
+        let start = ContinuousClock.now
+        let error = await #expect(throws: RealtimeError.self) {
+            _ = try await HTTPTransport.execute(
+                HTTPRequestSpec(url: server.baseURL + "/half", headTimeout: .milliseconds(300)), runtime: RealtimeRuntime(clock: ManualClock()))
+        }
+        #expect(error?.code == .timeout)
+        #expect(ContinuousClock.now - start < .seconds(10))
+        feed.finish()
+    }
+
     @Test func executeLimitsTheBodySize() async throws {
         let server = try await ScriptedHTTPServer.start()
         defer { Task { await server.stop() } }
