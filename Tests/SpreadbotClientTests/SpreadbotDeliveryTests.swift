@@ -122,14 +122,20 @@ struct SpreadbotDeliveryTests {
     /// A WebSocket that goes silent (the peer stalls, no FIN, no RST) is found by the ping and
     /// replaced: the client reconnects and messages flow again.
     @Test func silentWebSocketIsFoundByThePing() async throws {
-        let (server, proxy, client, recorder) = try await connectedThroughProxy("quiet") { $0.webSocketPingInterval = .milliseconds(300) }
+        // 1 s: a shorter ping misses pongs on a loaded CI machine and churns connections.
+        let (server, proxy, client, recorder) = try await connectedThroughProxy("quiet") { $0.webSocketPingInterval = .seconds(1) }
         defer { stop(server, proxy) }
         proxy.inject(.stall(.both, for: nil))
         await eventually("the stall was noticed") { client.state != .connected }
         proxy.resume()
-        await eventually("reconnected") { client.state == .connected && recorder.opens == 2 }
-        server.publish("after the stall", to: "quiet")
-        await eventually("a message on the new connection") { recorder.texts.contains("after the stall") }
+        await eventually("reconnected") { client.state == .connected && recorder.opens >= 2 }
+        // Published until one arrives: a WebSocket message has no replay, and on a loaded machine
+        // the first connection after the stall may itself be replaced.
+        await eventually("a message on a new connection") {
+            if !recorder.texts.contains("after the stall") { server.publish("after the stall", to: "quiet") }
+            try? await Task.sleep(for: .milliseconds(200))
+            return recorder.texts.contains("after the stall")
+        }
         client.closeConnection()
     }
 
