@@ -7,8 +7,10 @@ import Testing
 /// Against an SSE server written by others: sse-starlette 3.7.0 on uvicorn (Scripts/requirements.txt).
 @Suite(.serialized, .timeLimit(.minutes(1))) struct SSEStarletteInteropTests {
     @Test func reconnectsAndResumesFromLastEventIdAgainstSSEStarlette() async throws {
-        let peer = try PythonPeer(scriptPath: peerScript("sse_peer.py"))
-        defer { peer.stop() }
+        // Started and stopped off the concurrency pool: waiting for uvicorn on a pool thread (2 on
+        // this machine) stalled every other test's async work for seconds in a full run.
+        let peer = try await PythonPeer.start(scriptPath: peerScript("sse_peer.py"))
+        defer { Task { await peer.shutdown() } }
         let comments = NSLock()
         nonisolated(unsafe) var commentCount = 0
         let source = EventSource(
@@ -26,8 +28,10 @@ import Testing
     }
 
     @Test func multiLineUnicodeData() async throws {
-        let peer = try PythonPeer(scriptPath: peerScript("sse_peer.py"))
-        defer { peer.stop() }
+        // Started and stopped off the concurrency pool: waiting for uvicorn on a pool thread (2 on
+        // this machine) stalled every other test's async work for seconds in a full run.
+        let peer = try await PythonPeer.start(scriptPath: peerScript("sse_peer.py"))
+        defer { Task { await peer.shutdown() } }
         let source = EventSource(url: URL(string: "http://127.0.0.1:\(peer.port)/unicode")!, configuration: fastConfiguration())
         let events = try await collect(source, count: 1)
         source.close()

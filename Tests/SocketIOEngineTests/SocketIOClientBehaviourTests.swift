@@ -56,8 +56,10 @@ struct SocketIOClientBehaviourTests {
     @Test("no ping within pingInterval + pingTimeout: the session is dead and the client reconnects")
     func heartbeatTimeout() async throws {
         var options = SocketIOTestServer.Options()
-        options.pingInterval = .milliseconds(500)
-        options.pingTimeout = .milliseconds(500)
+        // 1 s each: with 500 ms a pong delayed by a loaded CI machine made the server end the
+        // session first, and the client saw "transport error" instead of its own ping timeout.
+        options.pingInterval = .seconds(1)
+        options.pingTimeout = .seconds(1)
         let server = try await SocketIOTestServer.start(options: options)
         let manager = SocketManager(url: server.url, configuration: .testing([.websocket]))
         let socket = manager.defaultSocket
