@@ -25,7 +25,12 @@ import Testing
                 }
             }
         }
-        // Wait until the sends stop making progress.
+        // Wait for the first accepted frame (the connect can take seconds on a loaded CI machine,
+        // which this loop once mistook for "no progress"), then until the sends stop making progress.
+        let firstDeadline = ContinuousClock.now + .seconds(30)
+        while completed.withLockedValue({ $0 }) == 0, ContinuousClock.now < firstDeadline {
+            try await Task.sleep(for: .milliseconds(20))
+        }
         var last = -1
         var now = completed.withLockedValue { $0 }
         while now != last {
