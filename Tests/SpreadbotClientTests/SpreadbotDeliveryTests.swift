@@ -77,6 +77,28 @@ struct SpreadbotDeliveryTests {
         client.closeConnection()
     }
 
+    /// While connected, sends that cannot go out (here: their POSTs stall at the server) pile up
+    /// only to maxPendingSends; the next is refused with queueFull, and none of the accepted ones
+    /// is lost: they all arrive, in order, once the server answers again.
+    @Test func pendingSendsWhileConnectedAreBounded() async throws {
+        let (server, proxy, client, recorder) = try await connectedThroughProxy("bounded") {
+            $0.acknowledgedSends = true
+            $0.maxPendingSends = 5
+            $0.requestTimeout = .seconds(30)
+        }
+        defer { stop(server, proxy) }
+        server.stall()
+        let accepted = try (1...5).map { try client.enqueue(.text("\($0)")) }
+        #expect(client.state == .connected)
+        let refused = #expect(throws: RealtimeError.self) { try client.enqueue(.text("6")) }
+        #expect(refused?.code == .queueFull)
+        server.resume()
+        for delivery in accepted { try await delivery.delivered() }
+        #expect(server.received(on: "bounded") == (1...5).map { .text("\($0)") })
+        #expect(recorder.errors.isEmpty, "\(recorder.errors)")
+        client.closeConnection()
+    }
+
     /// Over a WebSocket (no acknowledgements in the protocol) a cut mid-burst never reorders and never
     /// hangs: every send resolves, a write that failed is written again after the reconnect, and
     /// what the server holds is in order. Frames the kernel had accepted before the cut can be lost
