@@ -67,7 +67,11 @@ struct SlowConsumerTests {
         try await connection.send(method: "burst", arguments: 500)
         try await Task.sleep(for: .milliseconds(300))
         let echo = Task { () -> String in try await connection.invoke(method: "echo", arguments: "late") }
-        try await Task.sleep(for: .milliseconds(500))
+        // Wait until the call reached the server (a loaded machine can take seconds to write it).
+        let deadline = ContinuousClock.now + .seconds(20)
+        while !server.receivedTargets.contains("echo"), ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(10))
+        }
         #expect(seen.all.isEmpty)
         #expect(server.receivedTargets.contains("echo"), "the call went out")
         // Its completion is behind the queued invocations on the socket, which the client stopped reading.
