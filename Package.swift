@@ -202,7 +202,9 @@ let package = Package(
             name: "SignalRHubTests",
             dependencies: [
                 "SignalRHub", "RealtimeCore", "RealtimeTesting",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "OrderedCollections", package: "swift-collections"),
                 .product(name: "Logging", package: "swift-log"),

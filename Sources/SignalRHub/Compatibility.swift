@@ -33,8 +33,33 @@ public final class HttpConnectionOptions: @unchecked Sendable {
     public var headers: [String: String] = [:]
     /// Seconds to wait for the server's handshake.
     public var requestTimeout: TimeInterval = 120
+    /// Makes the HTTP client that sends the negotiate request (the older client used its HTTP
+    /// client for nothing else). Nil, the default, uses this package's own HTTP stack. The
+    /// transports (WebSockets, and SSE / long polling when negotiated) always use this package's.
+    /// The app's client sets its own headers: `headers` and the access token are not passed to it.
+    public var httpClientFactory: ((HttpConnectionOptions) -> any HttpClientProtocol)?
 
     public init() {}
+}
+
+/// The older client's HTTP client abstraction, used for the negotiate request when
+/// ``HttpConnectionOptions/httpClientFactory`` makes one.
+public protocol HttpClientProtocol {
+    /// Sends a GET to `url`; calls `completionHandler` once with the response or an error.
+    func get(url: URL, completionHandler: @escaping (HttpResponse?, (any Error)?) -> Void)
+    /// Sends a POST to `url`; calls `completionHandler` once with the response or an error.
+    func post(url: URL, completionHandler: @escaping (HttpResponse?, (any Error)?) -> Void)
+}
+
+/// A response from an ``HttpClientProtocol`` client.
+public final class HttpResponse: Sendable {
+    public let statusCode: Int
+    public let contents: Data?
+
+    public init(statusCode: Int, contents: Data?) {
+        self.statusCode = statusCode
+        self.contents = contents
+    }
 }
 
 /// Reads a server invocation's arguments one at a time, for handlers whose argument count varies.
@@ -92,7 +117,11 @@ extension HubConnectionBuilder {
         configureHttpOptions(http)
         let provider = http.accessTokenProvider
         let box = UncheckedBox(provider)
+        let client = http.httpClientFactory.map { UncheckedBox($0(http)) }
         return withOptions { options in
+            if let client {
+                options.negotiateRequest = { url in try await Self.post(url, with: client.value) }
+            }
             options.skipNegotiation = http.skipNegotiation
             options.headers.merge(http.headers) { _, new in new }
             options.handshakeTimeout = .milliseconds(Int64(http.requestTimeout * 1000))
@@ -102,8 +131,25 @@ extension HubConnectionBuilder {
     }
 }
 
-// @unchecked Sendable: holds the older client's non-Sendable token provider, which the connection
-// only calls (as that client did from its own queue); the app owns its thread-safety.
+extension HubConnectionBuilder {
+    /// POSTs `url` through the app's client (the first answer wins if it calls back twice); a
+    /// callback with neither a response nor an error is a failure.
+    static func post(_ url: URL, with client: any HttpClientProtocol) async throws -> (status: Int, body: [UInt8]) {
+        let reply = OneShot<HttpResponse>()
+        client.post(url: url) { response, error in
+            if let response, error == nil {
+                reply.complete(.success(response))
+            } else {
+                reply.complete(.failure(error ?? RealtimeError(.protocolViolation, "the HTTP client answered neither a response nor an error")))
+            }
+        }
+        let response = try await reply.value()
+        return (response.statusCode, Array(response.contents ?? Data()))
+    }
+}
+
+// @unchecked Sendable: holds the older client's non-Sendable token provider and HTTP client, which
+// the connection only calls (as that client did from its own queue); the app owns their thread-safety.
 struct UncheckedBox<Value>: @unchecked Sendable {
     let value: Value
     init(_ value: Value) { self.value = value }

@@ -45,6 +45,9 @@ public struct HubConnectionOptions: Sendable {
     public var runtime: RealtimeRuntime = .shared
     /// The older client's lifecycle delegate (held weakly); see Compatibility.swift.
     var delegate: WeakDelegate?
+    /// The older client's `httpClientFactory`: when set, negotiate requests go through it (POST of
+    /// the negotiate URL, the status and body as it answers them); see Compatibility.swift.
+    var negotiateRequest: (@Sendable (URL) async throws -> (status: Int, body: [UInt8]))?
 
     public init(url: String) {
         self.url = url

@@ -126,11 +126,33 @@ enum Negotiation {
             var request = HTTPRequestSpec(url: negotiateURL, method: .POST, headers: headers, tls: options.tls, headTimeout: options.negotiateTimeout)
             request.maxBodySize = 1 << 20
             request.cookies = options.cookies
-            let (head, body) = try await HTTPTransport.execute(request, runtime: runtime)
-            guard head.status.code == 200 else {
-                throw RealtimeError.badStatus(head.status, url: negotiateURL, body: String(buffer: body))
+            let status: HTTPResponseStatus
+            let body: [UInt8]
+            if let custom = options.negotiateRequest {
+                guard let url = URL(string: negotiateURL) else {
+                    throw RealtimeError(.invalidURL, "not a URL: \(Redaction.url(negotiateURL))")
+                }
+                let answer: (status: Int, body: [UInt8])
+                do {
+                    // The app's client may never call back: negotiateTimeout bounds it as it bounds ours.
+                    answer = try await Deadline.run(
+                        within: options.negotiateTimeout, runtime: runtime, isPastDeadlinePhase: { false }, abandon: {},
+                        timeoutError: RealtimeError(.timeout, "the app's HTTP client (httpClientFactory) did not answer negotiate within \(options.negotiateTimeout)")
+                    ) { try await custom(url) }
+                } catch let error as RealtimeError where error.code == .timeout {
+                    throw error
+                } catch {
+                    throw RealtimeError(.connectFailed, "negotiate through the app's HTTP client (httpClientFactory) failed", underlying: error)
+                }
+                (status, body) = (HTTPResponseStatus(statusCode: answer.status), answer.body)
+            } else {
+                let (head, buffer) = try await HTTPTransport.execute(request, runtime: runtime)
+                (status, body) = (head.status, Array(buffer: buffer))
             }
-            switch try parse(Array(buffer: body), url: negotiateURL) {
+            guard status.code == 200 else {
+                throw RealtimeError.badStatus(status, url: negotiateURL, body: String(decoding: body, as: UTF8.self))
+            }
+            switch try parse(body, url: negotiateURL) {
             case .redirect(let next, let nextToken):
                 current = next
                 if let nextToken { token = nextToken }

@@ -1,0 +1,111 @@
+import AsyncHTTPClient
+import Foundation
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOHTTP1
+import RealtimeCore
+import RealtimeTesting
+import SignalRHub
+import Testing
+
+/// The older client's `HttpConnectionOptions.httpClientFactory`: the negotiate request goes through
+/// the app's `HttpClientProtocol` client, and whatever that client does wrong ends in a typed start
+/// failure, never a hang.
+@Suite("Older client's httpClientFactory", .serialized, .timeLimit(.minutes(2)))
+struct HttpClientFactoryTests {
+    /// An app's HTTP client: records every call, then answers as told.
+    final class AppClient: HttpClientProtocol, @unchecked Sendable {
+        enum Behaviour { case forward, fail, status(Int), silent }
+        let behaviour: Behaviour
+        private let calls = NIOLockedValueBox<[String]>([])
+        var recorded: [String] { calls.withLockedValue { $0 } }
+
+        init(_ behaviour: Behaviour) { self.behaviour = behaviour }
+
+        func get(url: URL, completionHandler: @escaping (HttpResponse?, (any Error)?) -> Void) {
+            calls.withLockedValue { $0.append("GET \(url.absoluteString)") }
+            completionHandler(nil, URLError(.unsupportedURL))
+        }
+
+        func post(url: URL, completionHandler: @escaping (HttpResponse?, (any Error)?) -> Void) {
+            calls.withLockedValue { $0.append("POST \(url.absoluteString)") }
+            let handler = UncheckedHandler(call: completionHandler)
+            switch behaviour {
+            case .fail:
+                handler.call(nil, URLError(.cannotConnectToHost))
+            case .status(let code):
+                handler.call(HttpResponse(statusCode: code, contents: Data("no negotiate here".utf8)), nil)
+            case .silent:
+                break
+            case .forward:
+                Task {
+                    do {
+                        var request = HTTPClientRequest(url: url.absoluteString)
+                        request.method = .POST
+                        request.headers.add(name: "X-App-Client", value: "1")
+                        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(10))
+                        let body = try await response.body.collect(upTo: 1 << 20)
+                        handler.call(HttpResponse(statusCode: Int(response.status.code), contents: Data(body.readableBytesView)), nil)
+                    } catch {
+                        handler.call(nil, error)
+                    }
+                }
+            }
+        }
+    }
+
+    struct UncheckedHandler: @unchecked Sendable {
+        let call: (HttpResponse?, (any Error)?) -> Void
+    }
+
+    static func connection(_ server: SignalRTestServer, _ client: AppClient, configure: (inout HubConnectionOptions) -> Void = { _ in }) -> HubConnection {
+        HubConnectionBuilder(url: URL(string: server.url)!)
+            .withHttpConnectionOptions(configureHttpOptions: { options in
+                options.httpClientFactory = { _ in client }
+            })
+            .withOptions(configure)
+            .build()
+    }
+
+    @Test("Negotiate goes through the app's client, once per start; the WebSocket and calls work as usual")
+    func negotiateThroughTheAppClient() async throws {
+        let server = try await SignalRTestServer.start()
+        defer { Task { await server.stop() } }
+        let client = AppClient(.forward)
+        let connection = Self.connection(server, client)
+        try await connection.start()
+        #expect(client.recorded == ["POST \(server.url)/negotiate?negotiateVersion=1"])
+        #expect(server.negotiateCount == 1, "only the app's client negotiated")
+        let echoed: String = try await connection.invoke(method: "echo", arguments: "through the app's client")
+        #expect(echoed == "through the app's client")
+        await connection.stop()
+    }
+
+    @Test("The app's client failing, answering 500 or never answering gives a typed start failure")
+    func appClientFailures() async throws {
+        let server = try await SignalRTestServer.start()
+        defer { Task { await server.stop() } }
+
+        let failing = AppClient(.fail)
+        let error1 = await #expect(throws: RealtimeError.self) { try await Self.connection(server, failing).start() }
+        #expect(error1?.code == .connectFailed)
+        #expect(error1?.underlying is URLError)
+
+        let refusing = AppClient(.status(500))
+        let error2 = await #expect(throws: RealtimeError.self) { try await Self.connection(server, refusing).start() }
+        #expect(error2?.code == .badStatus)
+        #expect(error2?.description.contains("500") == true)
+
+        let silent = AppClient(.silent)
+        let started = ContinuousClock.now
+        let error3 = await #expect(throws: RealtimeError.self) {
+            try await Self.connection(server, silent) { $0.negotiateTimeout = .milliseconds(500) }.start()
+        }
+        #expect(error3?.code == .timeout)
+        #expect(ContinuousClock.now - started < .seconds(10))
+
+        #expect(failing.recorded.count == 1 && refusing.recorded.count == 1 && silent.recorded.count == 1)
+        #expect(server.negotiateCount == 0, "our own HTTP client never negotiated")
+        #expect(server.connectionIds.isEmpty)
+    }
+}
