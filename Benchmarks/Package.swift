@@ -68,6 +68,8 @@ let package = Package(
                 .product(name: "RealtimeCore", package: "swift-realtime"),
                 .product(name: "SignalRHub", package: "swift-realtime"),
                 .product(name: "RealtimeTesting", package: "swift-realtime"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
             ],
             path: "Sources/SignalRCompare"
         ),

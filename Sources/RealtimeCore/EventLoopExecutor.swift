@@ -2,19 +2,25 @@ public import NIOCore
 
 /// A task executor that runs jobs on one NIO event loop.
 ///
+/// Latency-sensitive code can run on a connection's event loop too: give the client a runtime whose
+/// `eventLoopGroup` is one loop (`RealtimeRuntime(eventLoopGroup: loop)`) and call it inside
+/// `withTaskExecutorPreference(EventLoopTaskExecutor(loop)) { ... }`. A sequential call then
+/// writes and is resumed on the socket's thread, without waking a thread of the concurrency pool
+/// (measured in Docs/Benchmarks.md, "SignalR"). Such code must not block.
+///
 /// A connection's reader and writer tasks that prefer the event loop of their channel run on the
 /// thread that does the socket I/O: a frame read there resumes its reader without waking another
 /// thread, and a write from there reaches the channel without a hop. On a 2-core machine each avoided
 /// hop is a context switch saved per message.
 @available(macOS 15, iOS 18, tvOS 18, watchOS 11, *)
-package final class EventLoopTaskExecutor: TaskExecutor {
-    package let eventLoop: any EventLoop
+public final class EventLoopTaskExecutor: TaskExecutor {
+    public let eventLoop: any EventLoop
 
-    package init(_ eventLoop: any EventLoop) {
+    public init(_ eventLoop: any EventLoop) {
         self.eventLoop = eventLoop
     }
 
-    package func enqueue(_ job: consuming ExecutorJob) {
+    public func enqueue(_ job: consuming ExecutorJob) {
         let job = UnownedJob(job)
         eventLoop.execute {
             job.runSynchronously(on: self.asUnownedTaskExecutor())

@@ -14,6 +14,9 @@ public final class PythonPeer: @unchecked Sendable {
     private let process: Process
     private let output: Pipe
 
+    /// The peer's process id (benchmarks read its CPU time from /proc).
+    public var processIdentifier: Int32 { process.processIdentifier }
+
     public struct Missing: Error, CustomStringConvertible {
         public let description: String
     }

@@ -1,13 +1,24 @@
 import Foundation
+import NIOCore
+import NIOPosix
 import RealtimeCore
 import RealtimeTesting
 import SignalRHub
 
 // Side by side in one run: our HubConnection, pysignalr 1.3.3 and signalrcore 1.0.2 invoke `echo`
 // over WebSockets, sequentially and with N in flight, with JSON and MessagePack, against two servers:
-// aiosignalr 0.1.1 (its own process) and our SignalRTestServer (in this process).
+// aiosignalr 0.1.1 (its own process) and our SignalRTestServer (in this process). It also prints the
+// CPU time per invocation of this process and of the aiosignalr process (from /proc), which bounds
+// what any client can reach against that server.
 //
 // Run: cd Benchmarks && REALTIME_PYTHON=../.venv/bin/python swift run -c release SignalRCompare [sequential] [inflight] [rounds]
+// Environment: SIGNALR_COMPARE_SERVER=aiosignalr|ours (one server only), SIGNALR_COMPARE_OURS_ONLY=1
+// (no Python clients), SIGNALR_COMPARE_PINNED=1 (see `pinned`).
+
+/// `SIGNALR_COMPARE_PINNED=1`: our client runs on one event loop and its calls are made from that
+/// loop (`EventLoopTaskExecutor`), so a sequential call wakes no pool thread. Against the in-process
+/// server, client and server then usually share that one thread.
+let pinned = ProcessInfo.processInfo.environment["SIGNALR_COMPARE_PINNED"] == "1"
 
 let arguments = CommandLine.arguments.dropFirst().compactMap { Int($0) }
 func argument(_ index: Int, _ fallback: Int) -> Int { arguments.count > index ? arguments[index] : fallback }
@@ -26,17 +37,54 @@ extension Duration {
 struct Rates {
     var sequential: Double
     var inflight: Double
+    /// CPU time per invocation (µs) of this process and of the server process (nil when the server
+    /// runs in this process), for the sequential and the in-flight phase.
+    var cpu: (client: Double, server: Double?, clientInflight: Double, serverInflight: Double?) = (0, nil, 0, nil)
 }
 
+/// CPU seconds (user + system) of this process.
+func ownCPU() -> Double {
+    var usage = rusage()
+    getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage)
+    return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
+}
+
+/// CPU seconds (user + system) of another process, from /proc/<pid>/stat (fields 14 and 15, in clock ticks).
+func processCPU(_ pid: Int32?) -> Double? {
+    guard let pid, let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+          let close = text.lastIndex(of: ")") else { return nil }
+    let fields = text[text.index(after: close)...].split(separator: " ")
+    // After the ")" come field 3 (state) onwards: utime is field 14, stime field 15.
+    guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
+    return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+}
+
+/// Server process id for CPU accounting (nil: the server runs in this process).
+nonisolated(unsafe) var serverProcess: Int32?
+
 func ours(url: String, kind: HubProtocolKind) async throws -> Rates {
-    let connection = HubConnectionBuilder().withUrl(url: url, transport: .webSockets).withHubProtocol(kind).build()
+    let loop = MultiThreadedEventLoopGroup.singleton.next()
+    let connection = HubConnectionBuilder().withUrl(url: url, transport: .webSockets).withHubProtocol(kind)
+        .withOptions { if pinned { $0.runtime = RealtimeRuntime(eventLoopGroup: loop) } }.build()
     try await connection.start()
+    if pinned {
+        return try await withTaskExecutorPreference(EventLoopTaskExecutor(loop)) { try await measure(connection) }
+    }
+    return try await measure(connection)
+}
+
+func measure(_ connection: HubConnection) async throws -> Rates {
     for index in 0..<200 { let _: Int = try await connection.invoke(method: "echo", arguments: index) }
     let clock = ContinuousClock()
     var start = clock.now
+    var cpuStart = (ownCPU(), processCPU(serverProcess))
     for index in 0..<sequential { let _: Int = try await connection.invoke(method: "echo", arguments: index) }
     let sequentialRate = Double(sequential) / (clock.now - start).seconds
+    var cpuEnd = (ownCPU(), processCPU(serverProcess))
+    let sequentialCPU = ((cpuEnd.0 - cpuStart.0) / Double(sequential) * 1e6,
+                         cpuEnd.1.flatMap { end in cpuStart.1.map { (end - $0) / Double(sequential) * 1e6 } })
     start = clock.now
+    cpuStart = cpuEnd
     for _ in 0..<rounds {
         try await withThrowingTaskGroup(of: Void.self) { group in
             for index in 0..<inflight {
@@ -46,11 +94,19 @@ func ours(url: String, kind: HubProtocolKind) async throws -> Rates {
         }
     }
     let inflightRate = Double(inflight * rounds) / (clock.now - start).seconds
+    cpuEnd = (ownCPU(), processCPU(serverProcess))
+    let calls = Double(inflight * rounds)
     await connection.stop()
-    return Rates(sequential: sequentialRate, inflight: inflightRate)
+    return Rates(sequential: sequentialRate, inflight: inflightRate,
+                 cpu: (sequentialCPU.0, sequentialCPU.1, (cpuEnd.0 - cpuStart.0) / calls * 1e6,
+                       cpuEnd.1.flatMap { end in cpuStart.1.map { (end - $0) / calls * 1e6 } }))
 }
 
+/// `SIGNALR_COMPARE_OURS_ONLY=1` measures only our client (for profiling runs).
+let oursOnly = ProcessInfo.processInfo.environment["SIGNALR_COMPARE_OURS_ONLY"] != nil
+
 func python(_ script: String, url: String, kind: HubProtocolKind, count: Int) async throws -> Rates? {
+    if oursOnly { return nil }
     let client = try PythonPeer(scriptPath: peer(script), arguments: [url, kind.rawValue, "bench", String(count)], waitForPort: false)
     let (output, status) = await client.waitForExit(limit: .seconds(600))
     var rates = Rates(sequential: 0, inflight: 0)
@@ -81,6 +137,8 @@ func compare(server name: String, url: String) async throws {
         print("   swift-realtime    \(format(swift.sequential))   \(format(swift.inflight))")
         if let pysignalr { print("   pysignalr         \(format(pysignalr.sequential))   \(format(pysignalr.inflight))") }
         if let signalrcore { print("   signalrcore       \(format(signalrcore.sequential))   \(format(signalrcore.inflight))") }
+        func micros(_ value: Double?) -> String { value.map { String(format: "%.0f", $0) } ?? "-" }
+        print("   swift-realtime CPU per invocation (µs), this process / server process: sequential \(micros(swift.cpu.client)) / \(micros(swift.cpu.server)), in flight \(micros(swift.cpu.clientInflight)) / \(micros(swift.cpu.serverInflight))")
         if fastestSequential > 0 {
             print(String(format: "   ratio to the faster Python client: sequential %.1fx, in flight %.1fx",
                 swift.sequential / fastestSequential, swift.inflight / max(fastestInflight, 1)))
@@ -88,9 +146,17 @@ func compare(server name: String, url: String) async throws {
     }
 }
 
-let aio = try PythonPeer(scriptPath: peer("aiosignalr_server.py"))
-try await compare(server: "aiosignalr 0.1.1", url: "http://127.0.0.1:\(aio.port)/hub")
-aio.stop()
-let server = try await SignalRTestServer.start()
-try await compare(server: "SignalRTestServer", url: server.url)
-await server.stop()
+/// `SIGNALR_COMPARE_SERVER=aiosignalr` or `=ours` runs against one server only.
+let onlyServer = ProcessInfo.processInfo.environment["SIGNALR_COMPARE_SERVER"]
+if onlyServer != "ours" {
+    let aio = try PythonPeer(scriptPath: peer("aiosignalr_server.py"))
+    serverProcess = aio.processIdentifier
+    try await compare(server: "aiosignalr 0.1.1", url: "http://127.0.0.1:\(aio.port)/hub")
+    aio.stop()
+    serverProcess = nil
+}
+if onlyServer != "aiosignalr" {
+    let server = try await SignalRTestServer.start()
+    try await compare(server: "SignalRTestServer", url: server.url)
+    await server.stop()
+}
