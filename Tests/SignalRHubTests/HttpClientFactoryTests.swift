@@ -14,7 +14,7 @@ import Testing
 @Suite("Older client's httpClientFactory", .serialized, .timeLimit(.minutes(2)))
 struct HttpClientFactoryTests {
     /// An app's HTTP client: records every call, then answers as told.
-    final class AppClient: HttpClientProtocol, @unchecked Sendable {
+    final class AppClient: HttpClientProtocol, Sendable {
         enum Behaviour { case forward, fail, status(Int), silent }
         let behaviour: Behaviour
         private let calls = NIOLockedValueBox<[String]>([])
@@ -54,6 +54,8 @@ struct HttpClientFactoryTests {
         }
     }
 
+    // @unchecked Sendable: the older client's completion handler is not @Sendable; each is called
+    // once, from one task, as an app's client calls it from its own queue.
     struct UncheckedHandler: @unchecked Sendable {
         let call: (HttpResponse?, (any Error)?) -> Void
     }
