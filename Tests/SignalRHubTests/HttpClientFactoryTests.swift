@@ -15,7 +15,7 @@ import Testing
 struct HttpClientFactoryTests {
     /// An app's HTTP client: records every call, then answers as told.
     final class AppClient: HttpClientProtocol, Sendable {
-        enum Behaviour { case forward, fail, status(Int), silent }
+        enum Behaviour { case forward, fail, status(Int), silent, twice }
         let behaviour: Behaviour
         private let calls = NIOLockedValueBox<[String]>([])
         var recorded: [String] { calls.withLockedValue { $0 } }
@@ -37,6 +37,10 @@ struct HttpClientFactoryTests {
                 handler.call(HttpResponse(statusCode: code, contents: Data("no negotiate here".utf8)), nil)
             case .silent:
                 break
+            case .twice:
+                // A client that calls back twice: the first answer counts, the second is ignored.
+                handler.call(HttpResponse(statusCode: 503, contents: nil), nil)
+                handler.call(nil, URLError(.cannotConnectToHost))
             case .forward:
                 Task {
                     do {
@@ -83,7 +87,7 @@ struct HttpClientFactoryTests {
         await connection.stop()
     }
 
-    @Test("The app's client failing, answering 500 or never answering gives a typed start failure")
+    @Test("The app's client failing, answering 500, calling back twice or never answering gives a typed start failure")
     func appClientFailures() async throws {
         let server = try await SignalRTestServer.start()
         defer { Task { await server.stop() } }
@@ -98,6 +102,10 @@ struct HttpClientFactoryTests {
         #expect(error2?.code == .badStatus)
         #expect(error2?.description.contains("500") == true)
 
+        let twice = AppClient(.twice)
+        let error4 = await #expect(throws: RealtimeError.self) { try await Self.connection(server, twice).start() }
+        #expect(error4?.code == .badStatus, "the first of two callbacks decides")
+
         let silent = AppClient(.silent)
         let started = ContinuousClock.now
         let error3 = await #expect(throws: RealtimeError.self) {
@@ -106,7 +114,7 @@ struct HttpClientFactoryTests {
         #expect(error3?.code == .timeout)
         #expect(ContinuousClock.now - started < .seconds(10))
 
-        #expect(failing.recorded.count == 1 && refusing.recorded.count == 1 && silent.recorded.count == 1)
+        #expect(failing.recorded.count == 1 && refusing.recorded.count == 1 && twice.recorded.count == 1 && silent.recorded.count == 1)
         #expect(server.negotiateCount == 0, "our own HTTP client never negotiated")
         #expect(server.connectionIds.isEmpty)
     }
