@@ -2,8 +2,12 @@ import NIOConcurrencyHelpers
 
 /// A current value plus an `AsyncSequence` of its changes, for any number of observers.
 ///
-/// Each call to ``updates()`` starts a new sequence that first yields the current value, then every
-/// later change. Sequences end when ``finish()`` is called.
+/// Each call to ``updates(bufferSize:)`` starts a new sequence that first yields the current value,
+/// then every later change. Sequences end when ``finish()`` is called.
+///
+/// Memory: each sequence holds at most `bufferSize` values its observer has not read yet (default
+/// ``defaultBufferSize``). An observer that falls further behind (or never reads) loses the oldest
+/// ones, never the latest: the last value it reads is always the current one.
 public final class StateBroadcaster<Value: Sendable>: Sendable {
     private struct State {
         var value: Value
@@ -30,9 +34,13 @@ public final class StateBroadcaster<Value: Sendable>: Sendable {
         for continuation in continuations { continuation.yield(value) }
     }
 
-    /// The current value followed by every change. Buffers every change, so a slow observer sees them all.
-    public func updates() -> AsyncStream<Value> {
-        let (stream, continuation) = AsyncStream<Value>.makeStream()
+    /// How many unread values one observer's sequence holds by default.
+    public static var defaultBufferSize: Int { 256 }
+
+    /// The current value followed by every change. A slow observer sees every change while it is at
+    /// most `bufferSize` values behind; beyond that the oldest unread values are dropped.
+    public func updates(bufferSize: Int = StateBroadcaster.defaultBufferSize) -> AsyncStream<Value> {
+        let (stream, continuation) = AsyncStream<Value>.makeStream(bufferingPolicy: .bufferingNewest(max(1, bufferSize)))
         let (current, finished, id) = state.withLockedValue { state -> (Value, Bool, Int) in
             let id = state.nextID
             state.nextID += 1
