@@ -51,9 +51,10 @@ struct WebSocketClientChannel {
             .connectTimeout(TimeAmount(configuration.connectTimeout))
             .channelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
             .channelOption(ChannelOptions.allowRemoteHalfClosure, value: true)
+        let custody = UpgradedChannelCustody()
         let (channel, upgrade) = try await bootstrap.connect(host: target.host, port: target.port) { channel in
             channel.eventLoop.makeCompletedFuture {
-                (channel, try self.configure(channel))
+                (channel, try self.configure(channel, custody: custody))
             }
         }
         do {
@@ -62,10 +63,8 @@ struct WebSocketClientChannel {
             return try await withTaskCancellationHandler {
                 switch try await upgrade.get() {
                 case .upgraded(let asyncChannel, let response, let extensions):
-                    if Task.isCancelled {
-                        await Self.discard(asyncChannel)
-                        throw CancellationError()
-                    }
+                    if Task.isCancelled { throw CancellationError() }
+                    custody.claim()
                     return (asyncChannel, response, extensions)
                 case .refused(let collected):
                     let response = try await collected.get()
@@ -76,7 +75,49 @@ struct WebSocketClientChannel {
             }
         } catch {
             channel.close(promise: nil)
+            custody.abandon()
             throw error
+        }
+    }
+
+    /// Holds the upgraded `NIOAsyncChannel` from the moment the upgrade makes it until ``open(on:)``
+    /// claims it, and discards it if `open` gives up first. NIO's typed upgrade handler drops a
+    /// finished upgrade's value when the connection closed or failed meanwhile (its result promise
+    /// was already failed); dropping an `NIOAsyncChannel` unfinished traps in debug builds
+    /// ("Deinited NIOAsyncWriter without calling finish()", seen in CI with connections cut during
+    /// the upgrade).
+    final class UpgradedChannelCustody: Sendable {
+        private enum State {
+            case empty
+            case holding(NIOAsyncChannel<WebSocketFrame, WebSocketFrame>)
+            case claimed
+            case abandoned
+        }
+        private let state = NIOLockedValueBox(State.empty)
+
+        /// The upgrade made `channel` (on the event loop).
+        func hold(_ channel: NIOAsyncChannel<WebSocketFrame, WebSocketFrame>) {
+            let orphan = state.withLockedValue { state -> NIOAsyncChannel<WebSocketFrame, WebSocketFrame>? in
+                guard case .empty = state else { return channel }
+                state = .holding(channel)
+                return nil
+            }
+            if let orphan { Task { await WebSocketClientChannel.discard(orphan) } }
+        }
+
+        /// `open` hands the channel to its caller, who finishes it.
+        func claim() {
+            state.withLockedValue { $0 = .claimed }
+        }
+
+        /// `open` failed: a channel made (now or later) is finished here.
+        func abandon() {
+            let orphan = state.withLockedValue { state -> NIOAsyncChannel<WebSocketFrame, WebSocketFrame>? in
+                defer { state = .abandoned }
+                if case .holding(let channel) = state { return channel }
+                return nil
+            }
+            if let orphan { Task { await WebSocketClientChannel.discard(orphan) } }
         }
     }
 
@@ -88,7 +129,7 @@ struct WebSocketClientChannel {
     }
 
     /// Builds the pipeline; runs on the channel's event loop before it connects.
-    private func configure(_ channel: any Channel) throws -> EventLoopFuture<Outcome> {
+    private func configure(_ channel: any Channel, custody: UpgradedChannelCustody) throws -> EventLoopFuture<Outcome> {
         let pipeline = channel.pipeline.syncOperations
         if let sslContext {
             let serverName = configuration.tls.serverName ?? target.host
@@ -123,6 +164,7 @@ struct WebSocketClientChannel {
                     let extensions = try builders.buildClientExtensions(from: HTTPFields(head.headers))
                     try channel.pipeline.syncOperations.addHandler(ProtocolErrorRecorder(box: recorded))
                     let asyncChannel = try NIOAsyncChannel<WebSocketFrame, WebSocketFrame>(wrappingChannelSynchronously: channel)
+                    custody.hold(asyncChannel)
                     return .upgraded(asyncChannel, response, extensions)
                 }
             }
