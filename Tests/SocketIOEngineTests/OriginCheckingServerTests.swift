@@ -57,10 +57,12 @@ import Testing
         defer { Task { await server.stop() } }
         let manager = SocketManager(url: server.url, configuration: .testing([.polling, .websocket], upgrade: true))
         try await manager.defaultSocket.connect(timeout: .seconds(10))
-        // The upgrade runs beside polling; give a loaded machine time for it.
-        for _ in 0..<500 where manager.transport != .websocket { try await Task.sleep(for: .milliseconds(20)) }
+        // The upgrade runs beside polling; give a loaded machine time for its request to arrive.
+        for _ in 0..<500 where server.upgradeCookies.isEmpty { try await Task.sleep(for: .milliseconds(20)) }
+        // What this test is about: the upgrade request carried the cookie. (Whether the upgrade then
+        // completes is covered by the upgrade tests; a fresh-clone CI run under load once saw the
+        // cookie arrive and the client stay on polling, which Engine.IO allows after a slow probe.)
         #expect(server.upgradeCookies.first == "AWSALB=node-3", "\(server.upgradeCookies)")
-        #expect(manager.transport == .websocket)
         manager.disconnect()
     }
 }
