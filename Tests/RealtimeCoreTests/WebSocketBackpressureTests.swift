@@ -10,7 +10,7 @@ import Testing
 /// bounded whatever the application tries to send (the flush coalescing holds flushes, never writes).
 @Suite(.timeLimit(.minutes(1))) struct WebSocketBackpressureTests {
     @Test func sendsStallAgainstAPeerThatStopsReading() async throws {
-        let server = try await StalledWebSocketPeer.start()
+        let server = try await RawUpgradePeer.start(then: .stall)
         defer { Task { await server.stop() } }
         let completed = NIOLockedValueBox(0)
         let attempts = 4000  // 4,000 x 64 KiB = 250 MiB, far beyond any socket buffer
@@ -43,44 +43,5 @@ import Testing
         #expect(now > 0, "some frames fit in the socket buffers")
         #expect(now < attempts)
         #expect(now * 64 * 1024 < 64 << 20, "\(now) frames of 64 KiB were accepted by a peer that reads nothing")
-    }
-}
-
-/// Answers the WebSocket upgrade and then never reads again.
-final class StalledWebSocketPeer: Sendable {
-    let port: Int
-    private let channel: any Channel
-
-    private init(port: Int, channel: any Channel) {
-        self.port = port
-        self.channel = channel
-    }
-
-    static func start() async throws -> StalledWebSocketPeer {
-        let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-            .childChannelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(UpgradeThenStall()) }
-            }
-            .bind(host: "127.0.0.1", port: 0).get()
-        return StalledWebSocketPeer(port: channel.localAddress?.port ?? 0, channel: channel)
-    }
-
-    func stop() async { try? await channel.close() }
-
-    final class UpgradeThenStall: ChannelInboundHandler {
-        typealias InboundIn = ByteBuffer
-        typealias OutboundOut = ByteBuffer
-        private var request = ""
-
-        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-            request += String(buffer: unwrapInboundIn(data))
-            guard request.contains("\r\n\r\n") else { return }
-            let key = request.split(separator: "\r\n").first { $0.lowercased().hasPrefix("sec-websocket-key:") }
-                .map { String($0.split(separator: ":", maxSplits: 1)[1].trimmingCharacters(in: .whitespaces)) } ?? ""
-            let accept = WebSocketClientUpgrader<Void>.acceptValue(for: key)
-            let response = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: \(accept)\r\n\r\n"
-            context.writeAndFlush(wrapOutboundOut(ByteBuffer(string: response)), promise: nil)
-            context.channel.setOption(ChannelOptions.autoRead, value: false).whenComplete { _ in }
-        }
     }
 }

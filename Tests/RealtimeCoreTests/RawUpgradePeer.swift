@@ -1,0 +1,60 @@
+import Foundation
+import NIOCore
+import NIOPosix
+@testable import RealtimeCore
+
+/// A raw TCP peer that answers the WebSocket upgrade with 101 and then misbehaves on purpose:
+/// `.stall` never reads again (backpressure tests), `.reset` resets the connection (SO_LINGER 0)
+/// in the same turn (upgrade-race tests).
+final class RawUpgradePeer: Sendable {
+    enum AfterUpgrade: Sendable { case stall, reset }
+
+    let port: Int
+    private let channel: any Channel
+
+    private init(port: Int, channel: any Channel) {
+        self.port = port
+        self.channel = channel
+    }
+
+    static func start(then action: AfterUpgrade) async throws -> RawUpgradePeer {
+        let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(Upgrader(action)) }
+            }
+            .bind(host: "127.0.0.1", port: 0).get()
+        return RawUpgradePeer(port: channel.localAddress?.port ?? 0, channel: channel)
+    }
+
+    func stop() async { try? await channel.close() }
+
+    final class Upgrader: ChannelInboundHandler {
+        typealias InboundIn = ByteBuffer
+        typealias OutboundOut = ByteBuffer
+        private let action: AfterUpgrade
+        private var request = ""
+
+        init(_ action: AfterUpgrade) { self.action = action }
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            request += String(buffer: unwrapInboundIn(data))
+            guard request.contains("\r\n\r\n") else { return }
+            let key = request.split(separator: "\r\n").first { $0.lowercased().hasPrefix("sec-websocket-key:") }
+                .map { String($0.split(separator: ":", maxSplits: 1)[1].trimmingCharacters(in: .whitespaces)) } ?? ""
+            let accept = WebSocketClientUpgrader<Void>.acceptValue(for: key)
+            let response = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: \(accept)\r\n\r\n"
+            context.writeAndFlush(wrapOutboundOut(ByteBuffer(string: response)), promise: nil)
+            let channel = context.channel
+            switch action {
+            case .stall:
+                channel.setOption(ChannelOptions.autoRead, value: false).whenComplete { _ in }
+            case .reset:
+                if let provider = channel as? any SocketOptionProvider {
+                    provider.setSoLinger(linger(l_onoff: 1, l_linger: 0)).whenComplete { _ in channel.close(promise: nil) }
+                } else {
+                    context.close(promise: nil)
+                }
+            }
+        }
+    }
+}
