@@ -95,14 +95,18 @@ final class WebSocketClientUpgrader<UpgradeResult: Sendable>: NIOTypedHTTPClient
     let requiredUpgradeHeaders: [String] = []
     private let requestKey: String
     private let maxFrameSize: Int
+    private let upgradeAccepted: @Sendable () -> Void
     private let upgradePipelineHandler: @Sendable (any Channel, NIOHTTP1.HTTPResponseHead) -> EventLoopFuture<UpgradeResult>
 
+    /// `upgradeAccepted` runs on the event loop as soon as a valid 101 is read, before the upgrade.
     init(
         maxFrameSize: Int, requestKey: String = NIOWebSocketClientUpgrader.randomRequestKey(),
+        upgradeAccepted: @escaping @Sendable () -> Void = {},
         upgradePipelineHandler: @escaping @Sendable (any Channel, NIOHTTP1.HTTPResponseHead) -> EventLoopFuture<UpgradeResult>
     ) {
         self.requestKey = requestKey
         self.maxFrameSize = maxFrameSize
+        self.upgradeAccepted = upgradeAccepted
         self.upgradePipelineHandler = upgradePipelineHandler
     }
 
@@ -113,7 +117,9 @@ final class WebSocketClientUpgrader<UpgradeResult: Sendable>: NIOTypedHTTPClient
 
     func shouldAllowUpgrade(upgradeResponse: NIOHTTP1.HTTPResponseHead) -> Bool {
         let accept = upgradeResponse.headers["Sec-WebSocket-Accept"]
-        return accept.count == 1 && accept[0] == Self.acceptValue(for: requestKey)
+        guard accept.count == 1, accept[0] == Self.acceptValue(for: requestKey) else { return false }
+        upgradeAccepted()
+        return true
     }
 
     /// The `Sec-WebSocket-Accept` value a server must answer `key` with (RFC 6455 section 4.2.2).

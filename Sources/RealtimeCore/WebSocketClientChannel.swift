@@ -142,6 +142,8 @@ struct WebSocketClientChannel {
             }
         }
         try pipeline.addHandler(FlushCoalescingHandler())
+        let halfClosure = NIOLoopBound(HalfClosureGate(), eventLoop: channel.eventLoop)
+        try pipeline.addHandler(halfClosure.value)
 
         let requestURL = url
         let cookies = configuration.cookies
@@ -150,6 +152,7 @@ struct WebSocketClientChannel {
         let recorded = protocolError
         let upgrader = WebSocketClientUpgrader<Outcome>(
             maxFrameSize: max(configuration.maxMessageSize, 125),
+            upgradeAccepted: { halfClosure.value.upgradeAccepted() },
             upgradePipelineHandler: { channel, head in
                 channel.eventLoop.makeCompletedFuture {
                     cookies?.record(head.headers, from: requestURL)
@@ -165,6 +168,7 @@ struct WebSocketClientChannel {
                     try channel.pipeline.syncOperations.addHandler(ProtocolErrorRecorder(box: recorded))
                     let asyncChannel = try NIOAsyncChannel<WebSocketFrame, WebSocketFrame>(wrappingChannelSynchronously: channel)
                     custody.hold(asyncChannel)
+                    halfClosure.value.upgradeCompleted()
                     return .upgraded(asyncChannel, response, extensions)
                 }
             }
@@ -215,6 +219,68 @@ struct WebSocketClientChannel {
     static func isIPLiteral(_ host: String) -> Bool {
         let bare = host.filter { $0 != "[" && $0 != "]" }
         return (try? SocketAddress(ipAddress: bare, port: 0)) != nil
+    }
+}
+
+/// Holds back the server's half-closure (a TCP FIN: `ChannelEvent.inputClosed`; connections are
+/// opened with `allowRemoteHalfClosure`) while swift-nio completes an accepted upgrade, and passes it
+/// on once the WebSocket pipeline and its reader are in place.
+///
+/// The typed upgrade handler finishes an upgrade some turns of the event loop after the 101 was
+/// read. A FIN arriving in between went through the pipeline too early: the HTTP decoder, still
+/// being removed, consumed the bytes that followed the 101 (frames the server sent before closing,
+/// such as a close frame with its reason), and the event passed before the `NIOAsyncChannel` reader
+/// existed, which then waited for the 30 s auto-ping. Both seen in `WebSocketUpgradeRaceTests`.
+///
+/// Before the server accepts the upgrade the event passes at once (a refused upgrade's body may end
+/// at the FIN). Once the upgrade is complete and the upgrade handler has delivered the bytes it
+/// buffered, the gate lets a held FIN through and removes itself.
+final class HalfClosureGate: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = NIOAny
+    /// How many turns of the event loop to wait for the upgrade handler to leave before letting a
+    /// held FIN through anyway.
+    static let maxTurns = 64
+    private enum State { case handshake, upgrading(held: Bool), released }
+    private var state = State.handshake
+    private var context: ChannelHandlerContext?
+
+    func handlerAdded(context: ChannelHandlerContext) { self.context = context }
+    func handlerRemoved(context: ChannelHandlerContext) { self.context = nil }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if case .some(.inputClosed) = event as? ChannelEvent, case .upgrading = state {
+            state = .upgrading(held: true)
+            return
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    /// The server's 101 was accepted (on the event loop, while its head is being decoded).
+    func upgradeAccepted() {
+        if case .handshake = state { state = .upgrading(held: false) }
+    }
+
+    /// The upgrade built the WebSocket pipeline and its reader (on the event loop).
+    func upgradeCompleted() {
+        guard let context else { return }
+        let loopBound = NIOLoopBound(self, eventLoop: context.eventLoop)
+        context.eventLoop.execute { loopBound.value.releaseAfterUpgradeHandler(turns: 0) }
+    }
+
+    private func releaseAfterUpgradeHandler(turns: Int) {
+        guard let context else { return }
+        let upgradeHandlerPresent =
+            (try? context.pipeline.syncOperations.context(
+                handlerType: NIOTypedHTTPClientUpgradeHandler<WebSocketClientChannel.Outcome>.self)) != nil
+        if upgradeHandlerPresent, turns < Self.maxTurns {
+            let loopBound = NIOLoopBound(self, eventLoop: context.eventLoop)
+            context.eventLoop.execute { loopBound.value.releaseAfterUpgradeHandler(turns: turns + 1) }
+            return
+        }
+        let held = if case .upgrading(held: true) = state { true } else { false }
+        state = .released
+        if held { context.fireUserInboundEventTriggered(ChannelEvent.inputClosed) }
+        context.pipeline.syncOperations.removeHandler(self, promise: nil)
     }
 }
 

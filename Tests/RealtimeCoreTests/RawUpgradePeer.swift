@@ -5,9 +5,11 @@ import NIOPosix
 
 /// A raw TCP peer that answers the WebSocket upgrade with 101 and then misbehaves on purpose:
 /// `.stall` never reads again (backpressure tests), `.reset` resets the connection (SO_LINGER 0)
-/// in the same turn (upgrade-race tests).
+/// in the same turn, `.fin` closes it normally in the same turn, `.framesThenFin` sends a text
+/// message "bye" and a close frame (1008, "policy") with the 101, in one write, and closes
+/// (upgrade-race tests).
 final class RawUpgradePeer: Sendable {
-    enum AfterUpgrade: Sendable { case stall, reset }
+    enum AfterUpgrade: Sendable { case stall, reset, fin, framesThenFin }
 
     let port: Int
     private let channel: any Channel
@@ -43,11 +45,18 @@ final class RawUpgradePeer: Sendable {
                 .map { String($0.split(separator: ":", maxSplits: 1)[1].trimmingCharacters(in: .whitespaces)) } ?? ""
             let accept = WebSocketClientUpgrader<Void>.acceptValue(for: key)
             let response = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: \(accept)\r\n\r\n"
-            context.writeAndFlush(wrapOutboundOut(ByteBuffer(string: response)), promise: nil)
+            var bytes = ByteBuffer(string: response)
+            if case .framesThenFin = action {
+                bytes.writeBytes([0x81, 3] + Array("bye".utf8))
+                bytes.writeBytes([0x88, 8, 0x03, 0xF0] + Array("policy".utf8))
+            }
+            context.writeAndFlush(wrapOutboundOut(bytes), promise: nil)
             let channel = context.channel
             switch action {
             case .stall:
                 channel.setOption(ChannelOptions.autoRead, value: false).whenComplete { _ in }
+            case .fin, .framesThenFin:
+                context.close(promise: nil)
             case .reset:
                 if let provider = channel as? any SocketOptionProvider {
                     provider.setSoLinger(linger(l_onoff: 1, l_linger: 0)).whenComplete { _ in channel.close(promise: nil) }
