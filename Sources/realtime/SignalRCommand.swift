@@ -70,16 +70,23 @@ struct SignalRCommand: AsyncParsableCommand {
                 if insecure { options.tls = .dangerouslyDisableCertificateVerification() }
             }
             .build()
-        let received = AsyncStream.makeStream(of: String.self)
+        // Handlers print themselves: they run one at a time in arrival order, so a blocked stdout
+        // holds the handler and, past the connection's handler queue, the socket reads. Nothing
+        // here buffers invocations. `listening` gets one value: --count reached, or the end.
+        let listening = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+        let counter = InvocationCounter()
         for method in on {
             connection.on(method, rawHandler: { arguments in
-                received.continuation.yield(self.line("invocation", method, .array(arguments)))
+                let seen = await counter.increment()
+                if let count = self.count, seen > count { return }
+                print(self.line("invocation", method, .array(arguments)))
+                if let count = self.count, seen == count { listening.continuation.finish() }
             })
         }
         let closed = AsyncStream.makeStream(of: String.self)
         connection.onClosed { error in
             if let error { closed.continuation.yield("\(error)") }
-            received.continuation.finish()
+            listening.continuation.finish()
         }
         do {
             try await connection.start()
@@ -94,12 +101,7 @@ struct SignalRCommand: AsyncParsableCommand {
                 }
             }
             if invoke.isEmpty, stream.isEmpty {
-                var seen = 0
-                for await text in received.stream {
-                    print(text)
-                    seen += 1
-                    if let count, seen >= count { break }
-                }
+                for await _ in listening.stream {}
             }
         } catch {
             printError("realtime signalr: \(error)")
@@ -112,5 +114,14 @@ struct SignalRCommand: AsyncParsableCommand {
             printError("realtime signalr: the connection failed: \(failure)")
             throw ExitCode.failure
         }
+    }
+}
+
+/// How many invocations the `--on` handlers printed.
+actor InvocationCounter {
+    private var value = 0
+    func increment() -> Int {
+        value += 1
+        return value
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import NIOConcurrencyHelpers
+import RealtimeCore
 import RealtimeTesting
 import Testing
 
@@ -33,5 +34,23 @@ import Testing
         #expect(refused.stderr.contains("HTTP 404"), "\(refused.stderr)")
         let badArguments = try await run(["signalr", server.url, "--invoke", "echo", "not json"])
         #expect(badArguments.status != 0)
+    }
+
+    @Test func onPrintsInvocationsUntilCount() async throws {
+        let server = try await SignalRTestServer.start()
+        defer { Task { await server.stop() } }
+        async let listened = run(["signalr", server.url, "--on", "notify", "--on", "other", "--count", "3", "--json"])
+        let deadline = ContinuousClock.now + .seconds(30)
+        while server.connectionIds.isEmpty, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        for index in 1...5 { await server.broadcast(index == 2 ? "other" : "notify", [.number(Double(index))]) }
+        let result = try await listened
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(
+            result.stdout == """
+                {"kind":"invocation","method":"notify","value":[1]}
+                {"kind":"invocation","method":"other","value":[2]}
+                {"kind":"invocation","method":"notify","value":[3]}
+
+                """, "exactly --count lines, in arrival order")
     }
 }
