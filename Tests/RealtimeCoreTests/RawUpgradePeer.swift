@@ -1,6 +1,7 @@
 import Foundation
 import NIOCore
 import NIOPosix
+import NIOSSL
 @testable import RealtimeCore
 
 /// A raw TCP peer that answers the WebSocket upgrade with 101 and then misbehaves on purpose:
@@ -19,10 +20,15 @@ final class RawUpgradePeer: Sendable {
         self.channel = channel
     }
 
-    static func start(then action: AfterUpgrade) async throws -> RawUpgradePeer {
+    /// With `tls`, the peer speaks TLS (wss) and its close sends close_notify before the FIN.
+    static func start(then action: AfterUpgrade, tls: TLSConfiguration? = nil) async throws -> RawUpgradePeer {
+        let sslContext = try tls.map { try NIOSSLContext(configuration: $0) }
         let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .childChannelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(Upgrader(action)) }
+                channel.eventLoop.makeCompletedFuture {
+                    if let sslContext { try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: sslContext)) }
+                    try channel.pipeline.syncOperations.addHandler(Upgrader(action))
+                }
             }
             .bind(host: "127.0.0.1", port: 0).get()
         return RawUpgradePeer(port: channel.localAddress?.port ?? 0, channel: channel)

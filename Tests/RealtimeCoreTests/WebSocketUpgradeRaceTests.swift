@@ -2,8 +2,10 @@ import Foundation
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
+import NIOSSL
 import NIOWebSocket
 @testable import RealtimeCore
+import RealtimeTesting
 import Testing
 
 /// A connection reset while the client completes the WebSocket upgrade: the server answers 101 and
@@ -73,15 +75,31 @@ struct WebSocketUpgradeRaceTests {
 
     @Test("101, a message and a close frame (1008), then FIN, 200 times: the message and the close code always arrive")
     func upgradeThenFramesThenFin() async throws {
-        let peer = try await RawUpgradePeer.start(then: .framesThenFin)
+        try await framesThenFin(connects: 200)
+    }
+
+    @Test("Over TLS: 101, a message and a close frame, then close_notify and FIN, 50 times: the same")
+    func upgradeThenFramesThenFinOverTLS() async throws {
+        let certificates = try TestCertificates.generate()
+        defer { certificates.remove() }
+        let tls = TLSConfiguration.makeServerConfiguration(
+            certificateChain: try NIOSSLCertificate.fromPEMFile(certificates.server.certificatePath).map { .certificate($0) },
+            privateKey: .privateKey(try NIOSSLPrivateKey(file: certificates.server.keyPath, format: .pem)))
+        try await framesThenFin(
+            connects: 50, tls: tls, clientTLS: TLSOptions(trustRoots: .pemFile(certificates.ca.certificatePath)))
+    }
+
+    func framesThenFin(connects: Int, tls: TLSConfiguration? = nil, clientTLS: TLSOptions = .default) async throws {
+        let peer = try await RawUpgradePeer.start(then: .framesThenFin, tls: tls)
+        let scheme = tls == nil ? "ws" : "wss"
         var outcomes: [String: Int] = [:]
         var slowest = Duration.zero
-        for _ in 0..<200 {
+        for _ in 0..<connects {
             let attempt = ContinuousClock.now
             let received = NIOLockedValueBox<[String]>([])
             do {
                 try await WebSocketTransport.connect(
-                    to: "ws://127.0.0.1:\(peer.port)/", configuration: WebSocketConfiguration(connectTimeout: .seconds(5))
+                    to: "\(scheme)://127.0.0.1:\(peer.port)/", configuration: WebSocketConfiguration(connectTimeout: .seconds(5), tls: clientTLS)
                 ) { connection in
                     for try await message in connection.inbound {
                         if case .text(let text) = message { received.withLockedValue { $0.append(text) } }
@@ -95,7 +113,7 @@ struct WebSocketUpgradeRaceTests {
             slowest = max(slowest, ContinuousClock.now - attempt)
         }
         await peer.stop()
-        #expect(outcomes == ["webSocketClosed 1008 policy": 200], "\(outcomes)")
+        #expect(outcomes == ["webSocketClosed 1008 policy": connects], "\(outcomes)")
         #expect(slowest < .seconds(10), "the slowest connect took \(slowest)")
     }
 }
