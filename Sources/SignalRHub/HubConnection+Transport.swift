@@ -123,7 +123,10 @@ extension HubConnection {
                 // (30 s by default in ASP.NET Core).
                 for delay in HubConnection.statefulReconnectDelays {
                     if delay > .zero { try? await self.timeline.sleep(until: self.timeline.now + delay) }
-                    guard self.state.withLockedValue({ $0.machine.state == .connected }) else { break }
+                    guard self.state.withLockedValue({ $0.machine.state == .connected }) else {
+                        self.logger.debug("stateful reconnect stopped: the connection is no longer connected")
+                        break
+                    }
                     do {
                         try await resume()
                         return
@@ -131,6 +134,10 @@ extension HubConnection {
                         self.logger.info("a stateful reconnect attempt failed: \(Self.realtimeError(error).detail)")
                     }
                 }
+                self.logger.info("stateful reconnect gave up; the connection ends")
+            } else if let error {
+                self.logger.debug(
+                    "the transport ended (\(error.detail)); no stateful reconnect (allowReconnect: \(allowReconnect), Close message: \(run.closedByServerMessage), stateful: \(resume != nil))")
             }
             await self.transportEnded(generation: generation, error: error, allowReconnect: allowReconnect)
         }

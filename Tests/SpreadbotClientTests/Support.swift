@@ -53,20 +53,3 @@ final class Recorder: Sendable {
     var opens: Int { box.withLockedValue { $0.opens } }
     var tokens: [SpreadbotTokens] { box.withLockedValue { $0.tokens } }
 }
-
-/// A log handler that keeps every rendered line (message and metadata), to check what logs show.
-struct CapturingLogHandler: LogHandler {
-    let lines: NIOLockedValueBox<[String]>
-    var metadata: Logger.Metadata = [:]
-    var logLevel: Logger.Level = .trace
-
-    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-        get { metadata[key] }
-        set { metadata[key] = newValue }
-    }
-
-    func log(event: LogEvent) {
-        let merged = metadata.merging(event.metadata ?? [:]) { $1 }
-        lines.withLockedValue { $0.append("\(event.level) \(event.message) \(merged)") }
-    }
-}
