@@ -12,13 +12,55 @@ import SignalRHub
 // what any client can reach against that server.
 //
 // Run: cd Benchmarks && REALTIME_PYTHON=../.venv/bin/python swift run -c release SignalRCompare [sequential] [inflight] [rounds]
-// Environment: SIGNALR_COMPARE_SERVER=aiosignalr|ours (one server only), SIGNALR_COMPARE_OURS_ONLY=1
+// Environment: SIGNALR_COMPARE_SERVER=aiosignalr|ours|ours-process (one server only: ours is
+// SignalRTestServer in this process, ours-process the same server in a child process), SIGNALR_COMPARE_OURS_ONLY=1
 // (no Python clients), SIGNALR_COMPARE_PINNED=1 (see `pinned`).
 
 /// `SIGNALR_COMPARE_PINNED=1`: our client runs on one event loop and its calls are made from that
 /// loop (`EventLoopTaskExecutor`), so a sequential call wakes no pool thread. Against the in-process
 /// server, client and server then usually share that one thread.
 let pinned = ProcessInfo.processInfo.environment["SIGNALR_COMPARE_PINNED"] == "1"
+
+/// `SignalRCompare serve`: runs SignalRTestServer in this process, prints "PORT <n>" and serves until
+/// standard input closes (the parent's "SignalRTestServer, own process" runs against it, so every
+/// client, ours included, talks to that server across processes as the Python clients do).
+if CommandLine.arguments.dropFirst().first == "serve" {
+    let server = try await SignalRTestServer.start()
+    FileHandle.standardOutput.write(Data("PORT \(server.port)\n".utf8))
+    await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+        Thread.detachNewThread {
+            _ = FileHandle.standardInput.readDataToEndOfFile()
+            done.resume()
+        }
+    }
+    await server.stop()
+    exit(0)
+}
+
+/// Starts `SignalRCompare serve` and returns the process and the server's port.
+func startServerProcess() throws -> (Process, Pipe, Int) {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0])
+    process.arguments = ["serve"]
+    let output = Pipe()
+    let input = Pipe()
+    process.standardOutput = output
+    process.standardInput = input
+    try process.run()
+    var line = [UInt8]()
+    while true {
+        let byte = output.fileHandleForReading.readData(ofLength: 1)
+        guard let first = byte.first else { break }
+        if first == UInt8(ascii: "\n") { break }
+        line.append(first)
+    }
+    let text = String(decoding: line, as: UTF8.self)
+    guard text.hasPrefix("PORT "), let port = Int(text.dropFirst(5)) else {
+        process.terminate()
+        throw CocoaError(.fileReadUnknown, userInfo: [NSLocalizedDescriptionKey: "the server process did not start: \(text)"])
+    }
+    return (process, input, port)
+}
 
 let arguments = CommandLine.arguments.dropFirst().compactMap { Int($0) }
 func argument(_ index: Int, _ fallback: Int) -> Int { arguments.count > index ? arguments[index] : fallback }
@@ -148,15 +190,23 @@ func compare(server name: String, url: String) async throws {
 
 /// `SIGNALR_COMPARE_SERVER=aiosignalr` or `=ours` runs against one server only.
 let onlyServer = ProcessInfo.processInfo.environment["SIGNALR_COMPARE_SERVER"]
-if onlyServer != "ours" {
+if onlyServer == nil || onlyServer == "aiosignalr" {
     let aio = try PythonPeer(scriptPath: peer("aiosignalr_server.py"))
     serverProcess = aio.processIdentifier
     try await compare(server: "aiosignalr 0.1.1", url: "http://127.0.0.1:\(aio.port)/hub")
     aio.stop()
     serverProcess = nil
 }
-if onlyServer != "aiosignalr" {
+if onlyServer == nil || onlyServer == "ours" {
     let server = try await SignalRTestServer.start()
-    try await compare(server: "SignalRTestServer", url: server.url)
+    try await compare(server: "SignalRTestServer (in this process)", url: server.url)
     await server.stop()
+}
+if onlyServer == nil || onlyServer == "ours-process" {
+    let (process, input, port) = try startServerProcess()
+    serverProcess = process.processIdentifier
+    try await compare(server: "SignalRTestServer (own process)", url: "http://127.0.0.1:\(port)/hub")
+    try input.fileHandleForWriting.close()
+    process.waitUntilExit()
+    serverProcess = nil
 }
