@@ -1,4 +1,6 @@
 package import Foundation
+import OrderedCollections
+import RealtimeCore
 
 /// A MessagePack value (https://github.com/msgpack/msgpack/blob/master/spec.md), as SignalR's
 /// MessagePack hub protocol carries it. Integers keep their signedness and floats their width, so a
@@ -170,6 +172,79 @@ package struct MessagePackReader {
         case 0xe0...0xff: return .int(Int64(Int8(bitPattern: byte)))
         default: throw MessagePackError(.invalidFormat, "0xc1 is never used", offset: start)
         }
+    }
+
+    /// Reads one value of any type straight into the hub's `JSONValue` (what the hub protocol hands
+    /// to handlers and results), without building a ``MessagePackValue`` tree first: integers and
+    /// floats become numbers, bin becomes binary, map keys that are not MessagePack str values
+    /// become the JSON text of their value (a timestamp key keeps its quotes), a repeated key keeps its first place and its last value, and the timestamp extension
+    /// becomes an ISO 8601 string (other extensions become binary). Same limits as ``read()``.
+    package mutating func readJSONValue() throws(MessagePackError) -> JSONValue {
+        let start = index
+        let byte = try readByte()
+        switch byte {
+        case 0x00...0x7f: return .number(Double(byte))
+        case 0x80...0x8f: return try readJSONObject(Int(byte & 0x0f))
+        case 0x90...0x9f: return try readJSONArray(Int(byte & 0x0f))
+        case 0xa0...0xbf: return .string(try readString(Int(byte & 0x1f)))
+        case 0xc0: return .null
+        case 0xc2: return .bool(false)
+        case 0xc3: return .bool(true)
+        case 0xc4: return .binary(Data(try readBytes(Int(try readBigEndian(UInt8.self)))))
+        case 0xc5: return .binary(Data(try readBytes(Int(try readBigEndian(UInt16.self)))))
+        case 0xc6: return .binary(Data(try readBytes(Int(try readBigEndian(UInt32.self)))))
+        case 0xc7...0xc9, 0xd4...0xd8:
+            index = start
+            return MessagePackHubProtocol.jsonValue(try read())
+        case 0xca: return .number(Double(Float(bitPattern: try readBigEndian(UInt32.self))))
+        case 0xcb: return .number(Double(bitPattern: try readBigEndian(UInt64.self)))
+        case 0xcc: return .number(Double(try readBigEndian(UInt8.self)))
+        case 0xcd: return .number(Double(try readBigEndian(UInt16.self)))
+        case 0xce: return .number(Double(try readBigEndian(UInt32.self)))
+        case 0xcf: return .number(Double(try readBigEndian(UInt64.self)))
+        case 0xd0: return .number(Double(Int8(bitPattern: try readBigEndian(UInt8.self))))
+        case 0xd1: return .number(Double(Int16(bitPattern: try readBigEndian(UInt16.self))))
+        case 0xd2: return .number(Double(Int32(bitPattern: try readBigEndian(UInt32.self))))
+        case 0xd3: return .number(Double(Int64(bitPattern: try readBigEndian(UInt64.self))))
+        case 0xd9: return .string(try readString(Int(try readBigEndian(UInt8.self))))
+        case 0xda: return .string(try readString(Int(try readBigEndian(UInt16.self))))
+        case 0xdb: return .string(try readString(Int(try readBigEndian(UInt32.self))))
+        case 0xdc: return try readJSONArray(Int(try readBigEndian(UInt16.self)))
+        case 0xdd: return try readJSONArray(Int(try readBigEndian(UInt32.self)))
+        case 0xde: return try readJSONObject(Int(try readBigEndian(UInt16.self)))
+        case 0xdf: return try readJSONObject(Int(try readBigEndian(UInt32.self)))
+        case 0xe0...0xff: return .number(Double(Int8(bitPattern: byte)))
+        default: throw MessagePackError(.invalidFormat, "0xc1 is never used", offset: start)
+        }
+    }
+
+    private mutating func readJSONArray(_ count: Int) throws(MessagePackError) -> JSONValue {
+        guard count <= remaining else { throw truncated() }
+        try enter()
+        defer { depth -= 1 }
+        var elements: [JSONValue] = []
+        elements.reserveCapacity(count)
+        for _ in 0..<count { elements.append(try readJSONValue()) }
+        return .array(elements)
+    }
+
+    private mutating func readJSONObject(_ count: Int) throws(MessagePackError) -> JSONValue {
+        guard count <= remaining / 2 else { throw truncated() }
+        try enter()
+        defer { depth -= 1 }
+        var members = OrderedDictionary<String, JSONValue>(minimumCapacity: count)
+        for _ in 0..<count {
+            let key: String
+            switch try peek() {
+            case 0xa0...0xbf, 0xd9...0xdb:
+                guard case .string(let text) = try readJSONValue() else { preconditionFailure("a str format reads as a string") }
+                key = text
+            default:
+                key = try readJSONValue().jsonString
+            }
+            members[key] = try readJSONValue()
+        }
+        return .object(members)
     }
 
     private mutating func readExt(_ count: Int) throws(MessagePackError) -> MessagePackValue {

@@ -248,7 +248,7 @@ enum MessagePackHubProtocol {
     }
 
     static func readValue(_ reader: inout MessagePackReader) throws(MessagePackError) -> JSONValue {
-        try jsonValue(reader.read())
+        try reader.readJSONValue()
     }
 
     static func jsonValue(_ value: MessagePackValue) -> JSONValue {
