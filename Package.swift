@@ -192,7 +192,7 @@ let package = Package(
         .testTarget(
             name: "SignalRConformanceTests",
             dependencies: [
-                "SignalRHub", "RealtimeCore",
+                "SignalRHub", "RealtimeCore", "RealtimeTesting",
                 .product(name: "OrderedCollections", package: "swift-collections"),
             ],
             resources: [.copy("Resources/signalr-vectors.json"), .copy("Resources/signalr-vectors.md")],

@@ -59,13 +59,14 @@ public struct RandomFaultSchedule: Sendable, Hashable {
     }
 }
 
-/// SplitMix64 (Steele, Lea and Flood): small, fast, and the same on every platform.
-struct SplitMix64: RandomNumberGenerator {
+/// SplitMix64 (Steele, Lea and Flood): small, fast, and the same on every platform, so a seeded
+/// schedule or a seeded random test input can be found again.
+public struct SplitMix64: RandomNumberGenerator, Sendable {
     private var state: UInt64
 
-    init(seed: UInt64) { state = seed }
+    public init(seed: UInt64) { state = seed }
 
-    mutating func next() -> UInt64 {
+    public mutating func next() -> UInt64 {
         state &+= 0x9E37_79B9_7F4A_7C15
         var z = state
         z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9

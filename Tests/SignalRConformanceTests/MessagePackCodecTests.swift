@@ -1,5 +1,6 @@
 import Foundation
 import RealtimeCore
+import RealtimeTesting
 @testable import SignalRHub
 import Testing
 
@@ -198,18 +199,5 @@ struct MessagePackCodecTests {
     /// Equal, or equal but for NaN (which is not equal to itself).
     static func same(_ a: JSONValue, _ b: JSONValue) -> Bool {
         a == b || String(reflecting: a) == String(reflecting: b)
-    }
-}
-
-/// A small seeded generator (SplitMix64), so a failing input can be found again.
-struct SplitMix64: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }
