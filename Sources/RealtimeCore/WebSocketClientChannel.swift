@@ -233,8 +233,9 @@ struct WebSocketClientChannel {
 /// existed, which then waited for the 30 s auto-ping. Both seen in `WebSocketUpgradeRaceTests`.
 ///
 /// Before the server accepts the upgrade the event passes at once (a refused upgrade's body may end
-/// at the FIN). Once the upgrade is complete and the upgrade handler has delivered the bytes it
-/// buffered, the gate lets a held FIN through and removes itself.
+/// at the FIN) and the connection is closed: an upgrade the server closed before answering fails
+/// now instead of at the connect timeout. Once the upgrade is complete and the upgrade handler has
+/// delivered the bytes it buffered, the gate lets a held FIN through and removes itself.
 final class HalfClosureGate: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = NIOAny
     /// How many turns of the event loop to wait for the upgrade handler to leave before letting a
@@ -248,11 +249,22 @@ final class HalfClosureGate: ChannelInboundHandler, RemovableChannelHandler {
     func handlerRemoved(context: ChannelHandlerContext) { self.context = nil }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if case .some(.inputClosed) = event as? ChannelEvent, case .upgrading = state {
-            state = .upgrading(held: true)
+        guard case .some(.inputClosed) = event as? ChannelEvent else {
+            context.fireUserInboundEventTriggered(event)
             return
         }
-        context.fireUserInboundEventTriggered(event)
+        switch state {
+        case .upgrading:
+            state = .upgrading(held: true)
+        case .handshake:
+            // The server closed before accepting the upgrade. The HTTP decoder takes the FIN first
+            // (a refused response whose body ends with it is complete then); nothing else would
+            // end the upgrade, so the connection closes and the connect fails now, not at its timeout.
+            context.fireUserInboundEventTriggered(event)
+            context.close(promise: nil)
+        case .released:
+            context.fireUserInboundEventTriggered(event)
+        }
     }
 
     /// The server's 101 was accepted (on the event loop, while its head is being decoded).

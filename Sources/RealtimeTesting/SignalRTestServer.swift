@@ -631,11 +631,12 @@ final class ServerHubConnection: Sendable {
                     if stateful { $0.replay = ReplayBuffer(limit: 100_000) }
                 }
                 framer = HubMessageFramer(kind)
+                // The handshake response goes first: a broadcast must not reach the socket before it.
+                try await writer.write(Array("{}\u{1E}".utf8), binary: kind == .messagepack)
                 server.state.withLockedValue {
                     $0.handshakeCount += 1
                     $0.connections[id] = self
                 }
-                try await writer.write(Array("{}\u{1E}".utf8), binary: kind == .messagepack)
                 if let interval = server.options.keepAliveInterval { pinger = startPinger(interval) }
             }
             guard var current = framer, let codec = shared.withLockedValue({ $0.codec }) else { continue }

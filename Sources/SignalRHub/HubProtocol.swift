@@ -179,6 +179,9 @@ public enum HubHandshake {
         let bytes = Array(bytes)
         guard let end = bytes.firstIndex(of: 0x1E) else { return .incomplete }
         let object = try jsonObject(Array(bytes[..<end]), what: "handshake response")
+        // A handshake response has no "type"; a message in its place (a server that sent before
+        // its handshake response) is refused, as the reference clients do.
+        if object["type"] != nil { throw HubProtocolError("expected a handshake response from the server, got a message with a 'type'") }
         if let error = object["error"] {
             guard case .string(let text) = error else { throw HubProtocolError("expected 'error' to be of type String") }
             return .refused(text, consumed: end + 1)

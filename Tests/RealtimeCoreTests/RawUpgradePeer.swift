@@ -8,9 +8,9 @@ import NIOSSL
 /// `.stall` never reads again (backpressure tests), `.reset` resets the connection (SO_LINGER 0)
 /// in the same turn, `.fin` closes it normally in the same turn, `.framesThenFin` sends a text
 /// message "bye" and a close frame (1008, "policy") with the 101, in one write, and closes
-/// (upgrade-race tests).
+/// (upgrade-race tests); `.finWithoutAnswer` reads the request and closes without answering.
 final class RawUpgradePeer: Sendable {
-    enum AfterUpgrade: Sendable { case stall, reset, fin, framesThenFin }
+    enum AfterUpgrade: Sendable { case stall, reset, fin, framesThenFin, finWithoutAnswer }
 
     let port: Int
     private let channel: any Channel
@@ -47,6 +47,10 @@ final class RawUpgradePeer: Sendable {
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
             request += String(buffer: unwrapInboundIn(data))
             guard request.contains("\r\n\r\n") else { return }
+            if case .finWithoutAnswer = action {
+                context.close(promise: nil)
+                return
+            }
             let key = request.split(separator: "\r\n").first { $0.lowercased().hasPrefix("sec-websocket-key:") }
                 .map { String($0.split(separator: ":", maxSplits: 1)[1].trimmingCharacters(in: .whitespaces)) } ?? ""
             let accept = WebSocketClientUpgrader<Void>.acceptValue(for: key)
@@ -61,7 +65,7 @@ final class RawUpgradePeer: Sendable {
             switch action {
             case .stall:
                 channel.setOption(ChannelOptions.autoRead, value: false).whenComplete { _ in }
-            case .fin, .framesThenFin:
+            case .fin, .framesThenFin, .finWithoutAnswer:
                 context.close(promise: nil)
             case .reset:
                 if let provider = channel as? any SocketOptionProvider {

@@ -51,6 +51,30 @@ struct WebSocketUpgradeRaceTests {
         #expect(ContinuousClock.now - started < .seconds(60))
     }
 
+    @Test("FIN instead of an answer to the upgrade, 200 times: each connect fails at once, not at its 30 s timeout")
+    func finWithoutAnswer() async throws {
+        let peer = try await RawUpgradePeer.start(then: .finWithoutAnswer)
+        var codes: [RealtimeError.Code: Int] = [:]
+        var opened = 0
+        var slowest = Duration.zero
+        for _ in 0..<200 {
+            let attempt = ContinuousClock.now
+            do {
+                try await WebSocketTransport.connect(
+                    to: "ws://127.0.0.1:\(peer.port)/", configuration: WebSocketConfiguration(connectTimeout: .seconds(30))
+                ) { _ in }
+                opened += 1
+            } catch let error as RealtimeError {
+                codes[error.code, default: 0] += 1
+            }
+            slowest = max(slowest, ContinuousClock.now - attempt)
+        }
+        await peer.stop()
+        #expect(opened == 0)
+        #expect(codes == [.connectionClosed: 200], "\(codes)")
+        #expect(slowest < .seconds(5), "the slowest connect took \(slowest)")
+    }
+
     @Test("101, a message and a close frame (1008), then FIN, 200 times: the message and the close code always arrive")
     func upgradeThenFramesThenFin() async throws {
         try await framesThenFin(connects: 200)

@@ -216,6 +216,19 @@ struct SignalRConformanceTests {
         #expect(String(decoding: HubHandshake.request(.json), as: UTF8.self) == "{\"protocol\":\"json\",\"version\":1}\u{1E}")
     }
 
+    /// Not in the vectors: the reference clients (the C# HandshakeProtocol and the TypeScript
+    /// client) refuse a handshake response that has a "type", i.e. a message sent before the
+    /// handshake response; a "minorVersion" is fine.
+    @Test("A message in place of the handshake response is refused; minorVersion is accepted")
+    func handshakeResponseWithType() throws {
+        for input in [#"{"type":1,"target":"send","arguments":[]}"#, #"{"type":"foo"}"#, #"{"error":"x","type":6}"#] {
+            let error = #expect(throws: HubProtocolError.self) { try HubHandshake.parseResponse(Array((input + "\u{1E}").utf8)) }
+            #expect(error.map { "\($0)" }?.contains("expected a handshake response") == true, "\(input)")
+        }
+        let accepted = Array("{\"minorVersion\":1}\u{1E}".utf8)
+        #expect(try HubHandshake.parseResponse(accepted) == .accepted(consumed: accepted.count))
+    }
+
     // MARK: Framing
 
     @Test("VarInt length prefixes", arguments: Self.vectors["framing"]!["varint"]!.arrayValue!)
