@@ -46,7 +46,24 @@ public final class SocketIOTestServer: Sendable {
         /// A `Set-Cookie` value sent with the polling handshake, as a load balancer with sticky
         /// sessions does (``upgradeCookies`` records what the WebSocket upgrades sent back).
         public var handshakeCookie: String?
+        /// How the WebSocket probe (`2probe`) of an upgrading polling client is answered.
+        public var probeAnswer: ProbeAnswer = .immediately
         public init() {}
+    }
+
+    /// The server's side of the upgrade probe. The spec has it answer `3probe` and end the pending
+    /// GET with a noop; a client sees these on two connections, in either order.
+    public enum ProbeAnswer: Sendable {
+        /// `3probe` first, then the noop for the pending GET.
+        case immediately
+        /// The noop for the pending GET first, `3probe` after this delay: what a client sees when the
+        /// network delivers the poll answer first. A client that polls again at once then waits for
+        /// that GET until the next ping here: this server sends the one noop the spec describes
+        /// (python-engineio also answers any GET during an upgrade with a noop, engine.io repeats
+        /// the noop every 100 ms, so they hide that client defect).
+        case afterPollAnswered(Duration)
+        /// The noop only; the probe is never answered (a proxy that passes the upgrade but not the data).
+        case never
     }
 
     struct Recovery {
@@ -277,8 +294,17 @@ public final class SocketIOTestServer: Sendable {
         if let existing {
             // Upgrade: probe, then wait for the upgrade packet.
             guard case .text("2probe")? = try await iterator.next() else { return }
-            try await outbound.write(.text("3probe"))
-            existing.flushPollWithNoop()
+            switch options.probeAnswer {
+            case .immediately:
+                try await outbound.write(.text("3probe"))
+                existing.flushPollWithNoop()
+            case .afterPollAnswered(let delay):
+                existing.flushPollWithNoop()
+                try await Task.sleep(for: delay)
+                try await outbound.write(.text("3probe"))
+            case .never:
+                existing.flushPollWithNoop()
+            }
             guard case .text("5")? = try await iterator.next() else { return }
             session = existing
         } else {

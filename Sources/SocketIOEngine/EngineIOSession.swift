@@ -221,12 +221,18 @@ final class EngineIOSession: Sendable {
         guard paused else { return false }
         return await withTaskCancellationHandler {
             await withCheckedContinuation { (decision: CheckedContinuation<Bool, Never>) in
-                let waiter = state.withLockedValue { state -> CheckedContinuation<Void, Never>? in
+                // The upgrade may have failed (and released the pause) since the check above.
+                let parked = state.withLockedValue { state -> (parked: Bool, waiter: CheckedContinuation<Void, Never>?) in
+                    guard state.pauseRequested else { return (false, nil) }
                     state.readerDecision = decision
                     defer { state.parkedReaderWaiter = nil }
-                    return state.parkedReaderWaiter
+                    return (true, state.parkedReaderWaiter)
                 }
-                waiter?.resume()
+                guard parked.parked else {
+                    decision.resume(returning: false)
+                    return
+                }
+                parked.waiter?.resume()
                 if Task.isCancelled { releaseParkedReader() }
             }
         } onCancel: {
@@ -240,6 +246,14 @@ final class EngineIOSession: Sendable {
             defer { state.readerDecision = nil }
             return state.readerDecision
         }?.resume(returning: true)
+    }
+
+    /// Asks the polling reader not to start another GET (the pending one still completes). Called
+    /// before the probe: a server ends the pending GET with a noop when it sees the probe, and a
+    /// reader that had already started the next GET would wait for that one until the server's
+    /// next ping (a race that loopback under load shows).
+    private func requestPollingPause() {
+        state.withLockedValue { $0.pauseRequested = true }
     }
 
     /// Holds polling: no new GET, no new POST; returns when the pending GET and POST are done, or
@@ -303,12 +317,28 @@ final class EngineIOSession: Sendable {
                 to: urls.websocket(sid: handshake.sid), configuration: webSocketConfiguration, runtime: runtime
             ) { connection in
                 var inbound = connection.inbound.makeAsyncIterator()
-                // Pause polling first (spec order): the server ends the pending GET with a noop once
-                // it sees the probe.
+                // Pause polling first (spec order): no new GET; the server ends the pending one with
+                // a noop once it sees the probe.
+                self.requestPollingPause()
                 try await connection.send(text: "2probe")
-                guard let answer = try await inbound.next(), answer == .text("3probe") else {
+                // Polling is held while the probe is out, so an unanswered probe is bounded (and
+                // shorter than the server's pong allowance, so a ping held meanwhile is answered in time).
+                let probeTimeout = min(self.options.connectTimeout, handshake.pingTimeout / 2)
+                let probeTimedOut = NIOLockedValueBox(false)
+                let timer = Task {
+                    try await self.runtime.sleep(for: probeTimeout)
+                    probeTimedOut.withLockedValue { $0 = true }
+                    try? await connection.close(code: 1000, reason: nil)
+                }
+                defer { timer.cancel() }
+                let answer = try await inbound.next()
+                guard answer == .text("3probe") else {
+                    if answer == nil, probeTimedOut.withLockedValue({ $0 }) {
+                        throw RealtimeError.timeout("no answer to the WebSocket probe within \(probeTimeout)")
+                    }
                     throw RealtimeError(.protocolViolation, "the server did not answer the WebSocket probe")
                 }
+                timer.cancel()
                 await self.pausePolling()
                 try Task.checkCancellation()
                 try await connection.send(text: "5")

@@ -1,0 +1,76 @@
+import Foundation
+import RealtimeCore
+import RealtimeTesting
+import SocketIOEngine
+import Testing
+
+/// The polling → WebSocket upgrade against servers that answer the probe in the orders a client can
+/// see (``SocketIOTestServer/ProbeAnswer``).
+@Suite(.serialized, .timeLimit(.minutes(3)))
+struct SocketIOUpgradeTests {
+    /// The pending GET's noop arrives before `3probe`. A client that polled again at once waited for
+    /// that GET until the server's next ping (25 s here) before it could finish the upgrade; a CI run
+    /// under load saw it through the plain server. Pausing polling before the probe avoids it.
+    @Test("the poll's noop before the probe's answer: the upgrade completes without waiting for a ping")
+    func noopBeforeProbeAnswer() async throws {
+        for round in 0..<5 {
+            var options = SocketIOTestServer.Options()
+            options.probeAnswer = .afterPollAnswered(.milliseconds(200))
+            options.pingInterval = .seconds(60)
+            options.pingTimeout = .seconds(30)
+            let server = try await SocketIOTestServer.start(options: options)
+            let manager = SocketManager(url: server.url, configuration: .testing([.polling, .websocket], upgrade: true))
+            let socket = manager.defaultSocket
+            let ticks = Recorder<[JSONValue]>()
+            socket.on("tick") { ticks.append($0.arguments) }
+            try await socket.connect(timeout: .seconds(10))
+            // Nothing is sent while the upgrade runs, so no data answers a pending GET early.
+            let started = ContinuousClock.now
+            while manager.transport != .websocket, ContinuousClock.now - started < .seconds(10) {
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            #expect(manager.transport == .websocket, "round \(round): still on \(manager.transport) after 10 s")
+            // The session carries on over the WebSocket, in order.
+            try socket.emit("count", arguments: [20])
+            let received = await ticks.wait(for: 20)
+            #expect(received.map { $0.first } == (1...20).map { JSONValue.number(Double($0)) })
+            #expect(server.connectCount == 1)
+            manager.disconnect()
+            await manager.waitUntilStopped()
+            await server.stop()
+        }
+    }
+
+    /// The probe is never answered. Polling is held while the probe is out, so the wait is bounded
+    /// (half the server's pingTimeout here: 1 s), the session stays on polling, keeps its heartbeat
+    /// (pings every 500 ms, a pong later than 2 s ends the session) and delivers what was sent meanwhile.
+    @Test("an unanswered probe: the session stays on polling, heartbeat and events intact")
+    func unansweredProbe() async throws {
+        var options = SocketIOTestServer.Options()
+        options.probeAnswer = .never
+        options.pingInterval = .milliseconds(500)
+        options.pingTimeout = .seconds(2)
+        let server = try await SocketIOTestServer.start(options: options)
+        let manager = SocketManager(url: server.url, configuration: .testing([.polling, .websocket], upgrade: true))
+        let socket = manager.defaultSocket
+        let ticks = Recorder<[JSONValue]>()
+        let disconnects = Recorder<[JSONValue]>()
+        socket.on("tick") { ticks.append($0.arguments) }
+        socket.on(clientEvent: .disconnect) { disconnects.append($0.arguments) }
+        try await socket.connect(timeout: .seconds(10))
+        // Sent while polling is held for the probe.
+        try socket.emit("count", arguments: [10])
+        let received = await ticks.wait(for: 10)
+        #expect(received.map { $0.first } == (1...10).map { JSONValue.number(Double($0)) })
+        // Several ping intervals past the probe's timeout.
+        try await Task.sleep(for: .seconds(3))
+        #expect(manager.transport == .polling)
+        #expect(socket.status == .connected)
+        #expect(disconnects.values.isEmpty, "the session ended: \(disconnects.values)")
+        #expect(server.connectCount == 1)
+        #expect(try await socket.emitWithAck("echo", arguments: ["still here"], timeout: .seconds(5)) == ["still here"])
+        manager.disconnect()
+        await manager.waitUntilStopped()
+        await server.stop()
+    }
+}
