@@ -482,6 +482,9 @@ final class ServerHubConnection: Sendable {
         var clientCalls: [String: CheckedContinuation<JSONValue?, any Error>] = [:]
         var streams: [String: Task<Void, Never>] = [:]
         var uploads: [String: AsyncThrowingStream<JSONValue, any Error>.Continuation] = [:]
+        /// The handshake response is written (or the connection is over): messages may follow.
+        var handshakeWritten = false
+        var handshakeWaiters: [CheckedContinuation<Void, Never>] = []
     }
 
     init(server: SignalRTestServer, id: String, sink: ServerOutbox.Sink, authorization: String?, stateful: Bool = false) {
@@ -497,6 +500,10 @@ final class ServerHubConnection: Sendable {
 
     func send(_ message: HubMessage) async throws {
         guard let codec = shared.withLockedValue({ $0.codec }) else { return }
+        // The connection is known to the server before its handshake response is written (so a
+        // test's broadcast or drop right after the client's start() reaches it); nothing may reach
+        // the socket before that response.
+        await handshakeWritten()
         let bytes = codec.encode(message)
         let binary = codec.kind == .messagepack
         guard let replay = shared.withLockedValue({ $0.replay }) else {
@@ -518,6 +525,26 @@ final class ServerHubConnection: Sendable {
         } else if !replay.isReconnecting {
             try await writer.write(bytes, binary: binary)
         }
+    }
+
+    private func handshakeWritten() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let written = shared.withLockedValue { shared -> Bool in
+                if shared.handshakeWritten { return true }
+                shared.handshakeWaiters.append(continuation)
+                return false
+            }
+            if written { continuation.resume() }
+        }
+    }
+
+    private func openHandshakeGate() {
+        let waiters = shared.withLockedValue { shared -> [CheckedContinuation<Void, Never>] in
+            shared.handshakeWritten = true
+            defer { shared.handshakeWaiters = [] }
+            return shared.handshakeWaiters
+        }
+        for waiter in waiters { waiter.resume() }
     }
 
     /// Ends this connection for good (no stateful re-attach), then closes its socket.
@@ -583,6 +610,8 @@ final class ServerHubConnection: Sendable {
         var pinger: Task<Void, Never>?
         defer {
             pinger?.cancel()
+            // Whatever ended the connection, nothing waits for a handshake response any more.
+            openHandshakeGate()
             let keep = shared.withLockedValue { shared -> Bool in
                 guard let replay = shared.replay, !shared.closing else { return false }
                 replay.disconnected()
@@ -631,12 +660,13 @@ final class ServerHubConnection: Sendable {
                     if stateful { $0.replay = ReplayBuffer(limit: 100_000) }
                 }
                 framer = HubMessageFramer(kind)
-                // The handshake response goes first: a broadcast must not reach the socket before it.
-                try await writer.write(Array("{}\u{1E}".utf8), binary: kind == .messagepack)
                 server.state.withLockedValue {
                     $0.handshakeCount += 1
                     $0.connections[id] = self
                 }
+                // The handshake response goes first: send() holds anything else until it is written.
+                try await writer.write(Array("{}\u{1E}".utf8), binary: kind == .messagepack)
+                openHandshakeGate()
                 if let interval = server.options.keepAliveInterval { pinger = startPinger(interval) }
             }
             guard var current = framer, let codec = shared.withLockedValue({ $0.codec }) else { continue }
