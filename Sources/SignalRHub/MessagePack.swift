@@ -379,7 +379,7 @@ package struct MessagePackWriter {
 
     package init(capacity: Int = 64) {
         bytes = []
-        bytes.reserveCapacity(capacity)
+        if capacity > 0 { bytes.reserveCapacity(capacity) }
     }
 
     package static func encode(_ value: MessagePackValue) -> [UInt8] {

@@ -10,11 +10,28 @@ import RealtimeCore
 /// type -1) becomes its ISO 8601 string, other extension values their raw bytes as `.binary`, map
 /// keys that are not strings their JSON text. Readers ignore extra trailing array elements.
 enum MessagePackHubProtocol {
+    /// Appends the VarInt length and the body to `out`, writing the body in place (no buffer of its
+    /// own): one byte is kept for the length, and a length over 127 moves the body up to make room.
     static func write(_ message: HubMessage, into out: inout [UInt8]) {
-        var writer = MessagePackWriter(capacity: 64)
+        let start = out.count
+        var writer = MessagePackWriter(capacity: 0)
+        swap(&writer.bytes, &out)
+        writer.bytes.append(0)
         writeBody(message, into: &writer)
-        VarInt.write(writer.bytes.count, into: &out)
-        out.append(contentsOf: writer.bytes)
+        swap(&writer.bytes, &out)
+        let length = out.count - start - 1
+        if length < 0x80 {
+            out[start] = UInt8(length)
+            return
+        }
+        var prefixSize = 1
+        while length >> (7 * prefixSize) > 0 { prefixSize += 1 }
+        out.insert(contentsOf: repeatElement(0, count: prefixSize - 1), at: start + 1)
+        var value = length
+        for index in 0..<prefixSize {
+            out[start + index] = UInt8(value & 0x7f) | (index < prefixSize - 1 ? 0x80 : 0)
+            value >>= 7
+        }
     }
 
     static func writeBody(_ message: HubMessage, into writer: inout MessagePackWriter) {

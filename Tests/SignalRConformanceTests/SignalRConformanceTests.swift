@@ -241,6 +241,41 @@ struct SignalRConformanceTests {
         #expect(read?.size == out.count)
     }
 
+    /// The MessagePack writer puts the body in place after one byte kept for the length and moves it
+    /// up when the length needs more: bodies whose length sits on each VarInt size boundary, appended
+    /// after bytes already in the buffer, come out as prefix + body and read back.
+    @Test("MessagePack messages framed in place: lengths on every VarInt size boundary", arguments: [
+        0x7e, 0x7f, 0x80, 0x81, 0x3fff, 0x4000, 0x4001, 0x1f_ffff, 0x20_0000,
+    ])
+    func messagePackFramedInPlace(bodyLength: Int) throws {
+        // An invocation whose only variable part is one string argument; find the string length that
+        // gives the body length wanted.
+        func body(_ text: String) -> [UInt8] {
+            var writer = MessagePackWriter()
+            MessagePackHubProtocol.writeBody(.invocation(HubInvocation(invocationId: "1", target: "T", arguments: [.string(text)])), into: &writer)
+            return writer.bytes
+        }
+        var textLength = max(0, bodyLength - body("").count)
+        while body(String(repeating: "x", count: textLength)).count > bodyLength { textLength -= 1 }
+        let text = String(repeating: "x", count: textLength)
+        let expectedBody = body(text)
+        try #require(expectedBody.count == bodyLength)
+        let message = HubMessage.invocation(HubInvocation(invocationId: "1", target: "T", arguments: [.string(text)]))
+        let before: [UInt8] = [0xde, 0xad, 0xbe, 0xef]
+        var out = before
+        HubProtocolCodec(.messagepack).write(message, into: &out)
+        var expected = before
+        VarInt.write(expectedBody.count, into: &expected)
+        expected += expectedBody
+        #expect(out == expected, "body of \(expectedBody.count) bytes")
+        var framer = HubMessageFramer(.messagepack)
+        var decoded: [HubMessage] = []
+        try framer.consume(Array(out.dropFirst(before.count))) { (body) throws(HubProtocolError) in
+            decoded.append(try HubProtocolCodec(.messagepack).decode(body: body))
+        }
+        #expect(decoded == [message])
+    }
+
     @Test("Binary framing: write, parse, invalid and incomplete inputs")
     func binaryFraming() throws {
         let binary = Self.vectors["framing"]!["binary"]!
