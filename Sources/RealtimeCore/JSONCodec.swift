@@ -145,6 +145,8 @@ public struct JSONParseError: Error, Sendable, Equatable, CustomStringConvertibl
 /// exhaust the stack. Shared by the Socket.IO and SignalR JSON protocols.
 package struct JSONReader {
     package static let maxDepth = 256
+    /// The capacity a non-empty array or object starts with.
+    static let initialCapacity = 4
 
     private let bytes: UnsafeRawBufferPointer
     private var index: Int
@@ -225,6 +227,8 @@ package struct JSONReader {
             index += 1
             return .array(elements)
         }
+        // Room for a few elements at once: growing from empty took a malloc at 1, 2 and 4 elements.
+        elements.reserveCapacity(Self.initialCapacity)
         while true {
             skipWhitespace()
             elements.append(try parseValue())
@@ -241,12 +245,13 @@ package struct JSONReader {
         try enter()
         defer { depth -= 1 }
         index += 1
-        var members = OrderedDictionary<String, JSONValue>()
         skipWhitespace()
         if index < bytes.count && bytes[index] == UInt8(ascii: "}") {
             index += 1
-            return .object(members)
+            return .object([:])
         }
+        // As for arrays: keys and values each start with room for a few members (no hash table below 16).
+        var members = OrderedDictionary<String, JSONValue>(minimumCapacity: Self.initialCapacity)
         while true {
             skipWhitespace()
             guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw failure("expected a member name") }
