@@ -1,9 +1,9 @@
 """pysignalr 1.3.3 (a Python SignalR client written by others) against a server under test.
 
-Usage: pysignalr_client.py URL json|messagepack [bench N]
+Usage: pysignalr_client.py URL json|messagepack [bench N [ROUNDS]]
 Scenarios: prints "OK <name>" or "FAIL <name>: <why>" per scenario, then "DONE"; exits 1 on any failure.
 With "bench N": prints "BENCH sequential <invocations per second>" for N invocations one after another and
-"BENCH inflight <invocations per second>" for N invocations sent at once, then "DONE".
+"BENCH inflight <invocations per second>" for N invocations sent at once (ROUNDS times, default 1), then "DONE".
 """
 import asyncio
 import sys
@@ -15,6 +15,7 @@ from pysignalr.protocol.messagepack import MessagepackProtocol
 
 url, protocol_name = sys.argv[1], sys.argv[2]
 bench = int(sys.argv[4]) if len(sys.argv) > 4 and sys.argv[3] == "bench" else None
+rounds = int(sys.argv[5]) if bench is not None and len(sys.argv) > 5 else 1
 failures = 0
 
 
@@ -68,8 +69,9 @@ async def main():
             await invoke("echo", [index])
         print(f"BENCH sequential {bench / (time.perf_counter() - start):.0f}", flush=True)
         start = time.perf_counter()
-        await asyncio.gather(*(invoke("echo", [index]) for index in range(bench)))
-        print(f"BENCH inflight {bench / (time.perf_counter() - start):.0f}", flush=True)
+        for _ in range(rounds):
+            await asyncio.gather(*(invoke("echo", [index]) for index in range(bench)))
+        print(f"BENCH inflight {bench * rounds / (time.perf_counter() - start):.0f}", flush=True)
     else:
         message = await invoke("echo", ["héllo"])
         report("echo", message.result == "héllo", repr(message.result))

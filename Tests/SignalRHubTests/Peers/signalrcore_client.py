@@ -1,9 +1,10 @@
 """signalrcore 1.0.2 (a Python SignalR client written by others, thread-based) against a server under test.
 
-Usage: signalrcore_client.py URL json|messagepack [bench N]
+Usage: signalrcore_client.py URL json|messagepack [bench N [ROUNDS]]
 Scenarios: prints "OK <name>" or "FAIL <name>: <why>" per scenario, then "DONE"; exits 1 on any failure.
 signalrcore has no client results, so that scenario is not run. With "bench N": prints
-"BENCH sequential <invocations per second>" and "BENCH inflight <invocations per second>", then "DONE".
+"BENCH sequential <invocations per second>" and "BENCH inflight <invocations per second>" (N at once,
+ROUNDS times, default 1), then "DONE".
 """
 import logging
 import sys
@@ -16,6 +17,7 @@ from signalrcore.protocol.messagepack_protocol import MessagePackHubProtocol
 
 url, protocol_name = sys.argv[1], sys.argv[2]
 bench = int(sys.argv[4]) if len(sys.argv) > 4 and sys.argv[3] == "bench" else None
+rounds = int(sys.argv[5]) if bench is not None and len(sys.argv) > 5 else 1
 failures = 0
 
 
@@ -87,10 +89,14 @@ def main():
                     all_done.set()
 
         start = time.perf_counter()
-        for index in range(bench):
-            hub.invoke("echo", [index], on_completion)
-        all_done.wait(60)
-        print(f"BENCH inflight {bench / (time.perf_counter() - start):.0f}", flush=True)
+        for _ in range(rounds):
+            with lock:
+                remaining[0] = bench
+                all_done.clear()
+            for index in range(bench):
+                hub.invoke("echo", [index], on_completion)
+            all_done.wait(60)
+        print(f"BENCH inflight {bench * rounds / (time.perf_counter() - start):.0f}", flush=True)
     else:
         message, _ = invoke("echo", ["héllo"])
         report("echo", message is not None and message.result == "héllo", repr(message and message.result))
