@@ -39,6 +39,8 @@ public final class HubConnection: Sendable {
         /// Stateful reconnect's replay buffer, when the server agreed to it (WebSockets only).
         var replay: ReplayBuffer?
         var statefulReconnects = 0
+        /// `stop()` calls waiting for the transport to be gone.
+        var stopWaiters: [CheckedContinuation<Void, Never>] = []
     }
 
     enum Pending {
@@ -162,6 +164,7 @@ public final class HubConnection: Sendable {
                     }
                     dispatcher?.finish()
                     await perform(next)
+                    releaseStopWaiters()
                     notifyDelegate { $0.connectionDidFailToOpen(error: failure) }
                     throw failure
                 }
@@ -179,10 +182,27 @@ public final class HubConnection: Sendable {
             }
         }
         await perform(actions.filter { if case .closeTransport = $0 { false } else { true } })
-        // Wait for the transport to be gone, so a stop() that returned means no more callbacks.
-        while state.withLockedValue({ $0.machine.state == .stopping }) {
-            try? await Task.sleep(for: .milliseconds(5))
+        // Wait for the transport to be gone (and its end handled), so a stop() that returned means
+        // no more callbacks. Woken by the transport's end, not by polling.
+        await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
+            let stopped = state.withLockedValue { shared -> Bool in
+                guard shared.machine.state == .stopping else { return true }
+                shared.stopWaiters.append(waiter)
+                return false
+            }
+            if stopped { waiter.resume() }
         }
+    }
+
+    /// Resumes the `stop()` calls waiting, once the machine has left `stopping`; called after the
+    /// actions of a transport's end or failed connect are performed.
+    private func releaseStopWaiters() {
+        let waiters = state.withLockedValue { shared -> [CheckedContinuation<Void, Never>] in
+            guard shared.machine.state != .stopping else { return [] }
+            defer { shared.stopWaiters = [] }
+            return shared.stopWaiters
+        }
+        for waiter in waiters { waiter.resume() }
     }
 
     // MARK: Invocations
@@ -457,6 +477,7 @@ public final class HubConnection: Sendable {
         } catch {
             let actions = state.withLockedValue { $0.machine.connectFailed(Self.realtimeError(error), now: timeline.now) }
             await perform(actions)
+            releaseStopWaiters()
         }
     }
 
@@ -470,6 +491,7 @@ public final class HubConnection: Sendable {
         }
         replay?.fail(RealtimeError(.connectionClosed, "the connection was lost: \(error?.detail ?? "closed")"))
         await perform(actions)
+        releaseStopWaiters()
     }
 
     /// Why a call could not be sent on a connected session. An I/O failure there (a POST or a
