@@ -39,8 +39,10 @@ public final class HubConnection: Sendable {
         /// Stateful reconnect's replay buffer, when the server agreed to it (WebSockets only).
         var replay: ReplayBuffer?
         var statefulReconnects = 0
-        /// `stop()` calls waiting for the transport to be gone.
+        /// `stop()` calls waiting for the transport to be gone and its end handled.
         var stopWaiters: [CheckedContinuation<Void, Never>] = []
+        /// Transport ends and failed connects whose actions (onClosed among them) are being performed.
+        var endsBeingHandled = 0
     }
 
     enum Pending {
@@ -160,6 +162,7 @@ public final class HubConnection: Sendable {
                             shared.dispatcher = nil
                             shared.lifecycleTask = nil
                         }
+                        shared.endsBeingHandled += 1
                         return (shared.machine.connectFailed(failure, now: timeline.now), shared.dispatcher)
                     }
                     dispatcher?.finish()
@@ -173,7 +176,8 @@ public final class HubConnection: Sendable {
         }
     }
 
-    /// Closes the connection. Pending invocations fail with `cancelled`; `onClosed` is called with nil.
+    /// Closes the connection. Pending invocations fail with `cancelled`; `onClosed` is called with nil
+    /// and its handlers have returned by the time `stop()` returns.
     public func stop() async {
         let (actions, session) = state.withLockedValue { ($0.machine.stop(), $0.session) }
         for action in actions {
@@ -186,7 +190,7 @@ public final class HubConnection: Sendable {
         // no more callbacks. Woken by the transport's end, not by polling.
         await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
             let stopped = state.withLockedValue { shared -> Bool in
-                guard shared.machine.state == .stopping else { return true }
+                guard shared.machine.state == .stopping || shared.endsBeingHandled > 0 else { return true }
                 shared.stopWaiters.append(waiter)
                 return false
             }
@@ -194,11 +198,13 @@ public final class HubConnection: Sendable {
         }
     }
 
-    /// Resumes the `stop()` calls waiting, once the machine has left `stopping`; called after the
-    /// actions of a transport's end or failed connect are performed.
+    /// Called after the actions of a transport's end or failed connect are performed (each such
+    /// input counted `endsBeingHandled` up): resumes the `stop()` calls waiting once the machine has
+    /// left `stopping` and no other end is being handled.
     private func releaseStopWaiters() {
         let waiters = state.withLockedValue { shared -> [CheckedContinuation<Void, Never>] in
-            guard shared.machine.state != .stopping else { return [] }
+            shared.endsBeingHandled -= 1
+            guard shared.machine.state != .stopping, shared.endsBeingHandled == 0 else { return [] }
             defer { shared.stopWaiters = [] }
             return shared.stopWaiters
         }
@@ -475,7 +481,10 @@ public final class HubConnection: Sendable {
         do {
             try await openTransport()
         } catch {
-            let actions = state.withLockedValue { $0.machine.connectFailed(Self.realtimeError(error), now: timeline.now) }
+            let actions = state.withLockedValue { shared in
+                shared.endsBeingHandled += 1
+                return shared.machine.connectFailed(Self.realtimeError(error), now: timeline.now)
+            }
             await perform(actions)
             releaseStopWaiters()
         }
@@ -483,15 +492,16 @@ public final class HubConnection: Sendable {
 
     /// The end of a transport that was open.
     func transportEnded(generation: Int, error: RealtimeError?, allowReconnect: Bool) async {
-        let (actions, replay) = state.withLockedValue { shared -> ([HubConnectionStateMachine.Action], ReplayBuffer?) in
-            guard shared.session?.generation == generation else { return ([], nil) }
+        let (actions, replay, handled) = state.withLockedValue { shared -> ([HubConnectionStateMachine.Action], ReplayBuffer?, Bool) in
+            guard shared.session?.generation == generation else { return ([], nil, false) }
             shared.session = nil
+            shared.endsBeingHandled += 1
             defer { shared.replay = nil }
-            return (shared.machine.transportClosed(error, allowReconnect: allowReconnect, now: timeline.now), shared.replay)
+            return (shared.machine.transportClosed(error, allowReconnect: allowReconnect, now: timeline.now), shared.replay, true)
         }
         replay?.fail(RealtimeError(.connectionClosed, "the connection was lost: \(error?.detail ?? "closed")"))
         await perform(actions)
-        releaseStopWaiters()
+        if handled { releaseStopWaiters() }
     }
 
     /// Why a call could not be sent on a connected session. An I/O failure there (a POST or a

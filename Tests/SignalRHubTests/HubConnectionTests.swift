@@ -72,6 +72,26 @@ struct HubConnectionTests {
         await #expect(throws: RealtimeError.self) { try await connection.invoke(method: "void") }
     }
 
+    /// stop() returns once the connection's end is handled: a slow onClosed handler has finished,
+    /// so nothing of the connection runs after stop() (it used to poll the state, which changes
+    /// before the handlers run).
+    @Test("stop() returns after onClosed has run, on every transport", arguments: [HttpTransportType.webSockets, .serverSentEvents, .longPolling])
+    func stopWaitsForOnClosed(_ transport: HttpTransportType) async throws {
+        let server = try await SignalRTestServer.start()
+        defer { Task { await server.stop() } }
+        let connection = Self.connect(server, .json, transport)
+        let events = Recorder<String>()
+        connection.onClosed { error in
+            try? await Task.sleep(for: .milliseconds(300))
+            events.append("closed \(error == nil ? "nil" : "\(error!)")")
+        }
+        try await connection.start()
+        await connection.stop()
+        events.append("stop returned")
+        #expect(events.all == ["closed nil", "stop returned"])
+        #expect(connection.currentState == .stopped)
+    }
+
     @Test("1,000 invocations in flight all complete, in any order", arguments: combinations)
     func manyInFlight(_ transport: HttpTransportType, _ kind: HubProtocolKind) async throws {
         let server = try await SignalRTestServer.start()
