@@ -468,7 +468,8 @@ final class ServerHubConnection: Sendable {
     private let shared = NIOLockedValueBox(Shared())
 
     struct Shared {
-        var replay: ReplayBuffer?
+        /// Stateful reconnect's numbering, acknowledgements and replay (independent of the client's code).
+        var replay: ServerStatefulLog?
         /// The socket is gone but the stateful connection waits for its client's next one.
         var detached = false
         /// Closed for good (Close message, DELETE, server stop): no re-attach.
@@ -518,11 +519,10 @@ final class ServerHubConnection: Sendable {
         }
         if message.isSequenced {
             // Kept until the client acknowledges it; written now unless the socket is being replaced.
-            // (The server does not wait for room: a test server should not stall its read loop.)
-            await replay.gate.withLock {
-                if replay.record(bytes).sendNow { try? await writer.write(bytes, binary: binary) }
+            await replay.writeOrder.withLock {
+                if replay.recordOutgoing(bytes) { try? await writer.write(bytes, binary: binary) }
             }
-        } else if !replay.isReconnecting {
+        } else if !replay.isDetached {
             try await writer.write(bytes, binary: binary)
         }
     }
@@ -558,7 +558,7 @@ final class ServerHubConnection: Sendable {
     /// A stateful connection's new WebSocket: Sequence, then the unacknowledged messages.
     func reattach(_ outbound: WebSocketOutboundWriter) async throws {
         let outbox = ServerOutbox(.webSocket(outbound))
-        let (replay, codec) = shared.withLockedValue { shared -> (ReplayBuffer?, HubProtocolCodec?) in
+        let (replay, codec) = shared.withLockedValue { shared -> (ServerStatefulLog?, HubProtocolCodec?) in
             shared.detached = false
             shared.reattachWatch?.cancel()
             shared.reattachWatch = nil
@@ -569,11 +569,15 @@ final class ServerHubConnection: Sendable {
             return
         }
         let binary = codec.kind == .messagepack
-        let ack = try await replay.gate.withLock {
+        try await replay.writeOrder.withLock {
             writerBox.withLockedValue { $0 = outbox }
-            return try await replay.resend({ codec.encode(.sequence(sequenceId: $0)) }, write: { try await outbox.write($0, binary: binary) })
+            let plan = replay.reattach()
+            try await outbox.write(codec.encode(.sequence(sequenceId: plan.sequenceId)), binary: binary)
+            for message in plan.messages { try await outbox.write(message, binary: binary) }
+            // What arrived before the drop may not have been acknowledged yet (an Ack due while the
+            // socket was gone is not sent): acknowledge it now, so the client's buffer drains.
+            if let ack = plan.ack { try await outbox.write(codec.encode(.ack(sequenceId: ack)), binary: binary) }
         }
-        if let ack { try await outbox.write(codec.encode(.ack(sequenceId: ack)), binary: binary) }
     }
 
     func sendRaw(_ bytes: [UInt8], binary: Bool) async throws { try await writer.writeRaw(bytes, binary: binary) }
@@ -614,7 +618,7 @@ final class ServerHubConnection: Sendable {
             openHandshakeGate()
             let keep = shared.withLockedValue { shared -> Bool in
                 guard let replay = shared.replay, !shared.closing else { return false }
-                replay.disconnected()
+                replay.detach()
                 shared.detached = true
                 return true
             }
@@ -657,7 +661,7 @@ final class ServerHubConnection: Sendable {
                 let stateful = stateful && version >= 2
                 shared.withLockedValue {
                     $0.codec = HubProtocolCodec(kind)
-                    if stateful { $0.replay = ReplayBuffer(limit: 100_000) }
+                    if stateful { $0.replay = ServerStatefulLog() }
                 }
                 framer = HubMessageFramer(kind)
                 server.state.withLockedValue {
@@ -692,12 +696,11 @@ final class ServerHubConnection: Sendable {
             for message in messages {
                 switch message {
                 case .ack(let sequenceId):
-                    replay.ack(sequenceId)
+                    replay.acknowledged(sequenceId)
                 case .sequence(let sequenceId):
-                    _ = replay.receive(message)
                     try replay.sequence(sequenceId)
-                default:
-                    let (process, scheduleAck) = replay.receive(message)
+                case let message where message.isSequenced:
+                    let (process, scheduleAck) = replay.incoming()
                     if scheduleAck {
                         Task { [weak self] in
                             try? await Task.sleep(for: .seconds(1))
@@ -706,6 +709,9 @@ final class ServerHubConnection: Sendable {
                         }
                     }
                     if process { try await handle(message) }
+                default:
+                    // Ping and Close are not numbered.
+                    try await handle(message)
                 }
             }
         }
