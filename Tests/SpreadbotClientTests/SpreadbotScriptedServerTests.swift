@@ -33,6 +33,9 @@ struct SpreadbotScriptedServerTests {
             baseURL: server.baseURL, authURL: server.baseURL + "/oauth/token", accessToken: "a0", refreshToken: "r+0",
             base64Credentials: "Y3JlZHM=")
         configuration.reachability = AlwaysReachable()
+        // The sequence is the point, not the timing: a full parallel test run once stretched the first
+        // upgrade past the default 5 s, and the timeout (not the 401) moved the client on to SSE.
+        configuration.requestTimeout = .seconds(30)
         let client = Spreadbot(configuration: configuration)
         let recorder = Recorder(client)
         client.establishConnection(path: "live")
