@@ -29,22 +29,13 @@ public enum RealtimeCommandLine {
         process.standardOutput = output
         process.standardError = errors
         try process.run()
-        let (out, err) = await withCheckedContinuation { continuation in
-            DispatchQueue.global().async {
-                let group = DispatchGroup()
-                let err = NIOLockedValueBox(Data())
-                group.enter()
-                DispatchQueue.global().async {
-                    let data = errors.fileHandleForReading.readDataToEndOfFile()
-                    err.withLockedValue { $0 = data }
-                    group.leave()
-                }
-                let out = output.fileHandleForReading.readDataToEndOfFile()
-                group.wait()
-                process.waitUntilExit()
-                continuation.resume(returning: (out, err.withLockedValue { $0 }))
-            }
-        }
+        // Both pipes are read at once (a child that fills one while we wait on the other would
+        // stall), each on a thread of its own, never on a thread that runs tasks (see BlockingWork):
+        // the command usually talks to a server in this process.
+        async let errorOutput = BlockingWork.run { errors.fileHandleForReading.readDataToEndOfFile() }
+        let out = await BlockingWork.run { output.fileHandleForReading.readDataToEndOfFile() }
+        let err = await errorOutput
+        await BlockingWork.run { process.waitUntilExit() }
         return (process.terminationStatus, String(decoding: out, as: UTF8.self), String(decoding: err, as: UTF8.self))
     }
 }

@@ -56,24 +56,15 @@ public final class PythonPeer: @unchecked Sendable {
         self.port = port
     }
 
-    /// Starts a peer without blocking a thread of the concurrency pool (the start waits for the
-    /// peer's "PORT" line, which takes a python interpreter's start-up time).
+    /// Starts a peer without blocking a thread that runs tasks (the start waits for the peer's
+    /// "PORT" line, which takes a python interpreter's start-up time; see ``BlockingWork``).
     public static func start(scriptPath: String, arguments: [String] = [], waitForPort: Bool = true) async throws -> PythonPeer {
-        try await withCheckedThrowingContinuation { continuation in
-            DispatchQueue.global().async {
-                continuation.resume(with: Result { try PythonPeer(scriptPath: scriptPath, arguments: arguments, waitForPort: waitForPort) })
-            }
-        }
+        try await BlockingWork.run { try PythonPeer(scriptPath: scriptPath, arguments: arguments, waitForPort: waitForPort) }
     }
 
-    /// ``stop()`` off the concurrency pool.
+    /// ``stop()`` on a thread of its own (see ``BlockingWork``).
     public func shutdown() async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            DispatchQueue.global().async {
-                self.stop()
-                continuation.resume()
-            }
-        }
+        await BlockingWork.run { self.stop() }
     }
 
     private static func readLine(_ handle: FileHandle) -> String {
@@ -86,12 +77,10 @@ public final class PythonPeer: @unchecked Sendable {
         return String(decoding: line, as: UTF8.self)
     }
 
-    /// Reads the next line the peer prints (blocking; run it off the cooperative pool for long waits).
+    /// Reads the next line the peer prints (on a thread of its own, see ``BlockingWork``).
     public func nextLine() async -> String {
         let handle = output.fileHandleForReading
-        return await withCheckedContinuation { continuation in
-            DispatchQueue.global().async { continuation.resume(returning: Self.readLine(handle)) }
-        }
+        return await BlockingWork.run { Self.readLine(handle) }
     }
 
     /// Waits for the peer to exit on its own, up to `limit`, then kills it. Returns everything it
@@ -99,13 +88,14 @@ public final class PythonPeer: @unchecked Sendable {
     public func waitForExit(limit: Duration) async -> (output: String, status: Int32) {
         let handle = output.fileHandleForReading
         let process = process
-        let collected: Data = await withCheckedContinuation { continuation in
-            DispatchQueue.global().async { continuation.resume(returning: handle.readDataToEndOfFile()) }
-            DispatchQueue.global().asyncAfter(deadline: .now() + Double(limit.components.seconds)) {
-                if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-            }
+        DispatchQueue.global().asyncAfter(deadline: .now() + Double(limit.components.seconds)) {
+            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
         }
-        process.waitUntilExit()
+        let collected = await BlockingWork.run {
+            let data = handle.readDataToEndOfFile()
+            process.waitUntilExit()
+            return data
+        }
         return (String(decoding: collected, as: UTF8.self), process.terminationStatus)
     }
 

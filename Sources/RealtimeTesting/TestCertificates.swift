@@ -22,6 +22,12 @@ public struct TestCertificates: Sendable {
     public let otherCA: Pair
     public let client: Pair
 
+    /// ``generate()`` on a thread of its own (it runs `openssl` nine times and waits for each; see
+    /// ``BlockingWork``), for async callers.
+    public static func make() async throws -> TestCertificates {
+        try await BlockingWork.run { try generate() }
+    }
+
     /// Generates everything into a fresh temporary directory. Fails with instructions when
     /// `openssl` is not installed.
     public static func generate() throws -> TestCertificates {

@@ -20,14 +20,12 @@ import Testing
         process.standardError = errors
         process.standardOutput = FileHandle.nullDevice
         try process.run()
-        // Read on a Dispatch thread: blocking a thread of the concurrency pool would starve the
-        // in-process server the command talks to.
-        let data = await withCheckedContinuation { continuation in
-            DispatchQueue.global().async {
-                let data = errors.fileHandleForReading.readDataToEndOfFile()
-                process.waitUntilExit()
-                continuation.resume(returning: data)
-            }
+        // Read on a thread of its own: blocking a thread that runs tasks (a Dispatch global queue's
+        // included, on Linux) would starve the in-process server the command talks to.
+        let data = await BlockingWork.run {
+            let data = errors.fileHandleForReading.readDataToEndOfFile()
+            process.waitUntilExit()
+            return data
         }
         return (process.terminationStatus, String(decoding: data, as: UTF8.self))
     }

@@ -64,7 +64,7 @@ import Testing
     }
 
     @Test func tlsFailuresLeaveNoSocketOpen() async throws {
-        let certificates = try TestCertificates.generate()
+        let certificates = try await TestCertificates.make()
         defer { certificates.remove() }
         let tls = TLSConfiguration.makeServerConfiguration(
             certificateChain: try NIOSSLCertificate.fromPEMFile(certificates.selfSigned.certificatePath).map { .certificate($0) },

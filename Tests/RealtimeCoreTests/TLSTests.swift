@@ -11,8 +11,8 @@ import Testing
 @Suite(.serialized, .timeLimit(.minutes(2))) struct TLSTests {
     let certificates: TestCertificates
 
-    init() throws {
-        certificates = try TestCertificates.generate()
+    init() async throws {
+        certificates = try await TestCertificates.make()
     }
 
     func serverTLS(

@@ -82,7 +82,7 @@ struct WebSocketUpgradeRaceTests {
 
     @Test("Over TLS: 101, a message and a close frame, then close_notify and FIN, 50 times: the same")
     func upgradeThenFramesThenFinOverTLS() async throws {
-        let certificates = try TestCertificates.generate()
+        let certificates = try await TestCertificates.make()
         defer { certificates.remove() }
         let tls = TLSConfiguration.makeServerConfiguration(
             certificateChain: try NIOSSLCertificate.fromPEMFile(certificates.server.certificatePath).map { .certificate($0) },

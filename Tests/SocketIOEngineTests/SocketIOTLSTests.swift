@@ -11,8 +11,8 @@ import Testing
 struct SocketIOTLSTests {
     let certificates: TestCertificates
 
-    init() throws {
-        certificates = try TestCertificates.generate()
+    init() async throws {
+        certificates = try await TestCertificates.make()
     }
 
     func server(_ pair: TestCertificates.Pair) async throws -> SocketIOTestServer {

@@ -10,8 +10,8 @@ import Testing
 struct SpreadbotTLSTests {
     let certificates: TestCertificates
 
-    init() throws {
-        certificates = try TestCertificates.generate()
+    init() async throws {
+        certificates = try await TestCertificates.make()
     }
 
     func start() async throws -> SpreadbotTestServer {
