@@ -174,7 +174,7 @@ struct SocketIOClientInteropTests {
 
         peer = try await PythonPeer.start(scriptPath: peerScript("sio_server.py"), arguments: [String(port)])
         let restarted = peer
-        defer { restarted.stop() }
+        defer { Task { await restarted.shutdown() } }
         await connects.wait(for: 2, limit: .seconds(20))
         #expect(socket.status == .connected)
         #expect(socket.sid != firstSid)
