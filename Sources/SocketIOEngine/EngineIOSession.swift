@@ -324,21 +324,11 @@ final class EngineIOSession: Sendable {
                 // Polling is held while the probe is out, so an unanswered probe is bounded (and
                 // shorter than the server's pong allowance, so a ping held meanwhile is answered in time).
                 let probeTimeout = min(self.options.connectTimeout, handshake.pingTimeout / 2)
-                let probeTimedOut = NIOLockedValueBox(false)
-                let timer = Task {
-                    try await self.runtime.sleep(for: probeTimeout)
-                    probeTimedOut.withLockedValue { $0 = true }
-                    try? await connection.close(code: 1000, reason: nil)
-                }
-                defer { timer.cancel() }
-                let answer = try await inbound.next()
+                let (answer, timedOut) = try await self.nextMessage(&inbound, on: connection, within: probeTimeout)
                 guard answer == .text("3probe") else {
-                    if answer == nil, probeTimedOut.withLockedValue({ $0 }) {
-                        throw RealtimeError.timeout("no answer to the WebSocket probe within \(probeTimeout)")
-                    }
+                    if timedOut { throw RealtimeError.timeout("no answer to the WebSocket probe within \(probeTimeout)") }
                     throw RealtimeError(.protocolViolation, "the server did not answer the WebSocket probe")
                 }
-                timer.cancel()
                 await self.pausePolling()
                 try Task.checkCancellation()
                 try await connection.send(text: "5")
@@ -368,25 +358,32 @@ final class EngineIOSession: Sendable {
         return end
     }
 
+    /// The next WebSocket message, waiting at most `limit`: when it passes, the connection is closed
+    /// (which ends the wait) and the answer is nil with `timedOut` set.
+    private func nextMessage(
+        _ inbound: inout WebSocketMessages.AsyncIterator, on connection: WebSocketConnection, within limit: Duration
+    ) async throws -> (message: RealtimeMessage?, timedOut: Bool) {
+        let timedOut = NIOLockedValueBox(false)
+        let timer = Task {
+            try await runtime.sleep(for: limit)
+            timedOut.withLockedValue { $0 = true }
+            try? await connection.close(code: 1000, reason: nil)
+        }
+        defer { timer.cancel() }
+        let message = try await inbound.next()
+        return (message, message == nil && timedOut.withLockedValue { $0 })
+    }
+
     private func runWebSocketOnly() async throws -> EngineIOSessionEnd {
         let result = NIOLockedValueBox<EngineIOSessionEnd?>(nil)
-        let timedOut = NIOLockedValueBox(false)
         let connectTimeout = options.connectTimeout
         try await WebSocketTransport.connect(
             to: urls.websocket(sid: nil), configuration: webSocketConfiguration, runtime: runtime
         ) { connection in
             var inbound = connection.inbound.makeAsyncIterator()
-            let timer = Task {
-                try await self.runtime.sleep(for: connectTimeout)
-                timedOut.withLockedValue { $0 = true }
-                try? await connection.close(code: 1000, reason: nil)
-            }
-            let first = try await inbound.next()
-            timer.cancel()
+            let (first, timedOut) = try await self.nextMessage(&inbound, on: connection, within: connectTimeout)
             guard let first else {
-                if timedOut.withLockedValue({ $0 }) {
-                    throw RealtimeError.timeout("no Engine.IO open packet within \(connectTimeout)")
-                }
+                if timedOut { throw RealtimeError.timeout("no Engine.IO open packet within \(connectTimeout)") }
                 throw RealtimeError(.connectionClosed, "the WebSocket closed before the Engine.IO open packet")
             }
             guard case .text(let text) = first, let packet = try? EngineIOCodec.decode(text: text), packet.type == .open,
