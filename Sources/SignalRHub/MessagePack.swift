@@ -177,8 +177,9 @@ package struct MessagePackReader {
     /// Reads one value of any type straight into the hub's `JSONValue` (what the hub protocol hands
     /// to handlers and results), without building a ``MessagePackValue`` tree first: integers and
     /// floats become numbers, bin becomes binary, map keys that are not MessagePack str values
-    /// become the JSON text of their value (a timestamp key keeps its quotes), a repeated key keeps its first place and its last value, and the timestamp extension
-    /// becomes an ISO 8601 string (other extensions become binary). Same limits as ``read()``.
+    /// become the JSON text of their value (a timestamp key keeps its quotes), a repeated key keeps
+    /// its first place and its last value, and the timestamp extension becomes an ISO 8601 string
+    /// (other extensions become binary). Same limits as ``read()``.
     package mutating func readJSONValue() throws(MessagePackError) -> JSONValue {
         let start = index
         let byte = try readByte()
@@ -234,14 +235,14 @@ package struct MessagePackReader {
         defer { depth -= 1 }
         var members = OrderedDictionary<String, JSONValue>(minimumCapacity: count)
         for _ in 0..<count {
-            let key: String
-            switch try peek() {
-            case 0xa0...0xbf, 0xd9...0xdb:
-                guard case .string(let text) = try readJSONValue() else { preconditionFailure("a str format reads as a string") }
-                key = text
-            default:
-                key = try readJSONValue().jsonString
+            // Only a str key is taken as text; anything else (a timestamp's ISO string included)
+            // becomes its JSON text.
+            let isString = switch try peek() {
+            case 0xa0...0xbf, 0xd9...0xdb: true
+            default: false
             }
+            let keyValue = try readJSONValue()
+            let key: String = if isString, case .string(let text) = keyValue { text } else { keyValue.jsonString }
             members[key] = try readJSONValue()
         }
         return .object(members)
