@@ -470,8 +470,6 @@ final class ServerHubConnection: Sendable {
     struct Shared {
         /// Stateful reconnect's numbering, acknowledgements and replay (independent of the client's code).
         var replay: ServerStatefulLog?
-        /// The socket is gone but the stateful connection waits for its client's next one.
-        var detached = false
         /// Closed for good (Close message, DELETE, server stop): no re-attach.
         var closing = false
         var reattachWatch: Task<Void, Never>?
@@ -497,7 +495,8 @@ final class ServerHubConnection: Sendable {
     }
 
     var outbox: ServerOutbox { writer }
-    var isDetached: Bool { shared.withLockedValue { $0.detached } }
+    /// The socket is gone but the stateful connection waits for its client's next one.
+    var isDetached: Bool { shared.withLockedValue { $0.replay }?.isDetached ?? false }
 
     func send(_ message: HubMessage) async throws {
         guard let codec = shared.withLockedValue({ $0.codec }) else { return }
@@ -559,7 +558,6 @@ final class ServerHubConnection: Sendable {
     func reattach(_ outbound: WebSocketOutboundWriter) async throws {
         let outbox = ServerOutbox(.webSocket(outbound))
         let (replay, codec) = shared.withLockedValue { shared -> (ServerStatefulLog?, HubProtocolCodec?) in
-            shared.detached = false
             shared.reattachWatch?.cancel()
             shared.reattachWatch = nil
             return (shared.replay, shared.codec)
@@ -619,7 +617,6 @@ final class ServerHubConnection: Sendable {
             let keep = shared.withLockedValue { shared -> Bool in
                 guard let replay = shared.replay, !shared.closing else { return false }
                 replay.detach()
-                shared.detached = true
                 return true
             }
             if keep {
