@@ -81,9 +81,25 @@ public final class LoopbackServer: Sendable {
     /// connections accepted but not yet handed to the server were dropped with their
     /// `NIOAsyncChannel` unfinished, which traps ("Deinited NIOAsyncWriter without calling
     /// finish()"; swift-nio issues 2637 and 3481) and crashed a full test run.
+    ///
+    /// The same trap waits for a listener closed while a connection it accepted is still being set
+    /// up (its channel initializer runs on another event loop; a full run hit it once with closing
+    /// the listener at once). So the listener first stops accepting, and is closed on its own event
+    /// loop only when no accepted connection is still being set up.
     public func stop() async {
+        connections.stopAccepting()
         if let channel = listener.withLockedValue({ $0 }) {
-            try? await channel.close()
+            let giveUp = ContinuousClock.now + .seconds(2)
+            while true {
+                let closed = (try? await channel.eventLoop.submit { [connections] () -> Bool in
+                    guard connections.settingUp == 0 || ContinuousClock.now >= giveUp else { return false }
+                    channel.close(promise: nil)
+                    return true
+                }.get()) ?? true
+                if closed { break }
+                try? await Task.sleep(for: .milliseconds(1))
+            }
+            try? await channel.closeFuture.get()
         }
         // The listener is closed: no connection is accepted after this.
         connections.closeAll()
@@ -107,25 +123,39 @@ public final class LoopbackServer: Sendable {
 }
 
 /// Records the connections a server accepts (on the listening channel's pipeline, where accepted
-/// channels pass as inbound reads) so that `stop()` can close the ones still open.
-final class ConnectionTracker: ChannelInboundHandler, Sendable {
+/// channels pass as inbound reads) so that `stop()` can close the ones still open, and stops the
+/// accepting on request (a listening channel accepts only when a `read` reaches its head, and this
+/// handler sits next to the head).
+final class ConnectionTracker: ChannelDuplexHandler, Sendable {
     typealias InboundIn = any Channel
     typealias InboundOut = any Channel
+    typealias OutboundIn = NIOAny
+    typealias OutboundOut = NIOAny
 
-    private let open = NIOLockedValueBox<[ObjectIdentifier: any Channel]>([:])
+    private let state = NIOLockedValueBox<(open: [ObjectIdentifier: any Channel], accepting: Bool)>(([:], true))
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let channel = unwrapInboundIn(data)
         let key = ObjectIdentifier(channel)
-        open.withLockedValue { $0[key] = channel }
-        channel.closeFuture.whenComplete { [open] _ in
-            open.withLockedValue { _ = $0.removeValue(forKey: key) }
+        state.withLockedValue { $0.open[key] = channel }
+        channel.closeFuture.whenComplete { [state] _ in
+            state.withLockedValue { _ = $0.open.removeValue(forKey: key) }
         }
         context.fireChannelRead(data)
     }
 
+    func read(context: ChannelHandlerContext) {
+        if state.withLockedValue({ $0.accepting }) { context.read() }
+    }
+
+    func stopAccepting() { state.withLockedValue { $0.accepting = false } }
+
+    /// Accepted connections not active yet: their set-up (channel initializer, registration) is
+    /// still under way.
+    var settingUp: Int { state.withLockedValue { $0.open.values.filter { !$0.isActive }.count } }
+
     func closeAll() {
-        let channels = open.withLockedValue { Array($0.values) }
+        let channels = state.withLockedValue { Array($0.open.values) }
         for channel in channels { channel.close(promise: nil) }
     }
 }
