@@ -53,4 +53,67 @@ import Testing
 
                 """, "exactly --count lines, in arrival order")
     }
+
+    /// Docs/SignalR.md: with `--on`, a reader of stdout that stops reading stops the connection's
+    /// reads; the command does not buffer. The server pushes 6,000 invocations of 32 KiB (192 MB)
+    /// while nobody reads the command's stdout: the pushes stall (the client stopped reading, so
+    /// the server's writes wait) and the command's memory stays near its handler queue (1,024
+    /// invocations, 32 MB), far below what buffering everything would take.
+    @Test func onWithAStalledStdoutStopsReadingInsteadOfBuffering() async throws {
+        let server = try await SignalRTestServer.start()
+        defer { Task { await server.stop() } }
+        guard FileManager.default.isExecutableFile(atPath: RealtimeCommandLine.executable) else {
+            Issue.record("\(RealtimeCommandLine.executable) is missing: `swift build` builds it (Scripts/test.sh does)")
+            return
+        }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: RealtimeCommandLine.executable)
+        process.arguments = ["signalr", server.url, "--on", "notify"]
+        let output = Pipe()  // never read until the end
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        defer { if process.isRunning { process.terminate() } }
+        let connected = ContinuousClock.now + .seconds(30)
+        while server.connectionIds.isEmpty, ContinuousClock.now < connected { try await Task.sleep(for: .milliseconds(20)) }
+        try #require(!server.connectionIds.isEmpty, "the command did not connect")
+
+        let total = 6_000
+        let payload = JSONValue.string(String(repeating: "x", count: 32 << 10))
+        let sent = NIOLockedValueBox(0)
+        let pusher = Task {
+            for _ in 0..<total {
+                if Task.isCancelled { return }
+                await server.broadcast("notify", [payload])
+                sent.withLockedValue { $0 += 1 }
+            }
+        }
+        // Wait until the pushes stop making progress (or all are sent), bounded.
+        let deadline = ContinuousClock.now + .seconds(60)
+        var last = -1
+        while ContinuousClock.now < deadline {
+            try await Task.sleep(for: .seconds(1))
+            let now = sent.withLockedValue { $0 }
+            if now == total || now == last { break }
+            last = now
+        }
+        let pushed = sent.withLockedValue { $0 }
+        let residentMB = Self.residentMegabytes(process.processIdentifier)
+        pusher.cancel()
+        process.terminate()
+        _ = await BlockingWork.run { output.fileHandleForReading.readDataToEndOfFile() }
+        await BlockingWork.run { process.waitUntilExit() }
+        #expect(pushed < total, "all \(total) invocations (192 MB) went out although nobody read the command's output")
+        let rss = try #require(residentMB, "no VmRSS for the command's process")
+        #expect(rss < 150, "the command holds \(rss) MB after \(pushed) invocations of 32 KiB were pushed")
+    }
+
+    /// VmRSS of a process, in MB (Linux /proc).
+    static func residentMegabytes(_ pid: Int32) -> Int? {
+        guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
+            let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") })
+        else { return nil }
+        let kilobytes = line.split(separator: " ").compactMap { Int($0) }.first
+        return kilobytes.map { $0 / 1024 }
+    }
 }
