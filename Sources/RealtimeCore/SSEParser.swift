@@ -131,6 +131,11 @@ public struct SSEParser: Sendable {
 
     @inline(__always)
     private mutating func processLine(_ rawLine: UnsafeRawBufferPointer, _ emit: (Output) throws -> Void) throws {
+        // The same limit as a line collected across chunks (appendPending), so that whether a
+        // stream fails does not depend on where the network cut it.
+        guard rawLine.count + data.count <= configuration.maxEventSize else {
+            throw RealtimeError(.messageTooLarge, "an event exceeds maxEventSize (\(configuration.maxEventSize) bytes); raise EventSourceConfiguration.maxEventSize to accept it")
+        }
         var line = rawLine
         if !sawFirstLine {
             sawFirstLine = true

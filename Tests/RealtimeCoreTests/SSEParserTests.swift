@@ -36,6 +36,27 @@ import Testing
         }
     }
 
+    /// The limit does not depend on how the stream is cut: a long line of any field (a comment, an
+    /// unknown field, an event name) fails alike whole, in pieces and byte by byte (found by
+    /// Scripts/fuzz.sh: whole, a 531-byte unknown field passed a 512-byte limit; in pieces it failed).
+    @Test(arguments: [": ", "x-unknown: ", "event: ", "id: ", "retry: 1"])
+    func aLongLineFailsWhateverTheChunking(field: String) throws {
+        let text = field + String(repeating: "7", count: 1200) + "\ndata: x\n\n"
+        for chunk in [nil, 100, 1] as [Int?] {
+            let error = #expect(throws: RealtimeError.self, "chunk \(chunk.map(String.init) ?? "whole")") {
+                _ = try events(text, chunkSize: chunk, configuration: .init(maxEventSize: 1000, emitsComments: true))
+            }
+            #expect(error?.code == .messageTooLarge)
+        }
+        // Just under the limit, every chunking passes and gives the same outputs.
+        let fits = field + String(repeating: "7", count: 900) + "\ndata: x\n\n"
+        let whole = try events(fits, configuration: .init(maxEventSize: 1000, emitsComments: true))
+        let sevens = String(repeating: "7", count: 900)
+        let expected = ServerSentEvent(type: field == "event: " ? sevens : "message", data: "x", lastEventId: field == "id: " ? sevens : "")
+        #expect(whole.last == .event(expected))
+        for chunk in [100, 1] { #expect(try events(fits, chunkSize: chunk, configuration: .init(maxEventSize: 1000, emitsComments: true)) == whole) }
+    }
+
     @Test func manyDataLinesAddUpAgainstTheLimit() throws {
         let text = String(repeating: "data: 0123456789\n", count: 200) + "\n"
         let error = #expect(throws: RealtimeError.self) { _ = try events(text, configuration: .init(maxEventSize: 1000)) }
