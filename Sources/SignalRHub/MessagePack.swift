@@ -177,7 +177,8 @@ package struct MessagePackReader {
     /// Reads one value of any type straight into the hub's `JSONValue` (what the hub protocol hands
     /// to handlers and results), without building a ``MessagePackValue`` tree first: integers and
     /// floats become numbers, bin becomes binary, map keys that are not MessagePack str values
-    /// become the JSON text of their value (a timestamp key keeps its quotes), a repeated key keeps
+    /// become the JSON text of their value (a timestamp key keeps its quotes; arrays and maps are
+    /// refused as keys, see `checkKey`), a repeated key keeps
     /// its first place and its last value, and the timestamp extension becomes an ISO 8601 string
     /// (other extensions become binary). Same limits as ``read()``.
     package mutating func readJSONValue() throws(MessagePackError) -> JSONValue {
@@ -237,6 +238,7 @@ package struct MessagePackReader {
         for _ in 0..<count {
             // Only a str key is taken as text; anything else (a timestamp's ISO string included)
             // becomes its JSON text.
+            try checkKey()
             let isString = switch try peek() {
             case 0xa0...0xbf, 0xd9...0xdb: true
             default: false
@@ -251,6 +253,18 @@ package struct MessagePackReader {
     private mutating func readExt(_ count: Int) throws(MessagePackError) -> MessagePackValue {
         let type = Int8(bitPattern: try readByte())
         return .ext(type: type, data: Array(try readBytes(count)))
+    }
+
+    /// Map keys may be any scalar, not an array or a map. The hub turns a key that is not a str into
+    /// its JSON text; a map key inside a map key would be escaped once more per level, doubling its
+    /// backslashes each time (2^n bytes from a few bytes per level), so containers are refused as
+    /// keys by both readers, before anything is built from them.
+    private func checkKey() throws(MessagePackError) {
+        switch try peek() {
+        case 0x80...0x9f, 0xdc...0xdf:
+            throw MessagePackError(.unexpectedType, "a map key must not be an array or a map", offset: index)
+        default: return
+        }
     }
 
     private mutating func enter() throws(MessagePackError) {
@@ -277,6 +291,7 @@ package struct MessagePackReader {
         var pairs: [MessagePackPair] = []
         pairs.reserveCapacity(count)
         for _ in 0..<count {
+            try checkKey()
             let key = try read()
             pairs.append(MessagePackPair(key, try read()))
         }

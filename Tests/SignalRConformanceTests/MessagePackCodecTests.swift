@@ -119,6 +119,29 @@ struct MessagePackCodecTests {
         }
     }
 
+    /// A non-str key becomes its JSON text, so a map used as a key inside a map used as a key is
+    /// escaped once per level: 30 such levels in 90 bytes made 2^30 backslashes (found by
+    /// Scripts/fuzz.sh: a 115-byte input asked for 8 GB). Arrays and maps are refused as keys by
+    /// both readers; scalar keys (numbers, nil, booleans, bin, ext) stay within a few times their size.
+    @Test("An array or map as a map key is refused by both readers, before any key text is built")
+    func containerKeysAreRefused() throws {
+        var chain: [UInt8] = [0xc0]
+        for _ in 0..<30 { chain = [0x81] + [0x81, 0xa1, 0x22] + chain + [0xc0] } // {{"\"": chain}: nil}
+        let fuzzed = bytes(hex: "82930181a1716b8291919101000000919193933d93922c90c3" + String(repeating: "81", count: 34) + "65696e666f2f0d050d0d290d0d0d040d0d0d0d0d030d0d0d0d0d0d835b01000d0d0d2f7a6f6e030d0d0d0d0d0d835b010000940d0d0d0d0d")
+        for (name, input) in [("a map key", bytes(hex: "81" + "81a16101" + "c0")), ("an array key", bytes(hex: "81" + "9101" + "c0")),
+                              ("30 nested map keys", chain)] {
+            let error = #expect(throws: MessagePackError.self, "\(name)") { _ = try Self.read(input) }
+            #expect(error?.kind == .unexpectedType, "\(name)")
+            let jsonError = #expect(throws: MessagePackError.self, "\(name)") { _ = try Self.readJSON(input) }
+            #expect(jsonError == error, "\(name)")
+        }
+        #expect(throws: MessagePackError.self) { _ = try Self.readJSON(fuzzed) }
+        // Scalar keys of every kind still read, each as its JSON text (bin as JSONValue writes
+        // binary: Node's Buffer form, a few bytes of text per byte).
+        let scalars = try Self.readJSON(bytes(hex: "86" + "c0a16e" + "c3a174" + "cb3ff8000000000000a164" + "d0ffa169" + "c40101a162" + "d6ff00000001a173")).0
+        #expect(scalars.jsonString == #"{"null":"n","true":"t","1.5":"d","-1":"i","{\"type\":\"Buffer\",\"data\":[1]}":"b","\"1970-01-01T00:00:01Z\"":"s"}"#)
+    }
+
     @Test("A length claiming 4 GB with a few bytes behind it is truncated at once (nothing allocated for it)")
     func hugeLengths() {
         for hex in ["dbffffffff616263", "c6ffffffff0102", "ddffffffff0102", "dfffffffff0102", "c9ffffffff05aa"] {
