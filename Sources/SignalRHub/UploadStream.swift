@@ -48,7 +48,6 @@ extension HubConnection {
     func startUploads(_ streams: [(id: String, stream: UploadStream)], on session: Session) {
         for (id, stream) in streams {
             Task {
-                let codec = self.codec
                 do {
                     try await stream.pump { item in
                         try await self.transmit(.streamItem(HubStreamItem(invocationId: id, item: item)), on: session)

@@ -41,6 +41,16 @@ let invocation = HubMessage.invocation(HubInvocation(
     arguments: ["ada", "hello there", 42, ["tags": ["a", "b"], "score": 9.5, "ok": true]]))
 let completion = HubMessage.completion(HubCompletion(invocationId: "123", outcome: .result(["id": 7, "name": "a result", "values": [1, 2, 3]])))
 
+struct TypedArgument: Decodable {
+    struct Owner: Decodable { var name: String; var tags: [String] }
+    var id: Int
+    var name: String
+    var score: Double
+    var ok: Bool
+    var values: [Int]
+    var owner: Owner
+}
+
 let benchmarks: @Sendable () -> Void = {
     Benchmark.defaultConfiguration = .init(
         metrics: [.wallClock, .throughput, .mallocCountTotal], warmupIterations: 10,
@@ -70,6 +80,23 @@ let benchmarks: @Sendable () -> Void = {
                     }
                     precondition(count == 1_000)
                 }
+            }
+        }
+    }
+
+    // MARK: Typed arguments: a struct argument decoded from its JSONValue, both ways side by side
+
+    let typedArgument: JSONValue = ["id": 7, "name": "a result", "score": 9.5, "ok": true, "values": [1, 2, 3],
+                                    "owner": ["name": "ada", "tags": ["a", "b"]]]
+    Benchmark("typed argument: decode 1,000 structs (HubValueCoding, from the value)") { benchmark in
+        for _ in benchmark.scaledIterations {
+            for _ in 0..<1_000 { blackHole(try HubValueCoding.decode(typedArgument, as: TypedArgument.self)) }
+        }
+    }
+    Benchmark("typed argument: decode 1,000 structs (JSON text + JSONDecoder, the way before)") { benchmark in
+        for _ in benchmark.scaledIterations {
+            for _ in 0..<1_000 {
+                blackHole(try JSONDecoder().decode(TypedArgument.self, from: Data(typedArgument.jsonString.utf8)))
             }
         }
     }
