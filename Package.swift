@@ -225,3 +225,19 @@ let package = Package(
         ),
     ]
 )
+
+// Fuzz targets for the parsers (Fuzz/RealtimeFuzz, run by Scripts/fuzz.sh with libFuzzer). They are
+// in the manifest only when REALTIME_FUZZ is set, so normal builds, tests and CI never build them.
+if Context.environment["REALTIME_FUZZ"] != nil {
+    package.targets.append(
+        .executableTarget(
+            name: "RealtimeFuzz",
+            dependencies: [
+                "RealtimeCore", "SignalRHub", "SocketIOEngine",
+                .product(name: "OrderedCollections", package: "swift-collections"),
+            ],
+            path: "Fuzz/RealtimeFuzz",
+            swiftSettings: swiftSettings + [.unsafeFlags(["-parse-as-library"])]
+        )
+    )
+}
