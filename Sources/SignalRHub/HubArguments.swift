@@ -34,7 +34,8 @@ public enum HubValueCoding {
         case .number(let number) where type == Double.self: number
         default: nil
         }
-        if let result = fast as? T { return result }
+        // `fast` unwrapped first: a nil cast to an Optional `T` would succeed as `.none`.
+        if let fast, let result = fast as? T { return result }
         return try HubValueDecoder.decode(T.self, from: value)
     }
 

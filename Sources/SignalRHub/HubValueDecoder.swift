@@ -57,11 +57,15 @@ private struct HubValueDecoding: Decoder {
     // MARK: Scalars and the types JSONDecoder reads specially
 
     func unwrap<T: Decodable>(_ type: T.Type) throws -> T {
-        if T.self == JSONValue.self { return value as! T }
-        if T.self == Date.self { return try decodeDate() as! T }
-        if T.self == Data.self { return try decodeData() as! T }
-        if T.self == URL.self { return try decodeURL() as! T }
-        if T.self == Decimal.self { return try decodeDecimal() as! T }
+        let special: Any? = switch T.self {
+        case is JSONValue.Type: value
+        case is Date.Type: try decodeDate()
+        case is Data.Type: try decodeData()
+        case is URL.Type: try decodeURL()
+        case is Decimal.Type: try decodeDecimal()
+        default: nil
+        }
+        if let special, let result = special as? T { return result }
         return try T(from: self)
     }
 

@@ -201,3 +201,18 @@ private extension CodingKey {
     /// A path element as both decoders name it: the index for arrays, the key for objects.
     var pathName: String { intValue.map { "#\($0)" } ?? stringValue }
 }
+
+@Suite("Typed values: HubValueCoding's fast paths")
+struct HubValueCodingFastPathTests {
+    /// Optional targets go past the fast paths (a nil there once cast to `Optional<T>.none`).
+    @Test("Optional and plain targets decode the value, not nil")
+    func optionalTargets() throws {
+        #expect(try HubValueCoding.decode(.string("a"), as: String?.self) == "a")
+        #expect(try HubValueCoding.decode(.number(5), as: Int?.self) == 5)
+        #expect(try HubValueCoding.decode(.null, as: Int?.self) == nil)
+        #expect(try HubValueCoding.decode(.number(5), as: Double.self) == 5)
+        #expect(try HubValueCoding.decode(.binary(Data([1])), as: Data?.self) == Data([1]))
+        #expect(throws: DecodingError.self) { try HubValueCoding.decode(.string("a"), as: Int?.self) }
+        #expect(throws: DecodingError.self) { try HubValueCoding.decode(.number(1.5), as: Int.self) }
+    }
+}
