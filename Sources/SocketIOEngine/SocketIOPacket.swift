@@ -199,6 +199,13 @@ public struct SocketIOPacketDecoder: Sendable {
         let (packet, attachments) = try SocketIOCodec.decode(text: text)
         guard packet.type == .binaryEvent || packet.type == .binaryAck else { return packet }
         if attachments == 0 { return try finish(packet, with: []) }
+        // The count decides how many messages are waited for and kept: no more than the packet has
+        // placeholders for (socket.io-parser writes exactly that many), so a peer cannot make the
+        // client reserve or buffer for a count it made up.
+        let placeholders = packet.data.map(Self.placeholderCount) ?? 0
+        guard attachments <= placeholders else {
+            throw .illegalAttachments("the packet announces \(attachments) attachments but has \(placeholders) placeholders")
+        }
         pending = packet
         expected = attachments
         buffers = []
@@ -216,6 +223,16 @@ public struct SocketIOPacketDecoder: Sendable {
         expected = 0
         buffers = []
         return try finish(packet, with: collected)
+    }
+
+    private static func placeholderCount(_ value: JSONValue) -> Int {
+        switch value {
+        case .array(let elements): return elements.reduce(0) { $0 + placeholderCount($1) }
+        case .object(let members):
+            if members["_placeholder"] == .bool(true), members["num"]?.intValue != nil { return 1 }
+            return members.values.reduce(0) { $0 + placeholderCount($1) }
+        default: return 0
+        }
     }
 
     private func finish(_ packet: SocketIOPacket, with attachments: [Data]) throws(SocketIOParseError) -> SocketIOPacket {

@@ -190,6 +190,26 @@ struct SocketIOConformanceTests {
         #expect(throws: SocketIOParseError.self) { _ = try decoder.receive(text: text) }
     }
 
+    /// A binary packet's count is what the client waits for and buffers. socket.io-parser's encoder
+    /// writes exactly as many as it left placeholders; a larger count (up to 999,999,999 fits the
+    /// nine digits) made the decoder reserve room for all of them at once (found by
+    /// Scripts/fuzz.sh: "6262262662-2[]" asked for 4 GB) and would have buffered that many
+    /// messages. A count above the placeholders is refused before anything is reserved.
+    @Test("a binary packet announcing more attachments than it has placeholders is refused")
+    func moreAttachmentsThanPlaceholders() throws {
+        for text in ["6262262662-2[]", "5999999999-[\"e\",{\"_placeholder\":true,\"num\":0}]", "52-[\"e\",{\"_placeholder\":true,\"num\":0}]"] {
+            var decoder = SocketIOPacketDecoder()
+            #expect(throws: SocketIOParseError.self, "\(text)") { _ = try decoder.receive(text: text) }
+            #expect(!decoder.isWaitingForAttachments)
+        }
+        // As many as the placeholders (or fewer: a placeholder without its attachment fails when
+        // the packet is completed) still wait for their attachments.
+        var decoder = SocketIOPacketDecoder()
+        #expect(try decoder.receive(text: "51-[\"e\",{\"_placeholder\":true,\"num\":0}]") == nil)
+        let packet = try #require(try decoder.receive(binary: Data([7])))
+        #expect(packet.data == ["e", .binary(Data([7]))])
+    }
+
     @Test("an attachment nobody announced is a typed error")
     func unexpectedAttachment() {
         var decoder = SocketIOPacketDecoder()
