@@ -129,6 +129,50 @@ struct HubConnectionFaultTests {
         #expect(server.handshakeCount == 2)
     }
 
+    /// Docs/SignalR.md: calls made while the connection is not connected fail at once with
+    /// `notConnected`: before start, while reconnecting (the policy's first delay is 30 s, so the
+    /// connection stays there), and after stop. None of them may wait for a connection.
+    @Test("Calls outside the connected state fail at once with notConnected")
+    func callsOutsideConnectedFail() async throws {
+        let server = try await SignalRTestServer.start()
+        defer { Task { await server.stop() } }
+        let connection = HubConnectionBuilder().withUrl(url: server.url).withAutomaticReconnect([30]).build()
+        let reconnecting = Recorder<String>()
+        connection.onReconnecting { _ in reconnecting.append("reconnecting") }
+        func outcomes() async -> [String] {
+            func code(_ body: () async throws -> Void) async -> String {
+                do {
+                    try await body()
+                    return "succeeded"
+                } catch let error as RealtimeError { return "\(error.code)" } catch { return "\(error)" }
+            }
+            return [
+                await code { let _: Int = try await connection.invoke(method: "echo", arguments: 1) },
+                await code { try await connection.invoke(method: "echo", arguments: 1) },
+                await code { _ = try await connection.invokeRaw(method: "echo", arguments: [1]) },
+                await code { try await connection.send(method: "echo", arguments: 1) },
+                await code { try await connection.sendRaw(method: "echo", arguments: [1]) },
+                await code { let _: any StreamResult<Int> = try await connection.stream(method: "countTo", arguments: 3) },
+                await code { _ = try await connection.streamRaw(method: "countTo", arguments: [3]) },
+            ]
+        }
+        let notConnected = Array(repeating: "notConnected", count: 7)
+        let before = ContinuousClock.now
+        #expect(await outcomes() == notConnected)
+        try await connection.start()
+        let echoed: Int = try await connection.invoke(method: "echo", arguments: 1)
+        #expect(echoed == 1)
+        await server.dropAll()
+        _ = try await reconnecting.wait(count: 1)
+        #expect(connection.currentState == .reconnecting)
+        #expect(await outcomes() == notConnected)
+        await connection.stop()
+        #expect(connection.currentState == .stopped)
+        #expect(await outcomes() == notConnected)
+        // Everything above, the stop during the 30 s reconnect delay included, took far less than it.
+        #expect(ContinuousClock.now - before < .seconds(20))
+    }
+
     @Test("Without a retry policy a drop closes the connection with the error")
     func noReconnectByDefault() async throws {
         let server = try await SignalRTestServer.start()
