@@ -204,6 +204,9 @@ struct HubConnectionFaultTests {
         server.resumeAll()
     }
 
+    /// Also Docs/SignalR.md's "a start that fails throws the reason and calls no onClosed; a failed
+    /// start does not reconnect": each client has a retry policy of two immediate attempts, and
+    /// 300 ms after the failure no handler has run and the server saw no second negotiate.
     @Test("Start failures are typed: negotiate error, 401, refused handshake, no usable transport, redirect loop")
     func startFailures() async throws {
         func failure(_ configure: (inout SignalRTestServer.Options) -> Void, client: (inout HubConnectionOptions) -> Void = { _ in }) async throws -> RealtimeError? {
@@ -211,7 +214,10 @@ struct HubConnectionFaultTests {
             configure(&options)
             let server = try await SignalRTestServer.start(options: options)
             defer { Task { await server.stop() } }
-            let connection = HubConnectionBuilder().withUrl(url: server.url).withOptions(client).build()
+            let connection = HubConnectionBuilder().withUrl(url: server.url).withAutomaticReconnect([0, 0]).withOptions(client).build()
+            let handlers = Recorder<String>()
+            connection.onClosed { _ in handlers.append("closed") }
+            connection.onReconnecting { _ in handlers.append("reconnecting") }
             do {
                 try await connection.start()
                 Issue.record("start() succeeded")
@@ -219,6 +225,10 @@ struct HubConnectionFaultTests {
                 return nil
             } catch let error as RealtimeError {
                 #expect(connection.currentState == .stopped)
+                let negotiations = server.negotiateCount
+                try await Task.sleep(for: .milliseconds(300))
+                #expect(handlers.all.isEmpty)
+                #expect(server.negotiateCount == negotiations)
                 return error
             }
         }
