@@ -83,6 +83,7 @@ public final class SignalRTestServer: Sendable {
         var handshakeCount = 0
         var authorizations: [String?] = []
         var received: [String] = []
+        var acknowledgementsHeld = false
     }
 
     public let options: Options
@@ -181,6 +182,14 @@ public final class SignalRTestServer: Sendable {
     public func resumeAll() {
         for connection in state.withLockedValue({ Array($0.connections.values) }) { connection.stalled.withLockedValue { $0 = false } }
     }
+
+    /// A stateful peer that processes every message but holds back its Acks (while `held`), so a
+    /// client's replay buffer fills: the Ack due is sent when they are released.
+    public func holdAcknowledgements(_ held: Bool) {
+        state.withLockedValue { $0.acknowledgementsHeld = held }
+    }
+
+    var acknowledgementsHeld: Bool { state.withLockedValue { $0.acknowledgementsHeld } }
 
     public static func start(options: Options = Options()) async throws -> SignalRTestServer {
         let server = SignalRTestServer(options: options)
@@ -701,6 +710,7 @@ final class ServerHubConnection: Sendable {
                     if scheduleAck {
                         Task { [weak self] in
                             try? await Task.sleep(for: .seconds(1))
+                            while self?.server.acknowledgementsHeld == true { try? await Task.sleep(for: .milliseconds(20)) }
                             guard let self, let sequenceId = replay.takeAck() else { return }
                             try? await self.send(.ack(sequenceId: sequenceId))
                         }

@@ -8,8 +8,10 @@ import RealtimeCore
 /// again after the WebSocket is replaced; what we receive is counted, acknowledged about once a
 /// second, and a message whose number we have already processed is dropped.
 ///
-/// The buffer holds at most `limit` bytes of unacknowledged messages: a send that takes it past the
-/// limit waits until acknowledgements make room (backpressure, not an unbounded queue).
+/// The buffer holds at most `limit` bytes of unacknowledged messages, and the one message that took
+/// it past the limit: a send is admitted (`admit`) before it is recorded or written, and while the
+/// buffer is at or past the limit it waits, in order, until acknowledgements make room
+/// (backpressure, not an unbounded queue, however many tasks send at once).
 ///
 /// SignalRTestServer uses the same bookkeeping for its side; the client's behaviour is also tested
 /// against aiosignalr's own implementation.
@@ -18,7 +20,10 @@ package final class ReplayBuffer: Sendable {
         var items: Deque<(id: Int64, bytes: [UInt8])> = []
         var sent: Int64 = 0
         var bufferedBytes = 0
-        var waiters: [(id: Int64, reply: OneShot<Void>)] = []
+        /// Bytes of admitted messages not recorded yet.
+        var reservedBytes = 0
+        /// Sends waiting for room, in arrival order, with their sizes.
+        var waiters: Deque<(size: Int, reply: OneShot<Void>)> = []
         /// The WebSocket is gone and not replaced yet: sends only go into the buffer.
         var reconnecting = false
         var waitingForSequence = false
@@ -41,43 +46,56 @@ package final class ReplayBuffer: Sendable {
     package var isReconnecting: Bool { state.withLockedValue { $0.reconnecting } }
     package var bufferedByteCount: Int { state.withLockedValue { $0.bufferedBytes } }
 
-    /// Records an outgoing sequenced message. Returns whether to write it now (not while the
-    /// socket is being replaced; the resend will) and a wait for room when the buffer is full.
-    package func record(_ bytes: [UInt8]) -> (sendNow: Bool, wait: OneShot<Void>?) {
+    /// Asks room for an outgoing sequenced message of `size` bytes: nil when it may be recorded now
+    /// (its bytes are reserved), else a wait that completes when acknowledgements made room, or
+    /// fails when the connection is over. A message is admitted while the buffer holds less than
+    /// `limit` bytes and nobody waits before it.
+    package func admit(_ size: Int) -> OneShot<Void>? {
         state.withLockedValue { state in
             if let failed = state.failed {
                 let reply = OneShot<Void>()
                 reply.complete(.failure(failed))
-                return (false, reply)
+                return reply
             }
-            state.sent += 1
-            state.items.append((state.sent, bytes))
-            state.bufferedBytes += bytes.count
-            var wait: OneShot<Void>?
-            if state.bufferedBytes >= limit {
+            guard state.waiters.isEmpty, state.bufferedBytes + state.reservedBytes < limit else {
                 let reply = OneShot<Void>()
-                state.waiters.append((state.sent, reply))
-                wait = reply
+                state.waiters.append((size, reply))
+                return reply
             }
-            return (!state.reconnecting, wait)
+            state.reservedBytes += size
+            return nil
         }
     }
 
-    /// The server processed everything up to `id`.
+    /// Records an admitted outgoing sequenced message. Returns whether to write it now (not while
+    /// the socket is being replaced; the resend will).
+    package func record(_ bytes: [UInt8]) throws(RealtimeError) -> Bool {
+        let outcome = state.withLockedValue { state -> Result<Bool, RealtimeError> in
+            if let failed = state.failed { return .failure(failed) }
+            state.reservedBytes = max(0, state.reservedBytes - bytes.count)
+            state.sent += 1
+            state.items.append((state.sent, bytes))
+            state.bufferedBytes += bytes.count
+            return .success(!state.reconnecting)
+        }
+        return try outcome.get()
+    }
+
+    /// The server processed everything up to `id`: its messages leave the buffer, and the sends
+    /// waiting for room are admitted in order while there is room.
     package func ack(_ id: Int64) {
         let released = state.withLockedValue { state -> [OneShot<Void>] in
             while let first = state.items.first, first.id <= id {
                 state.bufferedBytes -= first.bytes.count
                 state.items.removeFirst()
             }
-            guard state.bufferedBytes < limit else {
-                // Still full: release only the waiters whose own message was acknowledged.
-                let (done, rest) = (state.waiters.filter { $0.id <= id }, state.waiters.filter { $0.id > id })
-                state.waiters = rest
-                return done.map(\.reply)
+            var released: [OneShot<Void>] = []
+            while let first = state.waiters.first, state.bufferedBytes + state.reservedBytes < limit {
+                state.waiters.removeFirst()
+                state.reservedBytes += first.size
+                released.append(first.reply)
             }
-            defer { state.waiters = [] }
-            return state.waiters.map(\.reply)
+            return released
         }
         for reply in released { reply.complete(.success(())) }
     }
@@ -189,17 +207,16 @@ extension HubConnection {
             return
         }
         if message.isSequenced {
-            let wait = await replay.gate.withLock { () -> OneShot<Void>? in
-                let (sendNow, wait) = replay.record(bytes)
-                if sendNow, let current = state.withLockedValue({ $0.session }) {
+            // Room first: a send that waits is neither buffered nor written.
+            if let wait = replay.admit(bytes.count) { try await wait.value() }
+            try await replay.gate.withLock {
+                if try replay.record(bytes), let current = state.withLockedValue({ $0.session }) {
                     // A failed write is not lost: the buffer keeps it for the resend.
                     if (try? await current.send(bytes)) != nil {
                         state.withLockedValue { $0.machine.didSend(now: timeline.now) }
                     }
                 }
-                return wait
             }
-            if let wait { try await wait.value() }
         } else if !replay.isReconnecting, let current = state.withLockedValue({ $0.session }) {
             // Pings, Acks: only on a live socket, never replayed.
             try await current.send(bytes)

@@ -151,6 +151,73 @@ struct StatefulReconnectTests {
         await connection.stop()
     }
 
+    /// Docs/SignalR.md: sent messages stay in the replay buffer until acknowledged, up to
+    /// `statefulReconnectBufferSize` bytes (and the one message that went past it); a send past
+    /// that waits, neither buffered nor written. A server that processes everything but holds back
+    /// its Acks, and 60 sends of 1 KB against a 20 KB limit, one after the other or all at once:
+    /// about 20 complete and reach the server, the rest wait; when the Acks come they all go out,
+    /// each once.
+    @Test("A peer that holds back its Acks: sends wait at the replay buffer's byte limit, then all go out once", arguments: [false, true])
+    func sendsWaitAtTheBufferLimit(concurrently: Bool) async throws {
+        var options = SignalRTestServer.Options()
+        options.statefulReconnect = true
+        let server = try await SignalRTestServer.start(options: options)
+        defer { Task { await server.stop() } }
+        let limit = 20_000
+        let connection = HubConnectionBuilder().withUrl(url: server.url, transport: .webSockets).withOptions {
+            $0.statefulReconnect = true
+            $0.statefulReconnectBufferSize = limit
+        }.build()
+        try await connection.start()
+        #expect(connection.isStateful)
+        server.holdAcknowledgements(true)
+        let payload = JSONValue.string(String(repeating: "x", count: 1_000))
+        let total = 60
+        let completed = NIOLockedValueBox(0)
+        let sender = Task {
+            if concurrently {
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    for _ in 0..<total {
+                        group.addTask {
+                            try await connection.sendRaw(method: "void", arguments: [payload])
+                            completed.withLockedValue { $0 += 1 }
+                        }
+                    }
+                    try await group.waitForAll()
+                }
+            } else {
+                for _ in 0..<total {
+                    try await connection.sendRaw(method: "void", arguments: [payload])
+                    completed.withLockedValue { $0 += 1 }
+                }
+            }
+        }
+        // Wait until the count has not moved for 1.5 s (the server would have acknowledged after 1 s).
+        var last = -1
+        var stableSince = ContinuousClock.now
+        let deadline = ContinuousClock.now + .seconds(30)
+        while ContinuousClock.now < deadline {
+            let now = completed.withLockedValue { $0 }
+            if now != last {
+                last = now
+                stableSince = .now
+            } else if ContinuousClock.now - stableSince > .milliseconds(1_500) {
+                break
+            }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        let waiting = completed.withLockedValue { $0 }
+        let atMost = limit / 1_000 + 1
+        #expect(waiting >= limit / 1_100 && waiting <= atMost, "sends completed while no Ack came: \(waiting)")
+        #expect(server.receivedTargets.count == waiting, "what completed was written, nothing else")
+        server.holdAcknowledgements(false)
+        try await sender.value
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(server.receivedTargets.count == total, "each send arrived once")
+        #expect(connection.currentState == .connected)
+        await connection.stop()
+    }
+
     @Test("Without the server's agreement the option changes nothing: a cut fails pending calls")
     func serverDeclines() async throws {
         let peer = try await PythonPeer.start(scriptPath: signalRPeerScript("aiosignalr_server.py"))
