@@ -151,7 +151,8 @@ private struct HubValueDecoding: Decoder {
 
 }
 
-private struct IndexKey: CodingKey {
+/// An array element's place in a coding path, as JSONDecoder and JSONEncoder name it.
+struct IndexKey: CodingKey {
     let intValue: Int?
     var stringValue: String { "Index \(intValue!)" }
     init(_ index: Int) { intValue = index }
@@ -159,7 +160,8 @@ private struct IndexKey: CodingKey {
     init?(intValue: Int) { self.intValue = intValue }
 }
 
-private struct SuperKey: CodingKey {
+/// The key `superDecoder()` and `superEncoder()` use.
+struct SuperKey: CodingKey {
     var stringValue: String { "super" }
     var intValue: Int? { nil }
     init() {}

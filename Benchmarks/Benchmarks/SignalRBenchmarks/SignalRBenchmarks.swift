@@ -41,8 +41,8 @@ let invocation = HubMessage.invocation(HubInvocation(
     arguments: ["ada", "hello there", 42, ["tags": ["a", "b"], "score": 9.5, "ok": true]]))
 let completion = HubMessage.completion(HubCompletion(invocationId: "123", outcome: .result(["id": 7, "name": "a result", "values": [1, 2, 3]])))
 
-struct TypedArgument: Decodable {
-    struct Owner: Decodable { var name: String; var tags: [String] }
+struct TypedArgument: Codable {
+    struct Owner: Codable { var name: String; var tags: [String] }
     var id: Int
     var name: String
     var score: Double
@@ -98,6 +98,20 @@ let benchmarks: @Sendable () -> Void = {
             for _ in 0..<1_000 {
                 blackHole(try JSONDecoder().decode(TypedArgument.self, from: Data(typedArgument.jsonString.utf8)))
             }
+        }
+    }
+
+    // Encoding the same struct: straight into the value, and the way before (JSONEncoder's text read
+    // back; the JSONValue.init(encoding:) that HubValueCoding used).
+    let typedValue = try! HubValueCoding.decode(typedArgument, as: TypedArgument.self)
+    Benchmark("typed argument: encode 1,000 structs (HubValueCoding, into the value)") { benchmark in
+        for _ in benchmark.scaledIterations {
+            for _ in 0..<1_000 { blackHole(try HubValueCoding.encode(typedValue)) }
+        }
+    }
+    Benchmark("typed argument: encode 1,000 structs (JSONEncoder text + read back, the way before)") { benchmark in
+        for _ in benchmark.scaledIterations {
+            for _ in 0..<1_000 { blackHole(try JSONValue(encoding: typedValue)) }
         }
     }
 
