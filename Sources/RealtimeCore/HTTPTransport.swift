@@ -23,7 +23,7 @@ public enum HTTPTransport {
         let (client, clientRequest) = try request.prepare(runtime: runtime)
         let response: HTTPClientResponse
         do {
-            response = try await client.execute(clientRequest, timeout: TimeAmount(request.headTimeout), logger: runtime.logger)
+            response = try await client.execute(clientRequest, timeout: TimeAmount(request.headTimeout), logger: runtime.libraryLogger)
         } catch {
             throw mapError(error, url: request.url)
         }
@@ -78,7 +78,7 @@ public enum HTTPTransport {
     private static func executeWithoutBodyLimit(_ request: HTTPRequestSpec, total: Duration, runtime: RealtimeRuntime) async throws -> (HTTPResponseHead, ByteBuffer) {
         let (client, clientRequest) = try request.prepare(runtime: runtime)
         do {
-            let response = try await client.execute(clientRequest, timeout: TimeAmount(total), logger: runtime.logger)
+            let response = try await client.execute(clientRequest, timeout: TimeAmount(total), logger: runtime.libraryLogger)
             request.cookies?.record(response.headers, from: response.url?.absoluteString ?? request.url)
             let head = HTTPResponseHead(status: response.status, headers: response.headers, url: response.url?.absoluteString ?? request.url)
             let body = try await response.body.collect(upTo: request.maxBodySize)

@@ -52,6 +52,17 @@ public struct RealtimeRuntime: Sendable {
         return copy
     }
 
+    /// The logger handed to the libraries underneath (AsyncHTTPClient, swift-websocket): the same
+    /// logger, never below `.debug`. Their trace lines print message bytes (AsyncHTTPClient the
+    /// response heads and bodies, so a negotiate reply's `accessToken` or a `Set-Cookie`;
+    /// swift-websocket the first bytes of every frame), and tokens must never reach a log.
+    package var libraryLogger: Logger {
+        guard logger.logLevel < .debug else { return logger }
+        var capped = logger
+        capped.logLevel = .debug
+        return capped
+    }
+
     /// Sleeps on the runtime's clock.
     package func sleep(for duration: Duration) async throws {
         guard duration > .zero else { return }

@@ -137,7 +137,7 @@ public enum WebSocketTransport {
         let maxMessageSize = configuration.maxMessageSize
         let autoPing: AutoPingSetup = configuration.autoPing.map { .enabled(timePeriod: $0) } ?? .disabled
         let (closeTimeout, validateUTF8) = (configuration.closeTimeout, configuration.validateUTF8)
-        let logger = runtime.logger
+        let libraryLogger = runtime.libraryLogger
         let closeFrame: WebSocketCloseFrame?
         do {
             closeFrame = try await Deadline.run(
@@ -164,7 +164,7 @@ public enum WebSocketTransport {
                             extensions: extensions, autoPing: autoPing, closeTimeout: closeTimeout, validateUTF8: validateUTF8,
                             maxFrameSize: maxMessageSize),
                         asyncChannel: asyncChannel,
-                        context: TransportContext(logger: logger)
+                        context: TransportContext(logger: libraryLogger)
                     ) { inbound, outbound, _ in
                         let connection = WebSocketConnection(
                             inbound: WebSocketMessages(

@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import NIOConcurrencyHelpers
 import NIOHTTP1
 import RealtimeCore
@@ -284,6 +285,58 @@ struct HubConnectionFaultTests {
         #expect(direct.negotiateCount == 0)
         #expect(skipping.connectionId == nil)
         await skipping.stop()
+    }
+
+    /// The "tokens never appear in logs": the client's whole trace log over a connection's
+    /// life on each transport (negotiate with a provider's token, a redirect carrying its own token
+    /// and an `access_token` query value, invocations, a drop and reconnect, stop, then a start
+    /// refused for a wrong token) holds none of the secrets, in text or in hex, and does show the
+    /// redacted URLs. (AsyncHTTPClient's trace lines printed the negotiate reply's body, with the
+    /// redirect's `accessToken`, in hex: the libraries underneath now log at debug at most.)
+    @Test("Tokens never appear in the client's trace log, on any transport", arguments: [HttpTransportType.webSockets, .serverSentEvents, .longPolling])
+    func tokensNeverLogged(_ transport: HttpTransportType) async throws {
+        var targetOptions = SignalRTestServer.Options()
+        targetOptions.requiredToken = "hunter6"
+        let target = try await SignalRTestServer.start(options: targetOptions)
+        defer { Task { await target.stop() } }
+        var redirectOptions = SignalRTestServer.Options()
+        redirectOptions.redirectURL = target.url + "?access_token=hunter7&room=a"
+        redirectOptions.redirectAccessToken = "hunter6"
+        let redirecting = try await SignalRTestServer.start(options: redirectOptions)
+        defer { Task { await redirecting.stop() } }
+        let lines = NIOLockedValueBox<[String]>([])
+        let runtime = RealtimeRuntime.shared.logging(to: Logger(label: "tokens") { _ in CapturingLogHandler(lines: lines, logLevel: .trace) })
+        let reconnected = Recorder<String>()
+        let connection = HubConnectionBuilder().withUrl(url: redirecting.url + "?access_token=hunter8", transport: transport)
+            .withAutomaticReconnect([0, 0, 0.5])
+            .withOptions {
+                $0.accessTokenProvider = { "hunter5" }
+                $0.runtime = runtime
+            }.build()
+        connection.onReconnected { reconnected.append("reconnected") }
+        try await connection.start()
+        let echoed: Int = try await connection.invoke(method: "echo", arguments: 1)
+        #expect(echoed == 1)
+        await target.dropAll()
+        _ = try await reconnected.wait(count: 1)
+        let again: Int = try await connection.invoke(method: "echo", arguments: 2)
+        #expect(again == 2)
+        await connection.stop()
+
+        let refused = HubConnectionBuilder().withUrl(url: target.url + "?access_token=hunter9", transport: transport)
+            .withOptions {
+                $0.accessTokenProvider = { "hunter10" }
+                $0.runtime = runtime
+            }.build()
+        await #expect(throws: RealtimeError.self) { try await refused.start() }
+
+        let log = lines.withLockedValue { $0 }
+        #expect(log.count > 5, "the client logged its lifecycle: \(log.count) lines")
+        #expect(log.contains { $0.contains("<redacted>") }, "URLs with their query values redacted appear")
+        // In plain text, and as the hex the libraries underneath print bytes in ("68756e746572" or
+        // "68 75 6e 74 65 72" is "hunter").
+        let leaks = log.filter { $0.contains("hunter") || $0.contains("68756e746572") || $0.contains("68 75 6e 74 65 72") }
+        #expect(leaks.isEmpty, "\(leaks.prefix(5).joined(separator: "\n"))")
     }
 
     @Test("Tokens never appear in error descriptions, including access_token query values")
