@@ -368,6 +368,31 @@ struct HubConnectionBadInputTests {
         ("a message over maximumReceiveMessageSize", Array(repeating: UInt8(ascii: "a"), count: 70_000), false, .json, "messageTooLarge"),
     ]
 
+    /// The issue's tolerant readers, over a live WebSocket: JSON in a binary frame, unknown fields,
+    /// a `headers` value of the wrong type and extra MessagePack items are taken, and the
+    /// connection stays up.
+    @Test("Sloppy but readable input is taken and the connection stays up", arguments: [
+        ("JSON in a binary frame", Array(#"{"type":1,"target":"receive","arguments":[1]}"#.utf8) + [0x1E], true, HubProtocolKind.json),
+        ("unknown fields", Array(#"{"type":1,"target":"receive","arguments":[2],"extra":{"a":[1]},"x":null}"#.utf8) + [0x1E], false, .json),
+        ("headers that are not a map", Array(#"{"type":1,"target":"receive","arguments":[3],"headers":5}"#.utf8) + [0x1E], false, .json),
+        // [1, {}, nil, "receive", [4], [], "extra item"]: the extra item after streamIds is ignored.
+        ("an extra MessagePack item", [21, 0x97, 0x01, 0x80, 0xC0, 0xA7] + Array("receive".utf8) + [0x91, 0x04, 0x90, 0xA5] + Array("extra".utf8), true, .messagepack),
+    ])
+    func tolerantInput(_ name: String, _ bytes: [UInt8], _ binary: Bool, _ kind: HubProtocolKind) async throws {
+        let server = try await SignalRTestServer.start()
+        defer { Task { await server.stop() } }
+        let connection = HubConnectionBuilder().withUrl(url: server.url, transport: .webSockets).withHubProtocol(kind).build()
+        let received = Recorder<Int>()
+        connection.on("receive") { (value: Int) in received.append(value) }
+        try await connection.start()
+        await server.sendRaw(bytes, binary: binary)
+        #expect(try await received.wait(count: 1).count == 1, "\(name)")
+        let echoed: Int = try await connection.invoke(method: "echo", arguments: 7)
+        #expect(echoed == 7, "\(name)")
+        #expect(connection.currentState == .connected)
+        await connection.stop()
+    }
+
     @Test("Bad input ends the connection with a typed error and fails pending calls at once", arguments: inputs)
     func badInput(_ name: String, _ bytes: [UInt8], _ binary: Bool, _ kind: HubProtocolKind, _ expected: String) async throws {
         let server = try await SignalRTestServer.start()
