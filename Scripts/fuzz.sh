@@ -5,21 +5,32 @@
 #   Scripts/fuzz.sh sse 600         # one target, 600 s
 #
 # Targets: json msgpack signalr-json signalr-msgpack signalr-handshake signalr-negotiate sse
-# engineio socketio (Fuzz/RealtimeFuzz/RealtimeFuzz.swift says what each checks). The build goes to
+# engineio socketio hubvalue (Fuzz/RealtimeFuzz/RealtimeFuzz.swift says what each checks). The build goes to
 # .build-fuzz (a debug build, so internal parsers are reachable through @testable import); corpora
 # grow in .build-fuzz/corpus/<target>, seeded from the conformance vectors where there are some. A
 # crash leaves its input in .build-fuzz/crashes/; turn it into a test in the module's test target.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-targets=(json msgpack signalr-json signalr-msgpack signalr-handshake signalr-negotiate sse engineio socketio)
+targets=(json msgpack signalr-json signalr-msgpack signalr-handshake signalr-negotiate sse engineio socketio hubvalue)
 seconds=60
 if [[ $# -ge 1 && -n "$1" ]]; then targets=("$1"); fi
 if [[ $# -ge 2 ]]; then seconds="$2"; fi
 
+# SwiftPM passes `-sanitize=fuzzer -sanitize=address` to swiftc as two flags, and the second
+# drops the first one's coverage instrumentation from Swift code (ASan stays, libFuzzer then sees
+# only C dependencies' edges and mutates blind: "no interesting inputs were found"). The coverage
+# is asked for explicitly; The check below refuses a build without it.
+coverage=(-Xswiftc -sanitize-coverage=edge,inline-8bit-counters,pc-table,trace-cmp)
 REALTIME_FUZZ=1 swift build --scratch-path .build-fuzz --product RealtimeFuzz \
-    --sanitize=fuzzer --sanitize=address
+    --sanitize=fuzzer --sanitize=address "${coverage[@]}"
 binary=$(REALTIME_FUZZ=1 swift build --scratch-path .build-fuzz --show-bin-path)/RealtimeFuzz
+objects=$(dirname "$binary")
+if ! objdump -h "$objects/RealtimeCore.build/JSONCodec.swift.o" | grep -c __sancov_cntrs >/dev/null; then
+    echo "fuzz.sh: the Swift code is not coverage-instrumented; libFuzzer would mutate blind." >&2
+    echo "An older build in .build-fuzz keeps its objects when flags change: rm -rf .build-fuzz/*-linux-gnu .build-fuzz/build.db and run again." >&2
+    exit 1
+fi
 
 seed() {
     # Seeds: short valid inputs of each format, so the fuzzer starts from the grammar.
@@ -34,6 +45,7 @@ seed() {
         sse) printf 'event: a\r\ndata: x\r\nid: 7\n\n: c\nretry: 10\ndata\n\n' >"$dir/seed1" ;;
         engineio) printf '4hello\x1e2\x1ebAQID' >"$dir/seed1" ;;
         socketio) printf '2/chat,12["ev",{"a":1}]' >"$dir/seed1" ;;
+        hubvalue) printf '{"name":"a","tags":["x"],"score":0.1}' >"$dir/seed1"; printf '[1,-7,255,0.5,"AQID","2026-11-24T10:20:30Z"]' >"$dir/seed2" ;;
     esac
 }
 
