@@ -358,6 +358,84 @@ struct HubConnectionFaultTests {
 
 @Suite("HubConnection and bad input from the server", .serialized, .timeLimit(.minutes(3)))
 struct HubConnectionBadInputTests {
+    /// Bad HTTP answers before the hub is reached, from a scripted server: each start fails at once
+    /// with a typed error that says what was wrong. The negotiate reply is read as JSON whatever its
+    /// content type (text/plain here, as some servers send), and the SSE stream's status and content
+    /// type are checked.
+    @Test("Bad negotiate and Server-Sent Events answers fail the start with a typed error", arguments: [
+        ("negotiate 500", 500, "text/plain", "oops", 200, "text/event-stream", "badStatus", "500"),
+        ("negotiate is not JSON", 200, "text/plain", "<html>hello</html>", 200, "text/event-stream", "protocolViolation", "negotiate"),
+        ("negotiate JSON without a connection id", 200, "application/json", #"{"negotiateVersion":1,"availableTransports":[]}"#, 200, "text/event-stream", "protocolViolation", "negotiate"),
+        ("SSE answered with HTML", 200, "text/plain", Self.sseOnly, 200, "text/html", "badContentType", "content type text/html"),
+        ("SSE answered 503", 200, "text/plain", Self.sseOnly, 503, "text/event-stream", "badStatus", "503"),
+    ])
+    func badHTTPAnswers(_ name: String, _ negotiateStatus: Int, _ negotiateType: String, _ negotiateBody: String,
+                        _ sseStatus: Int, _ sseType: String, _ code: String, _ fragment: String) async throws {
+        let server = try await ScriptedHTTPServer.start()
+        defer { Task { await server.stop() } }
+        server.route("/hub/negotiate") { _ in .text(negotiateBody, status: negotiateStatus, contentType: negotiateType) }
+        server.route("/hub") { _ in .text("", status: sseStatus, contentType: sseType) }
+        let connection = HubConnectionBuilder().withUrl(url: server.baseURL + "/hub", transport: .serverSentEvents).build()
+        let started = ContinuousClock.now
+        let error = await #expect(throws: RealtimeError.self, "\(name)") { try await connection.start() }
+        #expect(error.map { "\($0.code)" } == code, "\(name): \(String(describing: error))")
+        #expect(error.map { "\($0)".contains(fragment) } == true, "\(name): \(String(describing: error))")
+        #expect(ContinuousClock.now - started < .seconds(10), "\(name): failed at once, not after a timeout")
+        #expect(connection.currentState == .stopped)
+    }
+
+    /// Long polling against a scripted server: the handshake is POSTed before the first poll is
+    /// answered (that poll is held until the handshake arrives, 5 s at most: a client that waited
+    /// for it would post late), never more than one poll is in flight, and a poll answered 500 ends
+    /// the connection at once with `badStatus`.
+    @Test("Long polling: handshake before the first poll's answer, one poll at a time, a 500 poll ends the connection")
+    func longPollingAgainstAScriptedServer() async throws {
+        let server = try await ScriptedHTTPServer.start()
+        defer { Task { await server.stop() } }
+        struct Counts { var polls = 0, answered = 0, inFlight = 0, maxInFlight = 0, handshakePosted = false, postedBeforeFirstAnswer = false }
+        let counts = NIOLockedValueBox(Counts())
+        let lpOnly = #"{"negotiateVersion":1,"connectionId":"c","connectionToken":"t","availableTransports":[{"transport":"LongPolling","transferFormats":["Text","Binary"]}]}"#
+        server.route("/hub/negotiate") { _ in .text(lpOnly) }
+        server.route("/hub") { request in
+            if request.method == "POST" {
+                counts.withLockedValue { counts in
+                    // The POST and the first GET travel at once and may arrive in either order; a
+                    // client that waited for the first poll would post only after its answer.
+                    if !counts.handshakePosted { counts.postedBeforeFirstAnswer = counts.answered == 0 }
+                    counts.handshakePosted = true
+                }
+                return .text("")
+            }
+            guard request.method == "GET" else { return .text("") }
+            let poll = counts.withLockedValue { counts -> Int in
+                counts.polls += 1
+                counts.inFlight += 1
+                counts.maxInFlight = max(counts.maxInFlight, counts.inFlight)
+                return counts.polls
+            }
+            defer { counts.withLockedValue { $0.inFlight -= 1; $0.answered += 1 } }
+            if poll == 1 {
+                // Held until the handshake arrives (5 s at most), then answers it.
+                for _ in 0..<250 where !counts.withLockedValue({ $0.handshakePosted }) { try await Task.sleep(for: .milliseconds(20)) }
+                return .text("{}\u{1E}")
+            }
+            return .text("broken", status: 500)
+        }
+        let connection = HubConnectionBuilder().withUrl(url: server.baseURL + "/hub", transport: .longPolling).build()
+        let closed = Recorder<String>()
+        connection.onClosed { error in closed.append(error.map { "\(($0 as? RealtimeError)?.code.description ?? "untyped"): \($0)" } ?? "nil") }
+        try await connection.start()
+        let reason = try await closed.wait(count: 1).first ?? ""
+        #expect(reason.hasPrefix("badStatus") && reason.contains("500"), "\(reason)")
+        let seen = counts.withLockedValue { $0 }
+        #expect(seen.postedBeforeFirstAnswer, "the handshake went out before the first poll was answered")
+        #expect(seen.maxInFlight == 1)
+        #expect(seen.polls == 2)
+        #expect(connection.currentState == .stopped)
+    }
+
+    static let sseOnly = #"{"negotiateVersion":1,"connectionId":"c","connectionToken":"t","availableTransports":[{"transport":"ServerSentEvents","transferFormats":["Text"]}]}"#
+
     static let inputs: [(String, [UInt8], Bool, HubProtocolKind, String)] = [
         ("invalid JSON", Array("{\"type\":1,\u{1E}".utf8), false, .json, "protocolViolation"),
         ("a JSON message of an unknown type", Array("{\"type\":99}\u{1E}".utf8), false, .json, "protocolViolation"),
