@@ -7,17 +7,20 @@ public import RealtimeCore
 /// MessagePack) and `Date` as an ISO 8601 string (MessagePack timestamps arrive as one).
 public enum HubValueCoding {
     /// Encodes `value` as a hub argument.
-    public static func encode(_ value: some Encodable) throws -> JSONValue {
-        switch value {
-        case let value as JSONValue: return value
-        case let value as String: return .string(value)
-        case let value as Bool: return .bool(value)
-        case let value as Int: return .number(Double(value))
-        case let value as Double: return .number(value)
-        case let value as Data: return .binary(value)
-        case let value as [UInt8]: return .binary(Data(value))
-        default: return try HubValueEncoder.encode(value)
+    public static func encode<T: Encodable>(_ value: T) throws -> JSONValue {
+        // The common scalars without an encoder, compared by type first (a dynamic cast costs more
+        // than the rest); a non-finite Double, and everything else, is HubValueEncoder's.
+        if T.self == String.self || T.self == Bool.self || T.self == Int.self || T.self == Double.self || T.self == [UInt8].self {
+            switch value {
+            case let value as String: return .string(value)
+            case let value as Bool: return .bool(value)
+            case let value as Int: return .number(Double(value))
+            case let value as Double where value.isFinite: return .number(value)
+            case let value as [UInt8]: return .binary(Data(value))
+            default: break
+            }
         }
+        return try HubValueEncoder.encode(value)
     }
 
     /// The way `encode` worked before `HubValueEncoder`: `JSONEncoder`'s text, read back. Kept for
@@ -29,7 +32,7 @@ public enum HubValueCoding {
     /// Decodes a hub argument, item or result as `T`.
     public static func decode<T: Decodable>(_ value: JSONValue, as type: T.Type = T.self) throws -> T {
         // Fast paths for the common types; anything else (or a value of another kind) goes through
-        // JSONDecoder, which reports a mismatch as a typed DecodingError.
+        // HubValueDecoder, which reports a mismatch as JSONDecoder's typed DecodingError.
         let fast: Any? = switch value {
         case _ where type == JSONValue.self: value
         case .binary(let data) where type == Data.self: data

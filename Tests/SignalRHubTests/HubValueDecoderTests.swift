@@ -217,4 +217,25 @@ struct HubValueCodingFastPathTests {
         #expect(throws: DecodingError.self) { try HubValueCoding.decode(.string("a"), as: Int?.self) }
         #expect(throws: DecodingError.self) { try HubValueCoding.decode(.number(1.5), as: Int.self) }
     }
+
+    /// The encode side's fast paths give what `HubValueEncoder` gives: a non-finite Double fails as
+    /// it does inside a struct (the fast path once sent it as a number JSON cannot carry).
+    @Test("Top-level arguments encode as they would inside a value; non-finite numbers fail")
+    func encodeFastPaths() throws {
+        #expect(try HubValueCoding.encode("a") == .string("a"))
+        #expect(try HubValueCoding.encode(true) == .bool(true))
+        #expect(try HubValueCoding.encode(7) == .number(7))
+        #expect(try HubValueCoding.encode(0.5) == .number(0.5))
+        #expect(try HubValueCoding.encode(Int?.some(3)) == .number(3))
+        #expect(try HubValueCoding.encode(Int?.none) == .null)
+        #expect(try HubValueCoding.encode(Data([1, 2])) == .binary(Data([1, 2])))
+        #expect(try HubValueCoding.encode([UInt8]([1, 2])) == .binary(Data([1, 2])))
+        let ordered: JSONValue = ["z": 1, "a": 2]
+        #expect(try HubValueCoding.encode(ordered).jsonString == #"{"z":1,"a":2}"#)
+        for value in [Double.nan, .infinity, -.infinity] {
+            #expect(throws: EncodingError.self) { try HubValueCoding.encode(value) }
+            #expect(throws: EncodingError.self) { try HubValueCoding.encode(Double?.some(value)) }
+            #expect(throws: EncodingError.self) { try HubValueCoding.encode([value]) }
+        }
+    }
 }
