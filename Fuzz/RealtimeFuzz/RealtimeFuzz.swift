@@ -64,16 +64,19 @@ func same(_ a: JSONValue, _ b: JSONValue) -> Bool {
     }
 }
 
-/// Whether a number too large for a Double (read as infinity) is inside: such a value is written
-/// with null in its place, so its round trip differs by design.
-func hasNonFinite(_ value: JSONValue) -> Bool {
+/// Whether a number inside `value`, at any depth, satisfies `test`.
+func containsNumber(_ value: JSONValue, where test: (Double) -> Bool) -> Bool {
     switch value {
-    case .number(let x): return !x.isFinite
-    case .array(let items): return items.contains(where: hasNonFinite)
-    case .object(let members): return members.values.contains(where: hasNonFinite)
+    case .number(let x): return test(x)
+    case .array(let items): return items.contains { containsNumber($0, where: test) }
+    case .object(let members): return members.values.contains { containsNumber($0, where: test) }
     default: return false
     }
 }
+
+/// Whether a number too large for a Double (read as infinity) is inside: such a value is written
+/// with null in its place, so its round trip differs by design.
+func hasNonFinite(_ value: JSONValue) -> Bool { containsNumber(value) { !$0.isFinite } }
 
 func hasNonFinite(_ message: HubMessage) -> Bool {
     switch message {
@@ -236,12 +239,7 @@ func agreeAsTyped<T: Codable & Equatable>(_ value: JSONValue, _ type: T.Type) {
 /// UInt64: 11112111111111110656 against 11112111111111110000). Neither is the sender's number: a
 /// documented limit (Docs/SignalR.md, "Known gaps"), not a disagreement to report.
 func hasWideInteger(_ value: JSONValue) -> Bool {
-    switch value {
-    case .number(let x): return x.rounded() == x && abs(x) >= 9_007_199_254_740_992
-    case .array(let items): return items.contains(where: hasWideInteger)
-    case .object(let members): return members.values.contains(where: hasWideInteger)
-    default: return false
-    }
+    containsNumber(value) { $0.rounded() == $0 && abs($0) >= 9_007_199_254_740_992 }
 }
 
 func fuzzHubValue(_ input: UnsafeRawBufferPointer) {
