@@ -85,6 +85,19 @@ let package = Package(
             path: "Sources/WebSocketCompare"
         ),
         .executableTarget(
+            name: "EngineCompare",
+            dependencies: [
+                .product(name: "RealtimeCore", package: "swift-realtime"),
+                .product(name: "EventSourceClient", package: "swift-realtime"),
+                .product(name: "SocketIOEngine", package: "swift-realtime"),
+                .product(name: "SignalRHub", package: "swift-realtime"),
+                .product(name: "SpreadbotClient", package: "swift-realtime"),
+                .product(name: "RealtimeTesting", package: "swift-realtime"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ],
+            path: "Sources/EngineCompare"
+        ),
+        .executableTarget(
             name: "SocketIOCompare",
             dependencies: [
                 .product(name: "RealtimeCore", package: "swift-realtime"),

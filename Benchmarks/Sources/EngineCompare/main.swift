@@ -1,0 +1,259 @@
+import EventSourceClient
+import Foundation
+import NIOConcurrencyHelpers
+import RealtimeCore
+import RealtimeTesting
+import SignalRHub
+import SocketIOEngine
+import SpreadbotClient
+
+// The data path end to end, one workload per invocation, so `perf stat` measures one client process
+// against a server in another process (the issue's figures: context switches and task-clock per
+// message, RSS growth per idle connection). Build it once per tree and run both binaries side by
+// side (Benchmarks/Scripts/engine_compare.sh does).
+//
+//   EngineCompare serve socketio|signalr|spreadbot      our test server; prints "PORT <n>", serves until stdin closes
+//   EngineCompare sse URL [count]                        `for try await event in source.events` until `done` or count
+//   EngineCompare sse-idle URL N                         N EventSource streams (sse_hold.py), RSS growth / N
+//   EngineCompare socketio-idle|signalr-idle|spreadbot-idle URL N   N idle WebSocket clients, RSS growth / N
+//   EngineCompare signalr-stream URL N                   a server-to-client stream of N items (countTo)
+//   EngineCompare signalr-on URL N                       N server invocations to an `on` handler (pushMany)
+//   EngineCompare socketio-on URL N                      N server events to an `on` handler (count)
+//   EngineCompare socketio-emit URL N [inflight]         N emitWithAck, `inflight` at a time
+//   EngineCompare signalr-invoke URL N [inflight]        N invoke("echo"), `inflight` at a time
+//
+// Every workload prints one line: "<what>: N messages, S s, R messages/s" (idle: "KiB per connection").
+
+extension Duration {
+    var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
+}
+
+let arguments = Array(CommandLine.arguments.dropFirst())
+func argument(_ index: Int) -> String? { arguments.count > index ? arguments[index] : nil }
+func number(_ index: Int, _ fallback: Int) -> Int { argument(index).flatMap(Int.init) ?? fallback }
+
+func fail(_ text: String) -> Never {
+    FileHandle.standardError.write(Data((text + "\n").utf8))
+    exit(2)
+}
+
+/// Resident memory of this process in KiB (/proc/self/statm).
+func residentKiB() -> Int {
+    guard let text = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8) else { return 0 }
+    let fields = text.split(separator: " ")
+    guard fields.count > 1, let pages = Int(fields[1]) else { return 0 }
+    return pages * Int(sysconf(Int32(_SC_PAGESIZE))) / 1024
+}
+
+func report(_ what: String, _ count: Int, _ elapsed: Duration) {
+    let seconds = elapsed.seconds
+    print("\(what): \(count) messages, \(String(format: "%.3f", seconds)) s, \(Int(Double(count) / seconds)) messages/s")
+}
+
+/// Opens `count` connections with `open` (64 at a time), then reports RSS growth per connection
+/// once every one is open and the process has settled.
+func idle(_ what: String, count: Int, _ open: @escaping @Sendable (Int) async throws -> any Sendable) async throws {
+    // Warm up the runtime (HTTP client, event loops, first connection) so the baseline includes it.
+    let warm = try await open(-1)
+    try await Task.sleep(for: .milliseconds(500))
+    let before = residentKiB()
+    var held: [any Sendable] = [warm]
+    var next = 0
+    while next < count {
+        let batch = min(64, count - next)
+        let opened = try await withThrowingTaskGroup(of: (any Sendable).self) { group in
+            for index in next..<(next + batch) { group.addTask { try await open(index) } }
+            var opened: [any Sendable] = []
+            for try await item in group { opened.append(item) }
+            return opened
+        }
+        held += opened
+        next += batch
+    }
+    try await Task.sleep(for: .seconds(2))
+    let after = residentKiB()
+    print("\(what): \(count) idle connections, RSS \(before) -> \(after) KiB, \(String(format: "%.1f", Double(after - before) / Double(count))) KiB per connection")
+    withExtendedLifetime(held) {}
+}
+
+let clock = ContinuousClock()
+
+switch argument(0) {
+case "serve":
+    let port: Int
+    var stoppers: [@Sendable () async -> Void] = []
+    switch argument(1) {
+    case "socketio":
+        let server = try await SocketIOTestServer.start()
+        port = server.port
+        stoppers.append { await server.stop() }
+    case "signalr":
+        let server = try await SignalRTestServer.start()
+        server.method("pushMany", concurrent: true) { [weak server] call in
+            guard let server else { return nil }
+            let count = call.arguments.first?.intValue ?? 0
+            for index in 0..<count { try await server.invokeClientSend(call.connectionId, "tick", [.number(Double(index))]) }
+            return .number(Double(count))
+        }
+        port = server.port
+        stoppers.append { await server.stop() }
+    case "spreadbot":
+        let server = try await SpreadbotTestServer.start()
+        port = server.port
+        stoppers.append { await server.stop() }
+    default:
+        fail("serve socketio|signalr|spreadbot")
+    }
+    FileHandle.standardOutput.write(Data("PORT \(port)\n".utf8))
+    await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+        Thread.detachNewThread {
+            _ = FileHandle.standardInput.readDataToEndOfFile()
+            done.resume()
+        }
+    }
+    for stop in stoppers { await stop() }
+    exit(0)
+
+case "sse":
+    guard let url = argument(1).flatMap(URL.init(string:)) else { fail("sse URL [count]") }
+    let limit = number(2, .max)
+    let source = EventSource(url: url, configuration: EventSourceConfiguration(maxReconnectAttempts: 0, reachability: AlwaysReachable()))
+    var count = 0
+    let start = clock.now
+    for try await event in source.events {
+        if event.type == "done" { break }
+        count += 1
+        if count >= limit { break }
+    }
+    report("sse", count, clock.now - start)
+    source.close()
+
+case "sse-idle":
+    guard let url = argument(1).flatMap(URL.init(string:)) else { fail("sse-idle URL N") }
+    try await idle("sse", count: number(2, 2000)) { _ in
+        let source = EventSource(url: url, configuration: EventSourceConfiguration(reachability: AlwaysReachable()))
+        var iterator = source.events.makeAsyncIterator()
+        _ = try await iterator.next()
+        return source
+    }
+
+case "socketio-idle":
+    guard let url = argument(1) else { fail("socketio-idle URL N") }
+    try await idle("socketio", count: number(2, 2000)) { _ in
+        var configuration = SocketIOConfiguration()
+        configuration.engine.transports = [.websocket]
+        configuration.reachability = AlwaysReachable()
+        let manager = SocketManager(url: url, configuration: configuration)
+        try await manager.defaultSocket.connect(timeout: .seconds(60))
+        return manager
+    }
+
+case "signalr-idle":
+    guard let url = argument(1) else { fail("signalr-idle URL N") }
+    try await idle("signalr", count: number(2, 2000)) { _ in
+        let connection = HubConnectionBuilder().withUrl(url: url, transport: .webSockets).build()
+        try await connection.start()
+        return connection
+    }
+
+case "spreadbot-idle":
+    guard let url = argument(1) else { fail("spreadbot-idle URL N") }
+    try await idle("spreadbot", count: number(2, 2000)) { _ in
+        var configuration = SpreadbotConfiguration(baseURL: url, accessToken: "token")
+        configuration.reachability = AlwaysReachable()
+        configuration.transports = [.webSocket]
+        let client = Spreadbot(configuration: configuration)
+        client.establishConnection(path: "idle")
+        for await state in client.stateUpdates() where state == .connected { break }
+        return client
+    }
+
+case "signalr-stream":
+    guard let url = argument(1) else { fail("signalr-stream URL N") }
+    let total = number(2, 100_000)
+    let connection = HubConnectionBuilder().withUrl(url: url, transport: .webSockets).build()
+    try await connection.start()
+    let start = clock.now
+    var count = 0
+    let stream: any StreamResult<Int> = try await connection.stream(method: "countTo", arguments: total)
+    for try await _ in stream.stream { count += 1 }
+    report("signalr-stream", count, clock.now - start)
+    await connection.stop()
+
+case "signalr-on":
+    guard let url = argument(1) else { fail("signalr-on URL N") }
+    let total = number(2, 100_000)
+    let connection = HubConnectionBuilder().withUrl(url: url, transport: .webSockets).build()
+    let received = NIOLockedValueBox(0)
+    let done = AsyncStream.makeStream(of: Void.self)
+    connection.on("tick") { (_: Int) in
+        if received.withLockedValue({ $0 += 1; return $0 }) == total { done.continuation.finish() }
+    }
+    try await connection.start()
+    let start = clock.now
+    let _: Int = try await connection.invoke(method: "pushMany", arguments: total)
+    for await _ in done.stream {}
+    report("signalr-on", received.withLockedValue { $0 }, clock.now - start)
+    await connection.stop()
+
+case "socketio-on":
+    guard let url = argument(1) else { fail("socketio-on URL N") }
+    let total = number(2, 200_000)
+    var configuration = SocketIOConfiguration()
+    configuration.engine.transports = [.websocket]
+    configuration.reachability = AlwaysReachable()
+    let manager = SocketManager(url: url, configuration: configuration)
+    let socket = manager.defaultSocket
+    let received = NIOLockedValueBox(0)
+    let done = AsyncStream.makeStream(of: Void.self)
+    socket.on("tick") { _ in
+        if received.withLockedValue({ $0 += 1; return $0 }) == total { done.continuation.finish() }
+    }
+    try await socket.connect(timeout: .seconds(10))
+    let start = clock.now
+    try socket.emit("count", arguments: [.number(Double(total))])
+    for await _ in done.stream {}
+    report("socketio-on", received.withLockedValue { $0 }, clock.now - start)
+    manager.disconnect()
+
+case "socketio-emit":
+    guard let url = argument(1) else { fail("socketio-emit URL N [inflight]") }
+    let total = number(2, 100_000)
+    let inflight = number(3, 1000)
+    var configuration = SocketIOConfiguration()
+    configuration.engine.transports = [.websocket]
+    configuration.reachability = AlwaysReachable()
+    let manager = SocketManager(url: url, configuration: configuration)
+    let socket = manager.defaultSocket
+    try await socket.connect(timeout: .seconds(10))
+    let start = clock.now
+    try await withThrowingTaskGroup(of: Void.self) { group in
+        for index in 0..<total {
+            if index >= inflight { try await group.next() }
+            group.addTask { _ = try await socket.emitWithAck("echo", arguments: [.number(Double(index))], timeout: .seconds(60)) }
+        }
+        try await group.waitForAll()
+    }
+    report("socketio-emit", total, clock.now - start)
+    manager.disconnect()
+
+case "signalr-invoke":
+    guard let url = argument(1) else { fail("signalr-invoke URL N [inflight]") }
+    let total = number(2, 100_000)
+    let inflight = number(3, 1000)
+    let connection = HubConnectionBuilder().withUrl(url: url, transport: .webSockets).build()
+    try await connection.start()
+    let start = clock.now
+    try await withThrowingTaskGroup(of: Void.self) { group in
+        for index in 0..<total {
+            if index >= inflight { try await group.next() }
+            group.addTask { let _: Int = try await connection.invoke(method: "echo", arguments: index) }
+        }
+        try await group.waitForAll()
+    }
+    report("signalr-invoke", total, clock.now - start)
+    await connection.stop()
+
+default:
+    fail("EngineCompare serve|sse|sse-idle|socketio-idle|signalr-idle|spreadbot-idle|signalr-stream|signalr-on|socketio-on|socketio-emit|signalr-invoke ...")
+}
