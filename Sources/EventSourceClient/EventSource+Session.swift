@@ -10,7 +10,9 @@ import NIOHTTP1
 import RealtimeCore
 
 extension EventSource {
-    /// One connection: request, check status and content type, parse until the body ends.
+    /// One connection: RealtimeCore's event stream with the EventSource rules for the head (204 ends
+    /// for good, any other status but 200 and any content type but `text/event-stream` fail), and
+    /// every event handed to the consumer's buffer on the connection's event loop.
     func session(_ context: ReconnectDriver<Never>.SessionContext) async throws -> SessionEnd {
         var headers = configuration.headers
         headers.replaceOrAdd(name: "Accept", value: "text/event-stream")
@@ -19,85 +21,100 @@ extension EventSource {
         if !lastEventId.isEmpty { headers.replaceOrAdd(name: "Last-Event-ID", value: lastEventId) }
         let request = HTTPRequestSpec(
             url: url.absoluteString, method: configuration.method, headers: headers, body: configuration.body,
-            tls: configuration.tls, headTimeout: configuration.connectTimeout, idleTimeout: configuration.idleTimeout)
+            tls: configuration.tls, headTimeout: configuration.connectTimeout)
+        let options = EventStreamOptions(
+            maxEventSize: configuration.maxEventSize,
+            emitsComments: configuration.onComment != nil || configuration.includeComments,
+            lastEventId: lastEventId,
+            idleTimeout: configuration.idleTimeout)
         let urlText = url.absoluteString
-        do {
-            return try await HTTPTransport.stream(request, runtime: runtime) { head, body in
+        let stream = try EventStream.open(
+            request, runtime: runtime, options: options,
+            onHead: { head in
                 self.state.withLockedValue { $0.lastStatus = Int(head.status.code) }
                 if head.status == .noContent {
                     // The server's way to say "stop reconnecting".
                     self.state.withLockedValue { $0.closed = true }
-                    return .closed
+                    return .finish
                 }
                 guard head.status == .ok else {
-                    var excerpt = ""
-                    for try await chunk in body {
-                        excerpt += String(buffer: chunk)
-                        if excerpt.utf8.count >= 512 { break }
-                    }
-                    throw RealtimeError.badStatus(head.status, url: urlText, body: excerpt)
+                    let status = head.status
+                    return .refuse { excerpt in RealtimeError.badStatus(status, url: urlText, body: excerpt) }
                 }
                 guard head.mediaType == "text/event-stream" else {
-                    throw RealtimeError(
+                    let error = RealtimeError(
                         .badContentType,
                         "expected Content-Type text/event-stream, got \(head.headers.first(name: "content-type") ?? "none")",
                         status: head.status)
+                    return .refuse { _ in error }
                 }
-                try await context.connected { (never: Never) in }
-                self.setReadyState(.open)
-                self.notifyOpen()
-                if self.hasConsumer { await body.pausingIdleTimeout { await self.buffer.send(.open) } }
-                return try await self.consume(body)
+                self.opened(context)
+                return .accept
+            },
+            onOutputs: { outputs in self.receive(outputs) })
+        let registered = state.withLockedValue { state -> Bool in
+            guard !state.closed, !state.restartRequested else { return false }
+            state.stream = stream
+            return true
+        }
+        if !registered { stream.cancel() }
+        buffer.setOnDemand { stream.resume() }
+        defer {
+            let lastEventId = stream.lastEventId
+            state.withLockedValue { state in
+                state.stream = nil
+                state.lastEventId = lastEventId
             }
+        }
+        let end: EventStreamEnd
+        do {
+            end = try await stream.finished()
+        } catch is CancellationError {
+            let (closed, restart) = state.withLockedValue { ($0.closed, $0.restartRequested) }
+            if closed { return .closed }
+            if restart { return .restart }
+            throw CancellationError()
         } catch let error as RealtimeError where error.code == .timeout {
             return .dropped(error)
         }
-    }
-
-    private func consume(_ body: HTTPBodyChunks) async throws -> SessionEnd {
-        let includeComments = configuration.includeComments
-        var parser = SSEParser(
-            configuration: .init(maxEventSize: configuration.maxEventSize, emitsComments: configuration.onComment != nil || includeComments),
-            lastEventId: state.withLockedValue { $0.lastEventId })
-        let onComment = configuration.onComment
-        defer {
-            parser.finish()
-            let lastEventId = parser.lastEventId
-            state.withLockedValue { $0.lastEventId = lastEventId }
-        }
-        // The outputs of one chunk, kept to be handed on after the parser returns (handing on may wait).
-        var outputs: [SSEParser.Output] = []
-        for try await chunk in body {
-            runtime.logger.trace("event stream chunk", metadata: ["realtime.bytes": "\(chunk.readableBytes)"])
-            outputs.removeAll(keepingCapacity: true)
-            try parser.parse(chunk) { outputs.append($0) }
-            for output in outputs {
-                let update: EventSourceUpdate?
-                switch output {
-                case .event(let event):
-                    state.withLockedValue { $0.lastEventId = event.lastEventId }
-                    notifyEvent(event)
-                    update = .event(event)
-                case .retry(let milliseconds):
-                    state.withLockedValue { $0.reconnectionTime = .milliseconds(milliseconds) }
-                    update = nil
-                case .comment(let text):
-                    onComment?(text)
-                    update = includeComments ? .comment(text) : nil
-                }
-                guard let update, hasConsumer else { continue }
-                if buffer.isFull {
-                    // The consumer is behind: stop reading until it catches up (backpressure).
-                    await body.pausingIdleTimeout { await buffer.send(update) }
-                } else {
-                    await buffer.send(update)
-                }
-            }
-            if state.withLockedValue({ $0.closed }) { return .closed }
-            try Task.checkCancellation()
-        }
+        if state.withLockedValue({ $0.closed }) { return .closed }
+        if case .finishedAtHead = end { return .closed }
         // A clean end of the body: reconnect after the reconnection time.
         runtime.logger.debug("event stream ended by the server")
         return .dropped(RealtimeError(.connectionClosed, "the server ended the event stream"))
+    }
+
+    /// The head was accepted (on the event loop): open, before any event of this response.
+    private func opened(_ context: ReconnectDriver<Never>.SessionContext) {
+        context.connected()
+        setReadyState(.open)
+        notifyOpen()
+        if hasConsumer { buffer.yield(.open) }
+    }
+
+    /// One body part's outputs (on the event loop): callbacks first, then the consumer's buffer.
+    /// Returns false when the consumer is `bufferSize` behind: reading pauses until it catches up.
+    private func receive(_ outputs: [SSEParser.Output]) -> Bool {
+        let includeComments = configuration.includeComments
+        let onComment = configuration.onComment
+        var updates: [EventSourceUpdate] = []
+        updates.reserveCapacity(outputs.count)
+        var lastEventId: String?
+        for output in outputs {
+            switch output {
+            case .event(let event):
+                lastEventId = event.lastEventId
+                notifyEvent(event)
+                updates.append(.event(event))
+            case .retry(let milliseconds):
+                state.withLockedValue { $0.reconnectionTime = .milliseconds(milliseconds) }
+            case .comment(let text):
+                onComment?(text)
+                if includeComments { updates.append(.comment(text)) }
+            }
+        }
+        if let lastEventId { state.withLockedValue { $0.lastEventId = lastEventId } }
+        guard hasConsumer, !updates.isEmpty else { return true }
+        return buffer.yield(contentsOf: updates)
     }
 }

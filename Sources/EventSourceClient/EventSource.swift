@@ -34,7 +34,7 @@ public final class EventSource: Service, Sendable {
     let runtime: RealtimeRuntime
     let driver: ReconnectDriver<Never>
     let state: NIOLockedValueBox<LoopState>
-    let buffer: AsyncBoundedBuffer<EventSourceUpdate>
+    let buffer: InboundBuffer<EventSourceUpdate>
     /// Callbacks of the IKEventSource-shaped layer (EventSource+IKEventSource.swift).
     let callbacks = NIOLockedValueBox(Callbacks())
 
@@ -46,11 +46,11 @@ public final class EventSource: Service, Sendable {
         var reconnectionTime: Duration
         var readyState: EventSourceState = .connecting
         var lastStatus: Int?
-        var reconnects = true
         /// An iterator of `events` or `updates` exists: produce into the buffer.
         var hasConsumer = false
         var restartRequested = false
-        var restartWaiter: CheckedContinuation<Void, Never>?
+        /// The response being read, so that restart() and close() can end it.
+        var stream: EventStream?
     }
 
     /// - Parameters:
@@ -79,7 +79,7 @@ public final class EventSource: Service, Sendable {
                 shouldRetry: configuration.shouldRetry),
             queue: OfflineQueue(capacity: 0),
             runtime: runtime)
-        self.buffer = AsyncBoundedBuffer(capacity: configuration.bufferSize)
+        self.buffer = InboundBuffer(limit: configuration.bufferSize)
     }
 
     /// The events, in order. Iterating starts the connection if ``run()`` has not.
@@ -117,13 +117,13 @@ public final class EventSource: Service, Sendable {
 
     /// Closes the connection for good; ``events`` ends normally.
     public func close() {
-        let task = state.withLockedValue { state -> Task<Void, Never>? in
+        let (task, stream) = state.withLockedValue { state -> (Task<Void, Never>?, EventStream?) in
             state.closed = true
             state.readyState = .closed
-            return state.task
+            return (state.task, state.stream)
         }
+        stream?.cancel()
         task?.cancel()
-        wakeRestartWaiter()
         buffer.finish()
     }
 
@@ -131,43 +131,22 @@ public final class EventSource: Service, Sendable {
     /// ID: for a reset the server asked for in an event, or a user's "refresh". Starts the
     /// connection if it was not running; does nothing after ``close()``.
     public func restart() {
-        let closed = state.withLockedValue { state -> Bool in
-            if state.closed { return true }
+        let (closed, stream) = state.withLockedValue { state -> (Bool, EventStream?) in
+            if state.closed { return (true, nil) }
             state.restartRequested = true
-            return false
+            return (false, state.stream)
         }
         guard !closed else { return }
-        wakeRestartWaiter()
+        stream?.cancel()
         startIfNeeded()
-    }
-
-    private func wakeRestartWaiter() {
-        state.withLockedValue { state in
-            defer { state.restartWaiter = nil }
-            return state.restartWaiter
-        }?.resume()
-    }
-
-    /// Returns when ``restart()`` or ``close()`` is called (or the task is cancelled).
-    private func waitForRestart() async {
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { continuation in
-                let now = state.withLockedValue { state -> Bool in
-                    if state.restartRequested || state.closed || Task.isCancelled { return true }
-                    state.restartWaiter = continuation
-                    return false
-                }
-                if now { continuation.resume() }
-            }
-        } onCancel: {
-            self.wakeRestartWaiter()
-        }
     }
 
     func startIfNeeded() {
         state.withLockedValue { state in
             guard !state.started, !state.closed else { return }
             state.started = true
+            // Unstructured because the app asked for the events without running the source as a
+            // Service (`run()` is the structured way); close() cancels it.
             state.task = Task { await self.loop() }
         }
     }
@@ -185,23 +164,12 @@ public final class EventSource: Service, Sendable {
             if self.state.withLockedValue({ $0.closed }) { return .closed }
             self.setReadyState(.connecting)
             self.state.withLockedValue { $0.restartRequested = false }
-            return try await withThrowingTaskGroup(of: SessionEnd?.self) { group in
-                group.addTask { try await self.session(context) }
-                group.addTask {
-                    await self.waitForRestart()
-                    return self.state.withLockedValue { $0.restartRequested && !$0.closed } ? .restart : nil
-                }
-                defer { group.cancelAll() }
-                while let end = try await group.next() {
-                    if let end { return end }
-                }
-                return .closed
-            }
+            return try await self.session(context)
         }, onFailure: { error, willRetry in
             self.runtime.logger.debug(
                 "event stream failed", metadata: ["realtime.error": "\(error)", "realtime.will_retry": "\(willRetry)"])
             self.setReadyState(willRetry ? .connecting : .closed)
-            if self.hasConsumer { await self.buffer.send(.failure(error, willRetry: willRetry)) }
+            if self.hasConsumer { self.buffer.yield(.failure(error, willRetry: willRetry)) }
         })
         setReadyState(.closed)
         let status = state.withLockedValue { $0.lastStatus }
@@ -238,8 +206,10 @@ public struct EventSourceEvents: AsyncSequence, Sendable {
     public struct AsyncIterator: AsyncIteratorProtocol {
         let source: EventSource
 
+        var base: InboundBuffer<EventSourceUpdate>.Iterator
+
         public mutating func next() async throws -> ServerSentEvent? {
-            while let update = try await source.buffer.next() {
+            while let update = try await base.next() {
                 if case .event(let event) = update { return event }
             }
             return nil
@@ -248,7 +218,7 @@ public struct EventSourceEvents: AsyncSequence, Sendable {
 
     public func makeAsyncIterator() -> AsyncIterator {
         source.attachConsumer()
-        return AsyncIterator(source: source)
+        return AsyncIterator(source: source, base: InboundBuffer.Iterator(source.buffer))
     }
 }
 
@@ -260,10 +230,12 @@ public struct EventSourceUpdates: AsyncSequence, Sendable {
     public struct AsyncIterator: AsyncIteratorProtocol {
         let source: EventSource
 
+        var base: InboundBuffer<EventSourceUpdate>.Iterator
+
         /// Ends (nil) after the last update; the failure that ended the stream came as an update.
         public mutating func next() async throws -> EventSourceUpdate? {
             do {
-                return try await source.buffer.next()
+                return try await base.next()
             } catch let error as RealtimeError where error.code != .cancelled {
                 return nil
             }
@@ -272,6 +244,6 @@ public struct EventSourceUpdates: AsyncSequence, Sendable {
 
     public func makeAsyncIterator() -> AsyncIterator {
         source.attachConsumer()
-        return AsyncIterator(source: source)
+        return AsyncIterator(source: source, base: InboundBuffer.Iterator(source.buffer))
     }
 }

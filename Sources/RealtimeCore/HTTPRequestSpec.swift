@@ -60,6 +60,22 @@ public struct HTTPRequestSpec: Sendable {
         }
         return (client, request)
     }
+
+    /// The same for async-http-client's delegate API, whose callbacks run on the connection's event loop.
+    func prepareForDelegate(runtime: RealtimeRuntime) throws -> (HTTPClient, HTTPClient.Request) {
+        let endpoint = try Endpoint(url, allowedSchemes: ["http", "https"])
+        let client = try runtime.httpClient(for: tls, secure: endpoint.isSecure)
+        var requestHeaders = headers
+        cookies?.apply(to: &requestHeaders, url: url)
+        let tlsConfiguration = endpoint.isSecure && runtime.httpClient === client ? try tls.makeTLSConfiguration() : nil
+        do {
+            let request = try HTTPClient.Request(
+                url: url, method: method, headers: requestHeaders, body: body.map { .byteBuffer($0) }, tlsConfiguration: tlsConfiguration)
+            return (client, request)
+        } catch {
+            throw RealtimeError.invalidURL(url)
+        }
+    }
 }
 
 /// A response whose head has arrived.

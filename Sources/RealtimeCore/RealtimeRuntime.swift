@@ -21,7 +21,11 @@ public struct RealtimeRuntime: Sendable {
     /// The logger. The default discards everything; pass your own to see what happens.
     public var logger: Logger
     /// The clock every timer reads (heartbeats, timeouts, backoff). Tests inject a manual clock.
-    public var clock: any Clock<Duration>
+    public var clock: any Clock<Duration> {
+        didSet { timers = TimerQueue(clock: clock) }
+    }
+    /// The deadlines of every client on this runtime, on ``clock`` (one task sleeps for all of them).
+    package private(set) var timers: TimerQueue
     /// The runtime's own HTTP clients, one per distinct TLS setting, shared by every copy of this
     /// runtime and shut down when the last copy is gone.
     let httpClients: HTTPClientCache
@@ -38,6 +42,7 @@ public struct RealtimeRuntime: Sendable {
         self.http = http
         self.logger = logger
         self.clock = clock
+        self.timers = TimerQueue(clock: clock)
         self.httpClients = HTTPClientCache(eventLoopGroup: eventLoopGroup)
     }
 

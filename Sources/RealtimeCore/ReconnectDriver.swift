@@ -35,7 +35,7 @@ public final class ReconnectDriver<Outbound: Sendable>: Sendable {
         }
     }
 
-    private struct State {
+    fileprivate struct State {
         var queue: OfflineQueue<Outbound>
         var sender: Sender?
         var stopped = false
@@ -46,7 +46,7 @@ public final class ReconnectDriver<Outbound: Sendable>: Sendable {
     public let state: StateBroadcaster<ConnectionState>
     private let runtime: RealtimeRuntime
     private let onDrop: @Sendable (Outbound) -> Void
-    private let box: NIOLockedValueBox<State>
+    fileprivate let box: NIOLockedValueBox<State>
     private let random: @Sendable () -> Double
 
     /// - Parameters:
@@ -196,6 +196,15 @@ public final class ReconnectDriver<Outbound: Sendable>: Sendable {
         }
         state.update(.disconnected(finalError))
         return finalError
+    }
+}
+
+extension ReconnectDriver.SessionContext where Outbound == Never {
+    /// Marks the session connected, for a client that sends nothing (an event stream): callable
+    /// from a connection's event loop.
+    public func connected() {
+        driver.box.withLockedValue { $0.sender = { _ in } }
+        driver.state.update(.connected)
     }
 }
 

@@ -1,0 +1,382 @@
+import AsyncHTTPClient
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+import Logging
+import NIOConcurrencyHelpers
+public import NIOCore
+import NIOHTTP1
+
+/// What an event stream does with the response head (see ``EventStream/run(_:runtime:options:onHead:onOutputs:)``).
+public enum EventStreamHeadDecision: Sendable {
+    /// Read the body as Server-Sent Events.
+    case accept
+    /// End at once without reading the body (EventSource's 204 "do not reconnect").
+    case finish
+    /// Refuse the response: read up to 512 bytes of its body, then fail with the error made from
+    /// that excerpt (nil when the body was empty).
+    case refuse(@Sendable (_ bodyExcerpt: String?) -> any Error)
+}
+
+/// How an event stream ended without failing.
+public enum EventStreamEnd: Sendable, Equatable {
+    /// The server ended the body.
+    case ended
+    /// The head's decision was ``EventStreamHeadDecision/finish``.
+    case finishedAtHead
+}
+
+/// Options of one event stream.
+public struct EventStreamOptions: Sendable {
+    /// The largest event (data plus the line being read) held; a larger one fails the stream with
+    /// ``RealtimeError/Code/messageTooLarge``. Default 8 MiB.
+    public var maxEventSize: Int
+    /// Hand comment lines to the consumer too.
+    public var emitsComments: Bool
+    /// The last event ID the stream starts from (what the request sent as `Last-Event-ID`).
+    public var lastEventId: String
+    /// Fail with ``RealtimeError/Code/timeout`` when no bytes arrive for this long; time the stream
+    /// spends paused for a slow consumer does not count. Nil (the default): no limit.
+    public var idleTimeout: Duration?
+
+    public init(maxEventSize: Int = 8 << 20, emitsComments: Bool = false, lastEventId: String = "", idleTimeout: Duration? = nil) {
+        self.maxEventSize = maxEventSize
+        self.emitsComments = emitsComments
+        self.lastEventId = lastEventId
+        self.idleTimeout = idleTimeout
+    }
+}
+
+/// One Server-Sent Events response, parsed on the connection's event loop.
+///
+/// The head goes to `onHead` and every body part's events go to `onOutputs` in one array, both on
+/// the event loop and in stream order, with no task in between: a consumer that reads from an
+/// ``InboundBuffer`` fed by `onOutputs` is woken once per read, however many events the read
+/// carried. `onOutputs` answers whether to go on reading; after `false`, reading waits (the server's
+/// writes wait on TCP, and the idle timeout does not count) until ``resume()`` is called. The caller
+/// supplies the protocol's rules: what a status or content type means, what the events mean.
+public final class EventStream: Sendable {
+    private struct State {
+        var task: HTTPClient.Task<Void>?
+        var parser: SSEParser
+        var head: HTTPResponseHead?
+        var refusal: (@Sendable (String?) -> any Error)?
+        var excerpt: ByteBuffer?
+        /// The URL that answered, after redirects.
+        var finalURL: String?
+        var pause: EventLoopPromise<Void>?
+        var resumeRequested = false
+        var lastActivity: Duration = .zero
+        var idleTimer: TimerQueue.Timer?
+        var headTimer: Scheduled<Void>?
+        var failure: (any Error)?
+        var finishedAtHead = false
+        var done = false
+        var outputs: [SSEParser.Output] = []
+    }
+
+    private let state: NIOLockedValueBox<State>
+    private let timers: TimerQueue
+    private let options: EventStreamOptions
+    private let url: String
+    private let onHead: @Sendable (HTTPResponseHead) -> EventStreamHeadDecision
+    private let onOutputs: @Sendable ([SSEParser.Output]) -> Bool
+
+    private init(
+        url: String, options: EventStreamOptions, timers: TimerQueue,
+        onHead: @escaping @Sendable (HTTPResponseHead) -> EventStreamHeadDecision,
+        onOutputs: @escaping @Sendable ([SSEParser.Output]) -> Bool
+    ) {
+        self.url = url
+        self.options = options
+        self.timers = timers
+        self.onHead = onHead
+        self.onOutputs = onOutputs
+        state = NIOLockedValueBox(State(parser: SSEParser(
+            configuration: .init(maxEventSize: options.maxEventSize, emitsComments: options.emitsComments),
+            lastEventId: options.lastEventId)))
+    }
+
+    /// The last event ID as of the latest event (at the end: what the next request should send).
+    public var lastEventId: String { state.withLockedValue { $0.parser.lastEventId } }
+
+    /// Sends `request` and reads its response as an event stream until it ends.
+    ///
+    /// - Parameters:
+    ///   - onHead: decides on the response head (status, content type), on the event loop.
+    ///   - onOutputs: takes the events, `retry` values and comments of one body part, on the event
+    ///     loop, in order; returns false to pause reading until ``resume()``.
+    /// - Returns: how the stream ended.
+    /// - Throws: the error `onHead` refused with, ``RealtimeError`` `timeout` (no head within
+    ///   `request.headTimeout`, or the idle timeout), `messageTooLarge`, `connectionClosed`,
+    ///   `connectFailed`, `tlsFailure`; `CancellationError` when the task is cancelled.
+    @discardableResult
+    public static func run(
+        _ request: HTTPRequestSpec,
+        runtime: RealtimeRuntime = .shared,
+        options: EventStreamOptions = .init(),
+        onHead: @escaping @Sendable (HTTPResponseHead) -> EventStreamHeadDecision,
+        onOutputs: @escaping @Sendable ([SSEParser.Output]) -> Bool
+    ) async throws -> EventStreamEnd {
+        try await open(request, runtime: runtime, options: options, onHead: onHead, onOutputs: onOutputs).finished()
+    }
+
+    /// Starts the request and returns the stream at once; ``finished()`` waits for its end.
+    public static func open(
+        _ request: HTTPRequestSpec,
+        runtime: RealtimeRuntime = .shared,
+        options: EventStreamOptions = .init(),
+        onHead: @escaping @Sendable (HTTPResponseHead) -> EventStreamHeadDecision,
+        onOutputs: @escaping @Sendable ([SSEParser.Output]) -> Bool
+    ) throws -> EventStream {
+        let stream = EventStream(url: request.url, options: options, timers: runtime.timers, onHead: onHead, onOutputs: onOutputs)
+        let (client, clientRequest) = try request.prepareForDelegate(runtime: runtime)
+        let delegate = Delegate(stream: stream, cookies: request.cookies)
+        let task = client.execute(request: clientRequest, delegate: delegate, logger: runtime.libraryLogger)
+        let timeout = request.headTimeout
+        // On real time, as async-http-client's own request deadlines are: a test's manual clock
+        // must not hold a connect that never answers.
+        let headTimer = task.eventLoop.scheduleTask(in: TimeAmount(timeout)) { [weak stream] in
+            guard let stream, stream.state.withLockedValue({ $0.head == nil }) else { return }
+            stream.fail(RealtimeError.timeout("no response from \(Redaction.url(request.url)) within \(timeout)"))
+        }
+        stream.state.withLockedValue {
+            $0.task = task
+            $0.headTimer = headTimer
+        }
+        return stream
+    }
+
+    /// Waits until the stream ends; cancelling the waiting task cancels the request.
+    public func finished() async throws -> EventStreamEnd {
+        guard let task = state.withLockedValue({ $0.task }) else { throw CancellationError() }
+        do {
+            try await withTaskCancellationHandler {
+                try await task.futureResult.get()
+            } onCancel: {
+                task.cancel()
+            }
+        } catch {
+            let (recorded, finishedAtHead) = state.withLockedValue { ($0.failure, $0.finishedAtHead) }
+            if finishedAtHead { return .finishedAtHead }
+            if let recorded { throw recorded }
+            if Task.isCancelled { throw CancellationError() }
+            throw HTTPTransport.mapError(error, url: url)
+        }
+        return state.withLockedValue { $0.finishedAtHead } ? .finishedAtHead : .ended
+    }
+
+    /// Lets a stream paused by `onOutputs` read again (may be called before the pause took hold).
+    public func resume() {
+        let promise = state.withLockedValue { state -> EventLoopPromise<Void>? in
+            state.lastActivity = timers.now
+            guard let pause = state.pause else {
+                state.resumeRequested = true
+                return nil
+            }
+            state.pause = nil
+            return pause
+        }
+        promise?.succeed()
+    }
+
+    /// Ends the stream with `error` (the first failure wins).
+    public func fail(_ error: any Error) {
+        let task = state.withLockedValue { state -> HTTPClient.Task<Void>? in
+            if state.failure == nil, !state.done { state.failure = error }
+            return state.task
+        }
+        task?.fail(reason: error)
+    }
+
+    /// Cancels the request; ``finished()`` throws `CancellationError`.
+    public func cancel() {
+        state.withLockedValue { $0.task }?.cancel()
+    }
+
+    // MARK: Delegate callbacks (on the event loop)
+
+    fileprivate func receivedHead(_ head: HTTPResponseHead, eventLoop: any EventLoop) -> EventLoopFuture<Void> {
+        let decision = onHead(head)
+        let task = state.withLockedValue { state -> HTTPClient.Task<Void>? in
+            state.head = head
+            state.headTimer?.cancel()
+            state.headTimer = nil
+            switch decision {
+            case .accept:
+                state.lastActivity = timers.now
+                if let idle = options.idleTimeout { state.idleTimer = scheduleIdleCheck(at: state.lastActivity + idle) }
+                return nil
+            case .finish:
+                state.finishedAtHead = true
+                return state.task
+            case .refuse(let makeError):
+                state.refusal = makeError
+                return nil
+            }
+        }
+        // A finished stream reads nothing more: cancelling the task ends it (finished() reports
+        // finishedAtHead, not the cancellation).
+        task?.cancel()
+        return eventLoop.makeSucceededVoidFuture()
+    }
+
+    fileprivate func receivedBodyPart(_ buffer: ByteBuffer, eventLoop: any EventLoop) -> EventLoopFuture<Void> {
+        enum Step { case deliver([SSEParser.Output]), refuseNow(any Error), nothing, failed(any Error) }
+        let step = state.withLockedValue { state -> Step in
+            if state.done || state.finishedAtHead { return .nothing }
+            if let refusal = state.refusal {
+                var part = buffer
+                var excerpt = state.excerpt ?? ByteBuffer()
+                let room = 512 - excerpt.readableBytes
+                if room > 0, let slice = part.readSlice(length: min(room, part.readableBytes)) { excerpt.writeImmutableBuffer(slice) }
+                state.excerpt = excerpt
+                guard excerpt.readableBytes >= 512 else { return .nothing }
+                return .refuseNow(refusal(Self.text(excerpt)))
+            }
+            state.lastActivity = timers.now
+            state.outputs.removeAll(keepingCapacity: true)
+            do {
+                try state.parser.parse(buffer) { state.outputs.append($0) }
+            } catch {
+                return .failed(error)
+            }
+            return state.outputs.isEmpty ? .nothing : .deliver(state.outputs)
+        }
+        switch step {
+        case .nothing:
+            return eventLoop.makeSucceededVoidFuture()
+        case .refuseNow(let error), .failed(let error):
+            fail(error)
+            return eventLoop.makeSucceededVoidFuture()
+        case .deliver(let outputs):
+            if onOutputs(outputs) { return eventLoop.makeSucceededVoidFuture() }
+            return state.withLockedValue { state -> EventLoopFuture<Void> in
+                if state.resumeRequested {
+                    state.resumeRequested = false
+                    return eventLoop.makeSucceededVoidFuture()
+                }
+                let promise = eventLoop.makePromise(of: Void.self)
+                state.pause = promise
+                return promise.futureResult
+            }
+        }
+    }
+
+    fileprivate func receivedEnd() throws {
+        let error = state.withLockedValue { state -> (any Error)? in
+            state.done = true
+            cancelTimers(&state)
+            state.parser.finish()
+            guard let refusal = state.refusal else { return nil }
+            let error = refusal(Self.text(state.excerpt))
+            if state.failure == nil { state.failure = error }
+            return error
+        }
+        if let error { throw error }
+    }
+
+    private static func text(_ excerpt: ByteBuffer?) -> String? {
+        guard let excerpt, excerpt.readableBytes > 0 else { return nil }
+        return String(decoding: excerpt.readableBytesView, as: UTF8.self)
+    }
+
+    fileprivate func visited(_ url: String) {
+        state.withLockedValue { $0.finalURL = url }
+    }
+
+    fileprivate var answeringURL: String { state.withLockedValue { $0.finalURL } ?? url }
+
+    fileprivate func receivedError(_ error: any Error) {
+        let pause = state.withLockedValue { state -> EventLoopPromise<Void>? in
+            state.done = true
+            cancelTimers(&state)
+            state.parser.finish()
+            // A refused response cut short still fails with the refusal; an accepted one that fails
+            // midway lost its connection.
+            if state.failure == nil, !state.finishedAtHead {
+                if let refusal = state.refusal {
+                    state.failure = refusal(Self.text(state.excerpt))
+                } else if state.head != nil, !(error is RealtimeError) {
+                    let mapped = HTTPTransport.mapError(error, url: url)
+                    if !(mapped is CancellationError) {
+                        state.failure = (mapped as? RealtimeError).flatMap { $0.code == .connectionClosed ? $0 : nil }
+                            ?? RealtimeError(.connectionClosed, "the connection to \(Redaction.url(url)) was lost mid-stream", underlying: error)
+                    }
+                }
+            }
+            defer { state.pause = nil }
+            return state.pause
+        }
+        pause?.succeed()
+    }
+
+    private func cancelTimers(_ state: inout State) {
+        if let timer = state.idleTimer { timers.cancel(timer) }
+        state.headTimer?.cancel()
+        state.idleTimer = nil
+        state.headTimer = nil
+    }
+
+    /// The idle check: fires at the last byte + the idle timeout; while paused, looks again later.
+    private func scheduleIdleCheck(at deadline: Duration) -> TimerQueue.Timer {
+        timers.schedule(at: deadline) { [weak self] in self?.idleCheck() }
+    }
+
+    private func idleCheck() {
+        guard let idle = options.idleTimeout else { return }
+        let expired = state.withLockedValue { state -> Bool in
+            guard !state.done else { return false }
+            let now = timers.now
+            if state.pause != nil {
+                state.idleTimer = scheduleIdleCheck(at: now + idle)
+                return false
+            }
+            let deadline = state.lastActivity + idle
+            if now < deadline {
+                state.idleTimer = scheduleIdleCheck(at: deadline)
+                return false
+            }
+            state.idleTimer = nil
+            return true
+        }
+        if expired { fail(RealtimeError.timeout("no bytes from \(Redaction.url(url)) for \(idle)")) }
+    }
+
+    /// Forwards async-http-client's callbacks to the stream.
+    private final class Delegate: HTTPClientResponseDelegate {
+        typealias Response = Void
+        let stream: EventStream
+        let cookies: CookieStore?
+
+        init(stream: EventStream, cookies: CookieStore?) {
+            self.stream = stream
+            self.cookies = cookies
+        }
+
+        func didVisitURL(task: HTTPClient.Task<Void>, _ request: HTTPClient.Request, _ head: NIOHTTP1.HTTPResponseHead) {
+            let visited = request.url.absoluteString
+            cookies?.record(head.headers, from: visited)
+            stream.visited(visited)
+        }
+
+        func didReceiveHead(task: HTTPClient.Task<Void>, _ head: NIOHTTP1.HTTPResponseHead) -> EventLoopFuture<Void> {
+            stream.receivedHead(
+                HTTPResponseHead(status: head.status, headers: head.headers, url: stream.answeringURL), eventLoop: task.eventLoop)
+        }
+
+        func didReceiveBodyPart(task: HTTPClient.Task<Void>, _ buffer: ByteBuffer) -> EventLoopFuture<Void> {
+            stream.receivedBodyPart(buffer, eventLoop: task.eventLoop)
+        }
+
+        func didReceiveError(task: HTTPClient.Task<Void>, _ error: any Error) {
+            stream.receivedError(error)
+        }
+
+        func didFinishRequest(task: HTTPClient.Task<Void>) throws {
+            try stream.receivedEnd()
+        }
+    }
+}
