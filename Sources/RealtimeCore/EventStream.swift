@@ -78,20 +78,22 @@ public final class EventStream: Sendable {
     }
 
     private let state: NIOLockedValueBox<State>
-    private let timers: TimerQueue
+    /// Held for the stream's life: the runtime's own HTTP clients shut down with its last copy.
+    private let runtime: RealtimeRuntime
+    private var timers: TimerQueue { runtime.timers }
     private let options: EventStreamOptions
     private let url: String
     private let onHead: @Sendable (HTTPResponseHead) -> EventStreamHeadDecision
     private let onOutputs: @Sendable ([SSEParser.Output]) -> Bool
 
     private init(
-        url: String, options: EventStreamOptions, timers: TimerQueue,
+        url: String, options: EventStreamOptions, runtime: RealtimeRuntime,
         onHead: @escaping @Sendable (HTTPResponseHead) -> EventStreamHeadDecision,
         onOutputs: @escaping @Sendable ([SSEParser.Output]) -> Bool
     ) {
         self.url = url
         self.options = options
-        self.timers = timers
+        self.runtime = runtime
         self.onHead = onHead
         self.onOutputs = onOutputs
         state = NIOLockedValueBox(State(parser: SSEParser(
@@ -131,7 +133,7 @@ public final class EventStream: Sendable {
         onHead: @escaping @Sendable (HTTPResponseHead) -> EventStreamHeadDecision,
         onOutputs: @escaping @Sendable ([SSEParser.Output]) -> Bool
     ) throws -> EventStream {
-        let stream = EventStream(url: request.url, options: options, timers: runtime.timers, onHead: onHead, onOutputs: onOutputs)
+        let stream = EventStream(url: request.url, options: options, runtime: runtime, onHead: onHead, onOutputs: onOutputs)
         let (client, clientRequest) = try request.prepareForDelegate(runtime: runtime)
         let delegate = Delegate(stream: stream, cookies: request.cookies)
         let task = client.execute(request: clientRequest, delegate: delegate, logger: runtime.libraryLogger)

@@ -90,6 +90,9 @@ package final class InboundBuffer<Element: Sendable>: Sendable {
 
     package var isFinished: Bool { state.withLockedValue { $0.finished } }
 
+    /// Whether the consumer waits for elements now.
+    package var hasWaitingConsumer: Bool { state.withLockedValue { $0.consumer != nil } }
+
     // MARK: Consumer
 
     /// Everything buffered, waiting while nothing is; nil at the end; throws the finishing error

@@ -1,98 +1,77 @@
 import NIOConcurrencyHelpers
 
-/// Timeouts for many pending requests (acks, invocations) with one timer task instead of one task
-/// per request.
+/// Timeouts for many pending requests (acks, invocations) by key, on a ``TimerQueue``.
 ///
-/// `schedule` and `cancel` only touch a dictionary under a lock. A single task sleeps on the runtime's
-/// clock until the earliest deadline; it is replaced only when a new deadline comes before the one
-/// it sleeps for, which with one fixed timeout per client never happens. Expired keys are handed to
-/// `onExpire` (outside the lock), once each; a key cancelled first is never reported.
+/// `schedule` and `cancel` touch a dictionary and the queue's heap under locks; no task is made per
+/// request (the queue's one task sleeps for every deadline of the runtime). Expired keys are handed
+/// to `onExpire`, once each; a key cancelled or rescheduled first is never reported for its old
+/// deadline.
 package final class TimeoutScheduler<Key: Hashable & Sendable>: Sendable {
     private struct State {
-        var deadlines: [Key: Duration] = [:]
-        /// When the timer task wakes up; nil when no task runs.
-        var wakeAt: Duration?
-        var timer: Task<Void, Never>?
-        var generation = 0
+        /// Each key's timer, with the token its action carries (a rescheduled key's old action
+        /// finds another token and does nothing).
+        var timers: [Key: (timer: TimerQueue.Timer, token: UInt64)] = [:]
+        var nextToken: UInt64 = 0
         var closed = false
     }
 
     private let state = NIOLockedValueBox(State())
-    private let timeline: ClockTimeline
+    private let queue: TimerQueue
     private let onExpire: @Sendable (Key) -> Void
 
     /// - Parameters:
-    ///   - clock: the clock deadlines are measured on (the runtime's; a manual clock in tests).
+    ///   - timers: the queue deadlines go on (the runtime's).
     ///   - onExpire: called once for every key whose deadline passed before it was cancelled.
-    package init(clock: some Clock<Duration>, onExpire: @escaping @Sendable (Key) -> Void) {
-        timeline = ClockTimeline(clock: clock)
+    package init(timers: TimerQueue, onExpire: @escaping @Sendable (Key) -> Void) {
+        queue = timers
         self.onExpire = onExpire
+    }
+
+    /// A scheduler with a queue of its own on `clock`.
+    package convenience init(clock: some Clock<Duration>, onExpire: @escaping @Sendable (Key) -> Void) {
+        self.init(timers: TimerQueue(clock: clock), onExpire: onExpire)
     }
 
     /// Starts (or restarts) the timeout of `key`.
     package func schedule(_ key: Key, after timeout: Duration) {
-        let deadline = timeline.now + timeout
-        let replaced = state.withLockedValue { state -> Task<Void, Never>? in
+        let replaced = state.withLockedValue { state -> TimerQueue.Timer? in
             if state.closed { return nil }
-            state.deadlines[key] = deadline
-            if let wakeAt = state.wakeAt, wakeAt <= deadline { return nil }
-            let previous = state.timer
-            state.generation += 1
-            state.wakeAt = deadline
-            let generation = state.generation
-            state.timer = Task { await self.run(generation: generation) }
-            return previous
+            state.nextToken &+= 1
+            let token = state.nextToken
+            let timer = queue.schedule(after: timeout) { [weak self] in self?.expire(key, token: token) }
+            return state.timers.updateValue((timer, token), forKey: key)?.timer
         }
-        replaced?.cancel()
+        if let replaced { queue.cancel(replaced) }
     }
 
     /// Stops the timeout of `key`; returns whether it was still pending.
     @discardableResult
     package func cancel(_ key: Key) -> Bool {
-        state.withLockedValue { $0.deadlines.removeValue(forKey: key) != nil }
+        guard let entry = state.withLockedValue({ $0.timers.removeValue(forKey: key) }) else { return false }
+        queue.cancel(entry.timer)
+        return true
     }
 
-    /// Forgets every pending timeout and stops the timer task. With `permanently`, later calls to
-    /// ``schedule(_:after:)`` are ignored.
+    /// Forgets every pending timeout. With `permanently`, later calls to ``schedule(_:after:)`` are
+    /// ignored.
     package func cancelAll(permanently: Bool = false) {
-        let timer = state.withLockedValue { state -> Task<Void, Never>? in
-            state.deadlines = [:]
+        let timers = state.withLockedValue { state -> [TimerQueue.Timer] in
             state.closed = state.closed || permanently
-            state.generation += 1
-            state.wakeAt = nil
-            defer { state.timer = nil }
-            return state.timer
+            defer { state.timers = [:] }
+            return state.timers.values.map(\.timer)
         }
-        timer?.cancel()
+        for timer in timers { queue.cancel(timer) }
     }
 
     /// How many timeouts are pending.
-    package var pendingCount: Int { state.withLockedValue { $0.deadlines.count } }
+    package var pendingCount: Int { state.withLockedValue { $0.timers.count } }
 
-    private func run(generation: Int) async {
-        while true {
-            let wakeAt = state.withLockedValue { $0.generation == generation ? $0.wakeAt : nil }
-            guard let wakeAt else { return }
-            do { try await timeline.sleep(until: wakeAt) } catch { return }
-            let current = timeline.now
-            let expired = state.withLockedValue { state -> [Key]? in
-                guard state.generation == generation else { return nil }
-                var expired: [(key: Key, deadline: Duration)] = []
-                var next: Duration?
-                for (key, deadline) in state.deadlines {
-                    if deadline <= current {
-                        expired.append((key, deadline))
-                    } else if next.map({ deadline < $0 }) ?? true {
-                        next = deadline
-                    }
-                }
-                for entry in expired { state.deadlines.removeValue(forKey: entry.key) }
-                state.wakeAt = next
-                if next == nil { state.timer = nil }
-                return expired.sorted { $0.deadline < $1.deadline }.map(\.key)
-            }
-            guard let expired else { return }
-            for key in expired { onExpire(key) }
+    private func expire(_ key: Key, token: UInt64) {
+        let current = state.withLockedValue { state -> Bool in
+            guard state.timers[key]?.token == token else { return false }
+            state.timers.removeValue(forKey: key)
+            return true
         }
+        if current { onExpire(key) }
     }
 }

@@ -48,6 +48,9 @@ package final class TimerQueue: Sendable {
     /// Deadlines pending (not yet due, not cancelled).
     package var pendingCount: Int { state.withLockedValue { $0.actions.count } }
 
+    /// Entries in the heap, cancelled ones included (for tests of its compaction).
+    package var heapCount: Int { state.withLockedValue { $0.heap.count } }
+
     /// Runs `action` once `delay` has passed.
     @discardableResult
     package func schedule(after delay: Duration, _ action: @escaping @Sendable () -> Void) -> Timer {

@@ -62,7 +62,7 @@ public final class SocketIOClient: Sendable {
             capacity: manager.configuration.offlineQueueCapacity,
             overflowPolicy: manager.configuration.offlineQueueOverflow)))
         let owner = NIOLockedValueBox(WeakClient())
-        self.ackTimeouts = TimeoutScheduler(clock: runtime.clock) { id in owner.withLockedValue { $0.client }?.expireAck(id) }
+        self.ackTimeouts = TimeoutScheduler(timers: runtime.timers) { id in owner.withLockedValue { $0.client }?.expireAck(id) }
         owner.withLockedValue { $0.client = self }
     }
 

@@ -78,12 +78,4 @@ import Testing
         try await waitUntil { clock.sleeperCount == 0 }
         #expect(fired.withLockedValue { $0 }.isEmpty)
     }
-
-    private func waitUntil(_ condition: () -> Bool) async throws {
-        let start = ContinuousClock.now
-        while !condition() {
-            if ContinuousClock.now - start > .seconds(5) { Issue.record("condition not met within 5 s"); return }
-            try await Task.sleep(for: .milliseconds(1))
-        }
-    }
 }

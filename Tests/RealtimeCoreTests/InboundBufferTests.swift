@@ -1,0 +1,94 @@
+import NIOConcurrencyHelpers
+import RealtimeCore
+import Testing
+
+@Suite(.timeLimit(.minutes(1))) struct InboundBufferTests {
+    /// A consumer that waits gets everything one yield carried in one wake-up.
+    @Test func aWaitingConsumerGetsTheWholeBatch() async throws {
+        let buffer = InboundBuffer<Int>(limit: 100)
+        let consumer = Task { try await buffer.nextBatch() }
+        try await waitUntil { buffer.hasWaitingConsumer }
+        #expect(buffer.yield(contentsOf: Array(0..<50)))
+        #expect(try await consumer.value == Array(0..<50))
+    }
+
+    /// Yields while nobody waits accumulate; the next take gets them all at once.
+    @Test func accumulatedYieldsAreTakenTogether() async throws {
+        let buffer = InboundBuffer<Int>(limit: 100)
+        buffer.yield(1)
+        buffer.yield(contentsOf: [2, 3])
+        #expect(try await buffer.nextBatch() == [1, 2, 3])
+    }
+
+    /// At the limit the producer is told to pause; it is told to go on once the consumer has taken
+    /// what waited, exactly once.
+    @Test func theLimitPausesTheProducerUntilTheConsumerTakes() async throws {
+        let buffer = InboundBuffer<Int>(limit: 4)
+        let demands = NIOLockedValueBox(0)
+        buffer.setOnDemand { demands.withLockedValue { $0 += 1 } }
+        #expect(buffer.yield(contentsOf: [1, 2]))
+        #expect(!buffer.yield(contentsOf: [3, 4, 5]), "five wait: the producer must pause")
+        #expect(buffer.isPaused)
+        #expect(demands.withLockedValue { $0 } == 0)
+        #expect(try await buffer.nextBatch() == [1, 2, 3, 4, 5])
+        #expect(demands.withLockedValue { $0 } == 1)
+        #expect(!buffer.isPaused)
+        #expect(buffer.yield(6))
+        #expect(try await buffer.nextBatch() == [6])
+        #expect(demands.withLockedValue { $0 } == 1, "no pause, no demand")
+    }
+
+    @Test func theErrorComesAfterTheElements() async throws {
+        let buffer = InboundBuffer<Int>(limit: 10)
+        buffer.yield(contentsOf: [1, 2])
+        buffer.finish(throwing: TestError())
+        buffer.yield(3)
+        var iterator = InboundBuffer.Iterator(buffer)
+        #expect(try await iterator.next() == 1)
+        #expect(try await iterator.next() == 2)
+        await #expect(throws: TestError.self) { try await iterator.next() }
+        #expect(try await iterator.next() == nil)
+    }
+
+    @Test func aWaitingConsumerIsWokenByTheEnd() async throws {
+        let buffer = InboundBuffer<Int>(limit: 10)
+        let consumer = Task { try await buffer.nextBatch() }
+        try await waitUntil { buffer.hasWaitingConsumer }
+        buffer.finish()
+        #expect(try await consumer.value == nil)
+    }
+
+    @Test func cancellingTheConsumerThrows() async throws {
+        let buffer = InboundBuffer<Int>(limit: 10)
+        let consumer = Task { try await buffer.nextBatch() }
+        try await waitUntil { buffer.hasWaitingConsumer }
+        consumer.cancel()
+        await #expect(throws: CancellationError.self) { try await consumer.value }
+    }
+
+    /// The iterator walks a batch locally and takes the next one when it is done.
+    @Test func theIteratorWalksBatchesInOrder() async throws {
+        let buffer = InboundBuffer<Int>(limit: 1000)
+        let (demand, more) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+        buffer.setOnDemand { more.yield() }
+        let producer = Task {
+            var demands = demand.makeAsyncIterator()
+            var pauses = 0
+            for start in stride(from: 0, to: 10_000, by: 100) {
+                if !buffer.yield(contentsOf: Array(start..<(start + 100))) {
+                    pauses += 1
+                    await demands.next()
+                }
+            }
+            buffer.finish()
+            return pauses
+        }
+        var iterator = InboundBuffer.Iterator(buffer)
+        var seen: [Int] = []
+        while let value = try await iterator.next() { seen.append(value) }
+        _ = await producer.value
+        #expect(seen == Array(0..<10_000))
+    }
+}
+
+struct TestError: Error {}

@@ -1,0 +1,88 @@
+import NIOConcurrencyHelpers
+import RealtimeCore
+import RealtimeTesting
+import Testing
+
+@Suite(.timeLimit(.minutes(1))) struct TimerQueueTests {
+    /// A queue on a manual clock whose fired labels arrive on a stream.
+    func make(_ clock: ManualClock) -> (TimerQueue, @Sendable (Int) -> @Sendable () -> Void, AsyncStream<Int>.AsyncIterator) {
+        let (stream, continuation) = AsyncStream.makeStream(of: Int.self)
+        return (TimerQueue(clock: clock), { label in { continuation.yield(label) } }, stream.makeAsyncIterator())
+    }
+
+    @Test func aThousandDeadlinesShareOneSleeperAndFireInOrder() async throws {
+        let clock = ManualClock()
+        var (queue, fire, fired) = make(clock)
+        // Scheduled latest first: every new deadline is earlier, so the sleeping task is replaced
+        // each time, and still only one sleeps.
+        for label in (0..<1000).reversed() { queue.schedule(after: .seconds(10) + .milliseconds(label), fire(label)) }
+        try await clock.waitForSleepers(1)
+        #expect(clock.sleeperCount == 1)
+        #expect(queue.pendingCount == 1000)
+        clock.advance(by: .seconds(12))
+        var seen: [Int] = []
+        for _ in 0..<1000 { seen.append(await fired.next()!) }
+        #expect(seen == Array(0..<1000))
+        #expect(queue.pendingCount == 0)
+        // Nothing pending: no task sleeps.
+        try await waitUntil { clock.sleeperCount == 0 }
+    }
+
+    @Test func cancelledTimersNeverFire() async throws {
+        let clock = ManualClock()
+        var (queue, fire, fired) = make(clock)
+        let timers = (0..<10).map { label in queue.schedule(after: .seconds(label + 1), fire(label)) }
+        for (label, timer) in timers.enumerated() where label % 2 == 0 { #expect(queue.cancel(timer)) }
+        #expect(!queue.cancel(timers[0]), "a timer is cancelled once")
+        try await clock.waitForSleepers(1)
+        clock.advance(by: .seconds(10))
+        var seen: [Int] = []
+        for _ in 0..<5 { seen.append(await fired.next()!) }
+        #expect(seen == [1, 3, 5, 7, 9])
+        #expect(!queue.cancel(timers[1]), "a timer that fired is no longer pending")
+    }
+
+    @Test func anEarlierDeadlineWakesSooner() async throws {
+        let clock = ManualClock()
+        var (queue, fire, fired) = make(clock)
+        queue.schedule(after: .seconds(60), fire(60))
+        try await clock.waitForSleepers(1)
+        queue.schedule(after: .seconds(1), fire(1))
+        try await waitUntil { clock.sleeps.last == .seconds(1) }
+        clock.advance(by: .seconds(1))
+        #expect(await fired.next() == 1)
+        #expect(queue.pendingCount == 1)
+        try await clock.waitForSleepers(1)
+        clock.advance(by: .seconds(59))
+        #expect(await fired.next() == 60)
+    }
+
+    @Test func aPastDeadlineFiresAtOnce() async throws {
+        let clock = ManualClock()
+        var (queue, fire, fired) = make(clock)
+        clock.advance(by: .seconds(5))
+        queue.schedule(at: .zero, fire(7))
+        #expect(await fired.next() == 7)
+    }
+
+    /// Many cancelled deadlines do not pile up: the heap is compacted once they dominate.
+    @Test func churnKeepsTheQueueSmall() async throws {
+        let clock = ManualClock()
+        let (queue, fire, _) = make(clock)
+        for round in 0..<10_000 {
+            let timer = queue.schedule(after: .seconds(30), fire(round))
+            queue.cancel(timer)
+        }
+        #expect(queue.pendingCount == 0)
+        #expect(queue.heapCount <= 256)
+    }
+}
+
+func waitUntil(_ limit: Duration = .seconds(5), _ condition: () -> Bool) async throws {
+    let start = ContinuousClock.now
+    while !condition() {
+        if ContinuousClock.now - start > limit { Issue.record("condition not met within \(limit)"); return }
+        // Polls a condition another thread makes true; the manual clock gives nothing to await here.
+        try await Task.sleep(for: .milliseconds(1))
+    }
+}
