@@ -94,7 +94,7 @@ extension EventSource {
 
     /// One body part's outputs (on the event loop): callbacks first, then the consumer's buffer.
     /// Returns false when the consumer is `bufferSize` behind: reading pauses until it catches up.
-    private func receive(_ outputs: [SSEParser.Output]) -> Bool {
+    private func receive(_ outputs: [EventStream.Output]) -> Bool {
         let includeComments = configuration.includeComments
         let onComment = configuration.onComment
         var updates: [EventSourceUpdate] = []

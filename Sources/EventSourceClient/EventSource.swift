@@ -209,7 +209,12 @@ public struct EventSourceEvents: AsyncSequence, Sendable {
         var base: InboundBuffer<EventSourceUpdate>.Iterator
 
         public mutating func next() async throws -> ServerSentEvent? {
-            while let update = try await base.next() {
+            try await next(isolation: nil)
+        }
+
+        /// The next event, in the caller's isolation (no hop off the caller's actor per event).
+        public mutating func next(isolation actor: isolated (any Actor)?) async throws -> ServerSentEvent? {
+            while let update = try await base.next(isolation: actor) {
                 if case .event(let event) = update { return event }
             }
             return nil
@@ -234,8 +239,13 @@ public struct EventSourceUpdates: AsyncSequence, Sendable {
 
         /// Ends (nil) after the last update; the failure that ended the stream came as an update.
         public mutating func next() async throws -> EventSourceUpdate? {
+            try await next(isolation: nil)
+        }
+
+        /// The next update, in the caller's isolation.
+        public mutating func next(isolation actor: isolated (any Actor)?) async throws -> EventSourceUpdate? {
             do {
-                return try await base.next()
+                return try await base.next(isolation: actor)
             } catch let error as RealtimeError where error.code != .cancelled {
                 return nil
             }

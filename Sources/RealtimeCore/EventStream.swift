@@ -58,6 +58,8 @@ public struct EventStreamOptions: Sendable {
 /// writes wait on TCP, and the idle timeout does not count) until ``resume()`` is called. The caller
 /// supplies the protocol's rules: what a status or content type means, what the events mean.
 public final class EventStream: Sendable {
+    /// What the stream hands over, in stream order: events, `retry` values, comments.
+    public typealias Output = SSEParser.Output
     private struct State {
         var task: HTTPClient.Task<Void>?
         var parser: SSEParser
@@ -74,22 +76,25 @@ public final class EventStream: Sendable {
         var failure: (any Error)?
         var finishedAtHead = false
         var done = false
-        var outputs: [SSEParser.Output] = []
+        var outputs: [EventStream.Output] = []
     }
 
     private let state: NIOLockedValueBox<State>
+    /// Completed when the head is accepted (true) or ends the stream (false), or failed when the
+    /// stream fails before.
+    private let headDecided = OneShot<Bool>()
     /// Held for the stream's life: the runtime's own HTTP clients shut down with its last copy.
     private let runtime: RealtimeRuntime
     private var timers: TimerQueue { runtime.timers }
     private let options: EventStreamOptions
     private let url: String
     private let onHead: @Sendable (HTTPResponseHead) -> EventStreamHeadDecision
-    private let onOutputs: @Sendable ([SSEParser.Output]) -> Bool
+    private let onOutputs: @Sendable ([EventStream.Output]) -> Bool
 
     private init(
         url: String, options: EventStreamOptions, runtime: RealtimeRuntime,
         onHead: @escaping @Sendable (HTTPResponseHead) -> EventStreamHeadDecision,
-        onOutputs: @escaping @Sendable ([SSEParser.Output]) -> Bool
+        onOutputs: @escaping @Sendable ([EventStream.Output]) -> Bool
     ) {
         self.url = url
         self.options = options
@@ -120,7 +125,7 @@ public final class EventStream: Sendable {
         runtime: RealtimeRuntime = .shared,
         options: EventStreamOptions = .init(),
         onHead: @escaping @Sendable (HTTPResponseHead) -> EventStreamHeadDecision,
-        onOutputs: @escaping @Sendable ([SSEParser.Output]) -> Bool
+        onOutputs: @escaping @Sendable ([EventStream.Output]) -> Bool
     ) async throws -> EventStreamEnd {
         try await open(request, runtime: runtime, options: options, onHead: onHead, onOutputs: onOutputs).finished()
     }
@@ -131,7 +136,7 @@ public final class EventStream: Sendable {
         runtime: RealtimeRuntime = .shared,
         options: EventStreamOptions = .init(),
         onHead: @escaping @Sendable (HTTPResponseHead) -> EventStreamHeadDecision,
-        onOutputs: @escaping @Sendable ([SSEParser.Output]) -> Bool
+        onOutputs: @escaping @Sendable ([EventStream.Output]) -> Bool
     ) throws -> EventStream {
         let stream = EventStream(url: request.url, options: options, runtime: runtime, onHead: onHead, onOutputs: onOutputs)
         let (client, clientRequest) = try request.prepareForDelegate(runtime: runtime)
@@ -149,6 +154,18 @@ public final class EventStream: Sendable {
             $0.headTimer = headTimer
         }
         return stream
+    }
+
+    /// Waits until the response head was accepted (true), or answered ``EventStreamHeadDecision/finish``
+    /// (false); throws what ended the stream before (a refusal, a failed connect).
+    @discardableResult
+    public func accepted() async throws -> Bool {
+        do {
+            return try await headDecided.value()
+        } catch {
+            if let recorded = state.withLockedValue({ $0.failure }) { throw recorded }
+            throw HTTPTransport.mapError(error, url: url)
+        }
     }
 
     /// Waits until the stream ends; cancelling the waiting task cancels the request.
@@ -222,11 +239,16 @@ public final class EventStream: Sendable {
         // A finished stream reads nothing more: cancelling the task ends it (finished() reports
         // finishedAtHead, not the cancellation).
         task?.cancel()
+        switch decision {
+        case .accept: headDecided.complete(.success(true))
+        case .finish: headDecided.complete(.success(false))
+        case .refuse: break
+        }
         return eventLoop.makeSucceededVoidFuture()
     }
 
     fileprivate func receivedBodyPart(_ buffer: ByteBuffer, eventLoop: any EventLoop) -> EventLoopFuture<Void> {
-        enum Step { case deliver([SSEParser.Output]), refuseNow(any Error), nothing, failed(any Error) }
+        enum Step { case deliver([EventStream.Output]), refuseNow(any Error), nothing, failed(any Error) }
         let step = state.withLockedValue { state -> Step in
             if state.done || state.finishedAtHead { return .nothing }
             if let refusal = state.refusal {
@@ -277,7 +299,10 @@ public final class EventStream: Sendable {
             if state.failure == nil { state.failure = error }
             return error
         }
-        if let error { throw error }
+        if let error {
+            headDecided.complete(.failure(error))
+            throw error
+        }
     }
 
     private static func text(_ excerpt: ByteBuffer?) -> String? {
@@ -313,6 +338,7 @@ public final class EventStream: Sendable {
             return state.pause
         }
         pause?.succeed()
+        headDecided.complete(.failure(state.withLockedValue { $0.failure } ?? error))
     }
 
     private func cancelTimers(_ state: inout State) {

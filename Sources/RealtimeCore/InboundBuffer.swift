@@ -1,4 +1,6 @@
 import NIOConcurrencyHelpers
+package import NIOCore
+import NIOPosix
 
 /// The hand-off from a connection to the one task that consumes what it receives.
 ///
@@ -19,6 +21,8 @@ package final class InboundBuffer<Element: Sendable>: Sendable {
         var failure: (any Error)?
         var producerPaused = false
         var onDemand: (@Sendable () -> Void)?
+        /// A flush is scheduled on an event loop (``append(contentsOf:flushingOn:)``).
+        var flushScheduled = false
     }
 
     private let state = NIOLockedValueBox(State())
@@ -62,6 +66,62 @@ package final class InboundBuffer<Element: Sendable>: Sendable {
         return goOn
     }
 
+    /// Adds `elements` without waking the consumer now: if it waits, it is woken by one job queued
+    /// on `eventLoop`, after the producer's current job. For a producer that receives messages one at
+    /// a time on that loop (a WebSocket reader task running there): everything it takes in one job
+    /// reaches the consumer in one wake-up. Returns what ``yield(contentsOf:)`` returns.
+    @discardableResult
+    package func append(contentsOf elements: some Collection<Element>, flushingOn eventLoop: any EventLoop) -> Bool {
+        guard !elements.isEmpty else { return !isPaused }
+        let (goOn, schedule) = state.withLockedValue { state -> (Bool, Bool) in
+            if state.finished { return (true, false) }
+            state.items.append(contentsOf: elements)
+            var schedule = false
+            if state.consumer != nil, !state.flushScheduled {
+                state.flushScheduled = true
+                schedule = true
+            }
+            if state.items.count >= limit {
+                state.producerPaused = true
+                return (false, schedule)
+            }
+            return (true, schedule)
+        }
+        if schedule { eventLoop.execute { self.flush() } }
+        return goOn
+    }
+
+    /// Wakes a waiting consumer with what is buffered.
+    package func flush() {
+        let (consumer, batch, demand) = state.withLockedValue {
+            state -> (CheckedContinuation<[Element]?, any Error>?, [Element], (@Sendable () -> Void)?) in
+            state.flushScheduled = false
+            guard let consumer = state.consumer, !state.items.isEmpty else { return (nil, [], nil) }
+            state.consumer = nil
+            let batch = state.items
+            state.items = []
+            let demand = state.producerPaused ? state.onDemand : nil
+            state.producerPaused = false
+            return (consumer, batch, demand)
+        }
+        demand?()
+        consumer?.resume(returning: batch)
+    }
+
+    /// ``append(contentsOf:flushingOn:)`` on the event loop this code runs on; off any event loop,
+    /// ``yield(contentsOf:)`` (nothing would run the deferred wake-up).
+    @discardableResult
+    package func append(contentsOf elements: some Collection<Element>) -> Bool {
+        if let eventLoop = MultiThreadedEventLoopGroup.currentEventLoop {
+            return append(contentsOf: elements, flushingOn: eventLoop)
+        }
+        return yield(contentsOf: elements)
+    }
+
+    /// ``append(contentsOf:)`` of one element.
+    @discardableResult
+    package func append(_ element: Element) -> Bool { append(contentsOf: CollectionOfOne(element)) }
+
     /// Hands one element over; see ``yield(contentsOf:)``.
     @discardableResult
     package func yield(_ element: Element) -> Bool { yield(contentsOf: CollectionOfOne(element)) }
@@ -71,16 +131,27 @@ package final class InboundBuffer<Element: Sendable>: Sendable {
 
     /// Ends the sequence: the consumer gets what is buffered, then the end (or `error`).
     package func finish(throwing error: (any Error)? = nil) {
-        let consumer = state.withLockedValue { state -> CheckedContinuation<[Element]?, any Error>? in
-            if state.finished { return nil }
+        let (consumer, demand) = state.withLockedValue {
+            state -> (CheckedContinuation<[Element]?, any Error>?, (@Sendable () -> Void)?) in
+            if state.finished { return (nil, nil) }
             state.finished = true
             state.failure = error
+            // A finished buffer holds no producer back.
+            let demand = state.producerPaused ? state.onDemand : nil
+            state.producerPaused = false
             defer { state.consumer = nil }
-            return state.consumer
+            return (state.consumer, demand)
         }
+        demand?()
         guard let consumer else { return }
-        // A parked consumer means nothing is buffered.
-        if let error {
+        // A parked consumer may wait for a deferred flush: it gets what waits first, the end next.
+        let pending = state.withLockedValue { state -> [Element] in
+            defer { state.items = [] }
+            return state.items
+        }
+        if !pending.isEmpty {
+            consumer.resume(returning: pending)
+        } else if let error {
             state.withLockedValue { $0.failure = nil }
             consumer.resume(throwing: error)
         } else {
@@ -100,7 +171,7 @@ package final class InboundBuffer<Element: Sendable>: Sendable {
     /// cancelled while it waits.
     private enum Take { case batch([Element], demand: (@Sendable () -> Void)?), end, failure(any Error), wait }
 
-    package func nextBatch() async throws -> [Element]? {
+    package func nextBatch(isolation actor: isolated (any Actor)? = #isolation) async throws -> [Element]? {
         func take(_ state: inout State) -> Take {
             if !state.items.isEmpty {
                 let batch = state.items
@@ -124,8 +195,8 @@ package final class InboundBuffer<Element: Sendable>: Sendable {
         case .failure(let error): throw error
         case .wait: break
         }
-        return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { continuation in
+        return try await withTaskCancellationHandler(operation: {
+            try await withCheckedThrowingContinuation(isolation: actor) { continuation in
                 let now = state.withLockedValue { state -> Take in
                     let step = take(&state)
                     guard case .wait = step else { return step }
@@ -142,12 +213,12 @@ package final class InboundBuffer<Element: Sendable>: Sendable {
                 case .wait: break
                 }
             }
-        } onCancel: {
+        }, onCancel: {
             self.state.withLockedValue { state in
                 defer { state.consumer = nil }
                 return state.consumer
             }?.resume(throwing: CancellationError())
-        }
+        }, isolation: actor)
     }
 
     /// An iterator that walks each batch locally.
@@ -158,17 +229,21 @@ package final class InboundBuffer<Element: Sendable>: Sendable {
 
         package init(_ buffer: InboundBuffer<Element>) { self.buffer = buffer }
 
-        package mutating func next() async throws -> Element? {
+        /// The next element, in the caller's isolation: an element of the current batch costs no
+        /// hop and no lock, whatever actor the consumer runs on.
+        package mutating func next(isolation actor: isolated (any Actor)? = #isolation) async throws -> Element? {
             if index < batch.count {
                 defer { index += 1 }
                 return batch[index]
             }
             batch = []
             index = 0
-            guard let next = try await buffer.nextBatch() else { return nil }
+            guard let next = try await buffer.nextBatch(isolation: actor) else { return nil }
             batch = next
             index = 1
             return batch[0]
         }
     }
 }
+
+extension InboundBuffer.Iterator: Sendable {}

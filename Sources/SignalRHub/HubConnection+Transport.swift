@@ -87,6 +87,9 @@ extension HubConnection {
     }
 
     /// Runs `body` (the transport's reader) in its own task; returns once the handshake is done.
+    ///
+    /// The task is unstructured: `start()` (the official client's shape) returns once connected,
+    /// while the reader goes on; `stop()` and the transport's end cancel it.
     private func runSession(
         generation: Int, run: SessionRun, ready: OneShot<Void>, resume: (@Sendable () async throws -> Void)? = nil,
         _ body: @escaping @Sendable () async throws -> WebSocketCloseInfo?
@@ -183,6 +186,7 @@ extension HubConnection {
                         try await ws.send(text: String(decoding: frame, as: UTF8.self))
                     }
                 }
+                let timers = self.timers
                 let session = Session(
                     generation: generation, transport: .webSockets,
                     send: { bytes in try await frames.send(bytes) },
@@ -191,12 +195,11 @@ extension HubConnection {
                         // An aborted connection (server timeout) does not wait for a closing
                         // handshake the server will not answer: the session ends now.
                         guard error == nil else { return run.cancelTask() }
+                        // A server that never answers the close frame: give up after closeTimeout.
+                        timers.schedule(after: configuration.closeTimeout) { run.cancelTask() }
                         try? await ws.close(code: 1000, reason: nil)
-                        Task {
-                            try? await Task.sleep(for: configuration.closeTimeout)
-                            run.cancelTask()
-                        }
-                    })
+                    },
+                    run: run)
                 var pipeline = InboundPipeline(connection: self, session: session, run: run, ready: ready)
                 if resuming != nil, let replay {
                     // The same connection on a new socket: no handshake; Sequence, then every
@@ -209,6 +212,7 @@ extension HubConnection {
                     if let ack { try await session.send(codec.encode(.ack(sequenceId: ack))) }
                     self.state.withLockedValue { $0.statefulReconnects += 1 }
                     run.markHandshakeDone()
+                    self.armKeepAlive(session: session, run: run)
                     pipeline.skipHandshake()
                     ready.complete(.success(()))
                 } else {
@@ -217,14 +221,22 @@ extension HubConnection {
                     let version = replay == nil ? 1 : 2
                     try await ws.send(text: String(decoding: HubHandshake.request(self.options.hubProtocol, version: version), as: UTF8.self))
                 }
-                let timer = Task { await self.runTimers(session: session, run: run) }
-                defer { timer.cancel() }
+                self.startTimers(session: session, run: run)
+                defer { run.cancelTimers(self.timers) }
                 for try await message in ws.inbound {
-                    let bytes: [UInt8] = switch message {
-                    case .text(let text): Array(text.utf8)
-                    case .binary(let buffer): Array(buffer: buffer)
+                    let outcome: InboundPipeline.Outcome
+                    switch message {
+                    case .text(let text):
+                        var text = text
+                        outcome = try text.withUTF8 { try pipeline.feed(UnsafeRawBufferPointer($0)) }
+                    case .binary(let buffer):
+                        outcome = try buffer.withUnsafeReadableBytes { try pipeline.feed($0) }
                     }
-                    if try await pipeline.feed(bytes) { try? await ws.close(code: 1000, reason: nil) }
+                    switch outcome {
+                    case .goOn: break
+                    case .close: try? await ws.close(code: 1000, reason: nil)
+                    case .paused: await self.waitForConsumers()
+                    }
                 }
             }
         }
@@ -267,36 +279,70 @@ extension HubConnection {
             close: { error in
                 run.requestClose(error)
                 run.cancelTask()
-            })
+            },
+            run: run)
         let maximum = options.maximumReceiveMessageSize
         logger.debug("opening the Server-Sent Events stream \(Redaction.url(url))")
         try await runSession(generation: generation, run: run, ready: ready) { [request] in
-            try await HTTPTransport.stream(request, runtime: self.options.runtime) { head, chunks in
-                guard head.status.code == 200 else {
-                    throw RealtimeError.badStatus(head.status, url: url)
-                }
-                guard head.mediaType == "text/event-stream" else {
-                    throw RealtimeError(.badContentType, "the Server-Sent Events stream \(Redaction.url(url)) has content type \(head.mediaType ?? "none")")
-                }
-                try await sender.send(HubHandshake.request(self.options.hubProtocol))
-                var pipeline = InboundPipeline(connection: self, session: session, run: run, ready: ready)
-                let timer = Task { await self.runTimers(session: session, run: run) }
-                defer { timer.cancel() }
-                var parser = SSEParser(configuration: .init(maxEventSize: maximum))
-                var payloads: [[UInt8]] = []
-                for try await chunk in chunks {
-                    payloads.removeAll(keepingCapacity: true)
+            // The pipeline lives on the stream's event loop: every event is fed there, in order.
+            let pipeline = NIOLockedValueBox(InboundPipeline(connection: self, session: session, run: run, ready: ready))
+            let stream = try EventStream.open(
+                request, runtime: self.options.runtime, options: EventStreamOptions(maxEventSize: maximum),
+                onHead: { head in
+                    guard head.status.code == 200 else {
+                        let status = head.status
+                        return .refuse { _ in RealtimeError.badStatus(status, url: url) }
+                    }
+                    guard head.mediaType == "text/event-stream" else {
+                        let error = RealtimeError(
+                            .badContentType, "the Server-Sent Events stream \(Redaction.url(url)) has content type \(head.mediaType ?? "none")")
+                        return .refuse { _ in error }
+                    }
+                    return .accept
+                },
+                onOutputs: { outputs in
                     do {
-                        try parser.parse(chunk) { output in
-                            if case .event(let event) = output { payloads.append(Array(event.data.utf8)) }
+                        for case .event(let event) in outputs {
+                            var data = event.data
+                            let outcome = try pipeline.withLockedValue { pipeline in
+                                try data.withUTF8 { try pipeline.feed(UnsafeRawBufferPointer($0)) }
+                            }
+                            switch outcome {
+                            case .goOn: continue
+                            case .close:
+                                run.requestClose(nil)
+                                run.cancelTask()
+                                return false
+                            case .paused: return !self.readGate.isClosed
+                            }
                         }
                     } catch {
-                        throw RealtimeError(.messageTooLarge, "a Server-Sent Event exceeds maximumReceiveMessageSize (\(maximum) bytes)", underlying: error)
+                        run.recordFailure(error)
+                        run.cancelTask()
+                        return false
                     }
-                    for payload in payloads where try await pipeline.feed(payload) { return nil }
+                    return true
+                })
+            self.readGate.setOnOpen { stream.resume() }
+            do {
+                try await withTaskCancellationHandler {
+                    try await stream.accepted()
+                    try await sender.send(HubHandshake.request(self.options.hubProtocol))
+                    self.startTimers(session: session, run: run)
+                    _ = try await stream.finished()
+                } onCancel: {
+                    stream.cancel()
                 }
-                return nil
+            } catch let error as RealtimeError where error.code == .messageTooLarge {
+                throw RealtimeError(.messageTooLarge, "a Server-Sent Event exceeds maximumReceiveMessageSize (\(maximum) bytes)", underlying: error)
+            } catch {
+                if let failure = run.failure { throw failure }
+                if run.closeRequest != nil || run.closedByServerMessage { return nil }
+                throw error
             }
+            run.cancelTimers(self.timers)
+            if let failure = run.failure { throw failure }
+            return nil
         }
     }
 
@@ -320,15 +366,16 @@ extension HubConnection {
                     _ = try? await HTTPTransport.execute(delete, runtime: options.runtime)
                 }
                 run.cancelTask()
-            })
+            },
+            run: run)
         logger.debug("starting to poll \(Redaction.url(url))")
         try await runSession(generation: generation, run: run, ready: ready) {
             // The handshake goes out without waiting for the first poll to return.
             let handshake = Task { try await sender.send(HubHandshake.request(options.hubProtocol)) }
             var pipeline = InboundPipeline(connection: self, session: session, run: run, ready: ready)
-            let timer = Task { await self.runTimers(session: session, run: run) }
+            self.startTimers(session: session, run: run)
             defer {
-                timer.cancel()
+                run.cancelTimers(self.timers)
                 handshake.cancel()
             }
             var first = true
@@ -346,7 +393,12 @@ extension HubConnection {
                 }
                 switch head.status.code {
                 case 200:
-                    if body.readableBytes > 0, try await pipeline.feed(Array(buffer: body)) { return nil }
+                    guard body.readableBytes > 0 else { continue }
+                    switch try body.withUnsafeReadableBytes({ try pipeline.feed($0) }) {
+                    case .goOn: break
+                    case .close: return nil
+                    case .paused: await self.waitForConsumers()
+                    }
                 case 204:
                     // The server ended the connection.
                     if run.closeRequest == nil { run.serverTerminated() }
@@ -360,84 +412,93 @@ extension HubConnection {
         }
     }
 
-    /// Handles one message from the server; returns true when the connection must close.
-    func handle(_ message: HubMessage, run: SessionRun) async throws -> Bool {
+    /// Handles one message from the server, on the reading side (an event loop for the WebSocket
+    /// and Server-Sent Events transports): hands invocations and stream items to their consumers'
+    /// buffers, completes calls. Returns `.close` for a Close message, `.paused` when a consumer's
+    /// buffer is full (reading must wait for ``waitForConsumers()`` or the read gate).
+    func handle(_ message: HubMessage, run: SessionRun) -> InboundPipeline.Outcome {
         switch message {
         case .ping, .ack, .sequence:
-            return false
+            return .goOn
         case .invocation(let invocation):
-            if let dispatcher = state.withLockedValue({ $0.dispatcher }) {
-                await waitingForConsumer(full: dispatcher.isFull) { await dispatcher.send(invocation) }
-            }
-            return false
+            guard let dispatcher = state.withLockedValue({ $0.dispatcher }) else { return .goOn }
+            if dispatcher.append(.invocation(invocation)) { return .goOn }
+            readGate.pause(for: dispatcher)
+            return .paused
         case .streamItem(let item):
-            if case .stream(let buffer)? = state.withLockedValue({ $0.pending[item.invocationId] }) {
-                await waitingForConsumer(full: buffer.isFull) { await buffer.send(item.item) }
-            }
-            return false
+            guard case .stream(let buffer)? = state.withLockedValue({ $0.pending[item.invocationId] }) else { return .goOn }
+            if buffer.append(item.item) { return .goOn }
+            readGate.pause(for: buffer)
+            return .paused
         case .completion(let completion):
             let result: Result<JSONValue?, any Error> = switch completion.outcome {
             case .void: .success(nil)
             case .result(let value): .success(value)
             case .error(let text): .failure(HubInvocationError(message: text))
             }
-            guard let pending = state.withLockedValue({ $0.pending.removeValue(forKey: completion.invocationId) }) else { return false }
+            guard let pending = state.withLockedValue({ $0.pending.removeValue(forKey: completion.invocationId) }) else { return .goOn }
             switch pending {
             case .invocation(let reply): reply.complete(result)
             case .stream(let buffer):
                 if case .failure(let error) = result { buffer.finish(throwing: error) } else { buffer.finish() }
             }
-            return false
+            return .goOn
         case .streamInvocation, .cancelInvocation:
             logger.warning("the server sent a \(message.type == 4 ? "StreamInvocation" : "CancelInvocation"), which a client does not serve; ignored")
-            return false
+            return .goOn
         case .close(let close):
             run.serverClosed(close)
-            return true
+            return .close
         }
     }
 
-    /// Runs `body`, which waits when a bounded buffer is full; meanwhile the server timeout is
-    /// paused (the silence is ours: we stopped reading).
-    private func waitingForConsumer(full: Bool, _ body: () async -> Void) async {
-        guard full else { return await body() }
+    /// Waits until the consumers that filled their buffers have caught up; meanwhile the server
+    /// timeout is paused (the silence is ours: we stopped reading).
+    func waitForConsumers() async {
+        guard readGate.isClosed else { return }
         state.withLockedValue { $0.machine.readingPaused(true, now: timeline.now) }
-        await body()
+        await readGate.waitUntilOpen()
         state.withLockedValue { $0.machine.readingPaused(false, now: timeline.now) }
     }
 
-    /// Handshake timeout, keep-alive pings and the server timeout, on the runtime's clock.
-    func runTimers(session: Session, run: SessionRun) async {
-        let handshakeDeadline = timeline.now + options.handshakeTimeout
-        while !Task.isCancelled, !run.handshakeDone {
-            let now = timeline.now
-            if now >= handshakeDeadline {
-                await session.close(RealtimeError(.timeout, "the server did not answer the handshake within \(options.handshakeTimeout)"))
+    /// The handshake deadline, then keep-alive pings and the server timeout, as deadlines on the
+    /// runtime's clock (no task waits for them).
+    func startTimers(session: Session, run: SessionRun) {
+        let limit = options.handshakeTimeout
+        run.setHandshakeTimer(timers.schedule(after: limit) { [weak self] in
+            guard let self, !run.handshakeDone else { return }
+            session.abort(RealtimeError(.timeout, "the server did not answer the handshake within \(limit)"))
+            _ = self
+        })
+    }
+
+    /// Arms the keep-alive and server-timeout check at the state machine's next deadline (after
+    /// the handshake).
+    func armKeepAlive(session: Session, run: SessionRun) {
+        guard let deadline = state.withLockedValue({ $0.machine.nextDeadline }) else { return }
+        run.setKeepAliveTimer(timers.schedule(at: deadline) { [weak self] in self?.keepAliveFired(session: session, run: run) })
+    }
+
+    private func keepAliveFired(session: Session, run: SessionRun) {
+        let actions = state.withLockedValue { shared -> [HubConnectionStateMachine.Action]? in
+            guard shared.session?.generation == session.generation, !run.isOver else { return nil }
+            return shared.machine.timerFired(now: timeline.now)
+        }
+        guard let actions else { return }
+        for action in actions {
+            switch action {
+            case .sendPing:
+                // A write is async and the timer queue's task must not wait on one socket: a short
+                // task sends the Ping.
+                Task { try? await self.transmit(.ping, on: session) }
+            case .abortTransport(let error):
+                session.abort(error)
                 return
-            }
-            try? await timeline.sleep(until: min(handshakeDeadline, now + .milliseconds(50)))
-        }
-        while !Task.isCancelled {
-            guard let deadline = state.withLockedValue({ $0.machine.nextDeadline }) else { return }
-            if timeline.now < deadline {
-                do { try await timeline.sleep(until: deadline) } catch { return }
-            }
-            let actions = state.withLockedValue { shared -> [HubConnectionStateMachine.Action] in
-                guard shared.session?.generation == session.generation else { return [] }
-                return shared.machine.timerFired(now: timeline.now)
-            }
-            for action in actions {
-                switch action {
-                case .sendPing:
-                    try? await transmit(.ping, on: session)
-                case .abortTransport(let error):
-                    await session.close(error)
-                    return
-                default:
-                    break
-                }
+            default:
+                break
             }
         }
+        armKeepAlive(session: session, run: run)
     }
 }
 
@@ -463,24 +524,32 @@ struct InboundPipeline {
     /// A resumed socket (stateful reconnect) has no handshake.
     mutating func skipHandshake() { handshakeBytes = [] }
 
-    /// Takes bytes from the server; returns true when the connection must close (a Close message).
-    mutating func feed(_ input: [UInt8]) async throws -> Bool {
-        var bytes = input
+    /// What reading does after a feed.
+    enum Outcome {
+        case goOn
+        /// A Close message (or a stop that won the race with the handshake): close the transport.
+        case close
+        /// A consumer's buffer is full: wait before reading on.
+        case paused
+    }
+
+    /// Takes bytes from the server, synchronously (on the transport's reading side).
+    mutating func feed(_ bytes: UnsafeRawBufferPointer) throws -> Outcome {
         let connection = connection
         connection.state.withLockedValue { $0.machine.didReceive(now: connection.timeline.now) }
         if !run.handshakeDone {
-            handshakeBytes += bytes
+            handshakeBytes.append(contentsOf: bytes)
             let response: HubHandshake.Response
             do { response = try HubHandshake.parseResponse(handshakeBytes) } catch {
                 throw RealtimeError(.protocolViolation, "the server's handshake response is invalid: \(error)", underlying: error)
             }
             switch response {
             case .incomplete:
-                return false
+                return .goOn
             case .refused(let error, _):
                 throw RealtimeError(.refused, "the server refused the handshake: \(error)", serverMessage: error)
             case .accepted(let consumed):
-                bytes = Array(handshakeBytes[consumed...])
+                let rest = Array(handshakeBytes[consumed...])
                 handshakeBytes = []
                 let session = session
                 let actions = connection.state.withLockedValue { shared -> [HubConnectionStateMachine.Action] in
@@ -488,10 +557,24 @@ struct InboundPipeline {
                     return shared.machine.connected(now: connection.timeline.now)
                 }
                 run.markHandshakeDone()
+                connection.armKeepAlive(session: session, run: run)
                 ready.complete(.success(()))
-                Task { await connection.perform(actions) }
+                var close = false
+                for action in actions {
+                    switch action {
+                    case .notifyReconnected: connection.state.withLockedValue { $0.dispatcher }?.yield(.reconnected)
+                    case .closeTransport: close = true
+                    default: break
+                    }
+                }
+                if close { return .close }
+                return try rest.withUnsafeBytes { try feedMessages($0) }
             }
         }
+        return try feedMessages(bytes)
+    }
+
+    private mutating func feedMessages(_ bytes: UnsafeRawBufferPointer) throws -> Outcome {
         messages.removeAll(keepingCapacity: true)
         let codec = connection.codec
         do {
@@ -499,9 +582,16 @@ struct InboundPipeline {
         } catch {
             throw RealtimeError(.protocolViolation, "the server sent an invalid \(connection.options.hubProtocol) message: \(error)", underlying: error)
         }
+        var outcome = Outcome.goOn
         guard let replay = connection.state.withLockedValue({ $0.replay }) else {
-            for message in messages where try await connection.handle(message, run: run) { return true }
-            return false
+            for message in messages {
+                switch connection.handle(message, run: run) {
+                case .goOn: continue
+                case .close: return .close
+                case .paused: outcome = .paused
+                }
+            }
+            return outcome
         }
         for message in messages {
             switch message {
@@ -517,19 +607,24 @@ struct InboundPipeline {
             }
             let (process, scheduleAck) = replay.receive(message)
             if scheduleAck { connection.scheduleAck(replay) }
-            if process, try await connection.handle(message, run: run) { return true }
+            guard process else { continue }
+            switch connection.handle(message, run: run) {
+            case .goOn: continue
+            case .close: return .close
+            case .paused: outcome = .paused
+            }
         }
-        return false
+        return outcome
     }
 }
 
 extension HubConnection {
     /// Acknowledges what was received about a second from now (one Ack for a burst).
     func scheduleAck(_ replay: ReplayBuffer) {
-        Task {
-            try? await timeline.sleep(until: timeline.now + .seconds(1))
-            guard let id = replay.takeAck(), let session = state.withLockedValue({ $0.session }) else { return }
-            try? await transmit(.ack(sequenceId: id), on: session)
+        timers.schedule(after: .seconds(1)) { [weak self] in
+            guard let self, let id = replay.takeAck(), let session = self.state.withLockedValue({ $0.session }) else { return }
+            // The write is async and the timer queue's task must not wait on a socket: a short task.
+            Task { try? await self.transmit(.ack(sequenceId: id), on: session) }
         }
     }
 }
@@ -538,6 +633,11 @@ extension HubConnection {
 final class SessionRun: Sendable {
     private struct State {
         var handshakeDone = false
+        var handshakeTimer: TimerQueue.Timer?
+        var keepAliveTimer: TimerQueue.Timer?
+        /// A failure found on the reading side outside the reader's task (an event stream's callback).
+        var failure: RealtimeError?
+        var over = false
         /// Set when the client closed: nil error for stop(), an error for a timeout.
         var closeRequest: RealtimeError??
         var serverClose: HubClose?
@@ -554,6 +654,38 @@ final class SessionRun: Sendable {
     var closeRequest: RealtimeError?? { state.withLockedValue { $0.closeRequest } }
 
     func markHandshakeDone() { state.withLockedValue { $0.handshakeDone = true } }
+
+    var failure: RealtimeError? { state.withLockedValue { $0.failure } }
+
+    /// Whether the session has ended (its timers do nothing any more).
+    var isOver: Bool { state.withLockedValue { $0.over } }
+
+    func recordFailure(_ error: any Error) {
+        let failure = (error as? RealtimeError) ?? RealtimeError(.protocolViolation, Redaction.describe(error), underlying: error)
+        state.withLockedValue { if $0.failure == nil { $0.failure = failure } }
+    }
+
+    func setHandshakeTimer(_ timer: TimerQueue.Timer) {
+        state.withLockedValue { $0.handshakeTimer = timer }
+    }
+
+    func setKeepAliveTimer(_ timer: TimerQueue.Timer) {
+        state.withLockedValue { $0.keepAliveTimer = timer }
+    }
+
+    /// The session ended: its deadlines are dropped.
+    func cancelTimers(_ timers: TimerQueue) {
+        let (handshake, keepAlive) = state.withLockedValue { state in
+            state.over = true
+            defer {
+                state.handshakeTimer = nil
+                state.keepAliveTimer = nil
+            }
+            return (state.handshakeTimer, state.keepAliveTimer)
+        }
+        if let handshake { timers.cancel(handshake) }
+        if let keepAlive { timers.cancel(keepAlive) }
+    }
 
     func requestClose(_ error: RealtimeError?) {
         state.withLockedValue { if $0.closeRequest == nil { $0.closeRequest = .some(error) } }

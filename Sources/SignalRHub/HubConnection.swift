@@ -21,6 +21,11 @@ public final class HubConnection: Sendable {
     let logger: Logger
     let timeline: ClockTimeline
     let state: NIOLockedValueBox<Shared>
+    /// Holds reading while the handlers or a stream's reader are behind (every transport, every
+    /// session of this connection: a full buffer outlives the socket that filled it).
+    let readGate = ReadGate()
+    /// Deadlines (handshake, keep-alive, server timeout, acknowledgements) on the runtime's clock.
+    var timers: TimerQueue { options.runtime.timers }
 
     struct Shared {
         var machine: HubConnectionStateMachine
@@ -34,7 +39,7 @@ public final class HubConnection: Sendable {
         var closed: [@Sendable ((any Error)?) async -> Void] = []
         var connectionId: String?
         var lifecycleTask: Task<Void, Never>?
-        var dispatcher: AsyncBoundedBuffer<HubInvocation>?
+        var dispatcher: InboundBuffer<Dispatched>?
         var lastError: RealtimeError?
         /// Stateful reconnect's replay buffer, when the server agreed to it (WebSockets only).
         var replay: ReplayBuffer?
@@ -47,7 +52,15 @@ public final class HubConnection: Sendable {
 
     enum Pending {
         case invocation(OneShot<JSONValue?>)
-        case stream(AsyncBoundedBuffer<JSONValue>)
+        case stream(InboundBuffer<JSONValue>)
+    }
+
+    /// What the handler task runs, in arrival order: server invocations, and the reconnect
+    /// notification (so `onReconnected` runs after the handlers of what came before it and before
+    /// those of what came after).
+    enum Dispatched: Sendable {
+        case invocation(HubInvocation)
+        case reconnected
     }
 
     struct Handler: Sendable {
@@ -62,6 +75,13 @@ public final class HubConnection: Sendable {
         let transport: HttpTransportType
         let send: @Sendable ([UInt8]) async throws -> Void
         let close: @Sendable (RealtimeError?) async -> Void
+        let run: SessionRun
+
+        /// Ends the session at once with `error` (a timeout): no closing handshake.
+        func abort(_ error: RealtimeError) {
+            run.requestClose(error)
+            run.cancelTask()
+        }
     }
 
     public init(options: HubConnectionOptions, logLevel: LogLevel? = nil) {
@@ -147,7 +167,11 @@ public final class HubConnection: Sendable {
     /// that fails (a failed start does not reconnect).
     public func start() async throws {
         let actions = try state.withLockedValue { shared in
-            if shared.dispatcher == nil { shared.dispatcher = AsyncBoundedBuffer(capacity: options.handlerQueueSize) }
+            if shared.dispatcher == nil {
+                let dispatcher = InboundBuffer<Dispatched>(limit: options.handlerQueueSize)
+                readGate.attach(dispatcher)
+                shared.dispatcher = dispatcher
+            }
             return try shared.machine.start()
         }
         startDispatcher()
@@ -284,7 +308,8 @@ public final class HubConnection: Sendable {
     /// ``stream(method:arguments:)`` with `JSONValue` arguments and items.
     public func streamRaw(method: String, arguments: [JSONValue]) async throws -> HubRawStream {
         let (id, session) = try reserveInvocation()
-        let buffer = AsyncBoundedBuffer<JSONValue>(capacity: options.streamBufferSize)
+        let buffer = InboundBuffer<JSONValue>(limit: options.streamBufferSize)
+        readGate.attach(buffer)
         let registered = state.withLockedValue { shared -> Bool in
             guard shared.session?.generation == session.generation else { return false }
             shared.pending[id] = .stream(buffer)
@@ -381,20 +406,32 @@ public final class HubConnection: Sendable {
         state.withLockedValue { $0.handlers[method.lowercased(), default: []].append(handler) }
     }
 
-    /// One task runs the handlers, in the order the invocations arrived.
+    /// One task runs the handlers, in the order the invocations arrived, a batch per wake-up.
     private func startDispatcher() {
-        let dispatcher = state.withLockedValue { shared -> AsyncBoundedBuffer<HubInvocation>? in
+        let dispatcher = state.withLockedValue { shared -> InboundBuffer<Dispatched>? in
             guard shared.lifecycleTask == nil else { return nil }
             return shared.dispatcher
         }
         guard let dispatcher else { return }
+        // Unstructured: HubConnection's API (start()/stop(), as the official client's) has no run()
+        // that could own it; it lives from start() until the connection closes for good.
         let task = Task { [weak self] in
-            while let invocation = try? await dispatcher.next() {
+            while let batch = try? await dispatcher.nextBatch() {
                 guard let self else { return }
-                await self.runHandlers(invocation)
+                for item in batch {
+                    switch item {
+                    case .invocation(let invocation): await self.runHandlers(invocation)
+                    case .reconnected: await self.runReconnectedHandlers()
+                    }
+                }
             }
         }
         state.withLockedValue { $0.lifecycleTask = task }
+    }
+
+    private func runReconnectedHandlers() async {
+        notifyDelegate { $0.connectionDidReconnect() }
+        for handler in state.withLockedValue({ $0.reconnected }) { await handler() }
     }
 
     private func runHandlers(_ invocation: HubInvocation) async {
@@ -449,8 +486,8 @@ public final class HubConnection: Sendable {
                 notifyDelegate { $0.connectionWillReconnect(error: error) }
                 for handler in state.withLockedValue({ $0.reconnecting }) { await handler(error) }
             case .notifyReconnected:
-                notifyDelegate { $0.connectionDidReconnect() }
-                for handler in state.withLockedValue({ $0.reconnected }) { await handler() }
+                // Through the handler task, in order with the invocations around it.
+                state.withLockedValue { $0.dispatcher }?.yield(.reconnected)
             case .notifyClosed(let error):
                 notifyDelegate { $0.connectionDidClose(error: error) }
                 let (handlers, dispatcher) = state.withLockedValue { shared in

@@ -1,4 +1,5 @@
 public import RealtimeCore
+import NIOConcurrencyHelpers
 
 /// A server-to-client stream, as the official Swift client shapes it.
 public protocol StreamResult<Element>: Sendable {
@@ -10,23 +11,29 @@ public protocol StreamResult<Element>: Sendable {
 }
 
 /// A stream's raw items. Reading happens through a bounded buffer: when the consumer is slow, the
-/// connection stops reading from the server once `streamBufferSize` items wait.
+/// connection stops reading from the server once `streamBufferSize` items wait. Items arrive in
+/// batches (all that one read from the socket carried), so a consumer that keeps up is woken once
+/// per read, not once per item.
 public struct HubRawStream: AsyncSequence, Sendable {
     public typealias Element = JSONValue
-    let buffer: AsyncBoundedBuffer<JSONValue>
+    let buffer: InboundBuffer<JSONValue>
     let cancelAction: @Sendable () async -> Void
 
-    init(buffer: AsyncBoundedBuffer<JSONValue>, cancel: @escaping @Sendable () async -> Void) {
+    init(buffer: InboundBuffer<JSONValue>, cancel: @escaping @Sendable () async -> Void) {
         self.buffer = buffer
         cancelAction = cancel
     }
 
     public struct AsyncIterator: AsyncIteratorProtocol {
-        let buffer: AsyncBoundedBuffer<JSONValue>
-        public mutating func next() async throws -> JSONValue? { try await buffer.next() }
+        var base: InboundBuffer<JSONValue>.Iterator
+        public mutating func next() async throws -> JSONValue? { try await base.next(isolation: nil) }
+        /// The next item, in the caller's isolation (no hop off the caller's actor per item).
+        public mutating func next(isolation actor: isolated (any Actor)?) async throws -> JSONValue? {
+            try await base.next(isolation: actor)
+        }
     }
 
-    public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(buffer: buffer) }
+    public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(base: InboundBuffer.Iterator(buffer)) }
 
     /// Sends CancelInvocation (when the stream is still running) and ends the sequence.
     public func cancel() async { await cancelAction() }
@@ -36,9 +43,13 @@ struct HubStream<Element: Decodable & Sendable>: StreamResult {
     let raw: HubRawStream
 
     var stream: AsyncThrowingStream<Element, any Error> {
-        let raw = raw
+        // The sequence's one consumer calls the closure serially; the box only makes that visible
+        // to the compiler.
+        let iterator = NIOLockedValueBox(InboundBuffer.Iterator(raw.buffer))
         return AsyncThrowingStream(unfolding: {
-            guard let value = try await raw.buffer.next() else { return nil }
+            var local = iterator.withLockedValue { $0 }
+            defer { iterator.withLockedValue { $0 = local } }
+            guard let value = try await local.next() else { return nil }
             return try HubValueCoding.decode(value, as: Element.self)
         })
     }

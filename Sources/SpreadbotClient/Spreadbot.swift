@@ -36,12 +36,15 @@ public final class Spreadbot: Sendable {
     private let transportBox = StateBroadcaster<SpreadbotTransport?>(nil)
     private let handlers = NIOLockedValueBox(Handlers())
     private let run = NIOLockedValueBox(Run())
+    /// Holds reading while an iterator of ``messages()`` is behind.
+    private let readGate = ReadGate()
 
     private struct Handlers {
         var open: [@Sendable () -> Void] = []
         var error: [@Sendable (any Error) -> Void] = []
         var message: [@Sendable (String, String, SpreadbotData) -> Void] = []
-        var subscribers: [ObjectIdentifier: MessageSubscription] = [:]
+        /// Weak: an iterator that is dropped unsubscribes (and stops holding reading back).
+        var subscribers: [ObjectIdentifier: WeakSubscription] = [:]
     }
 
     private struct Run {
@@ -112,7 +115,14 @@ public final class Spreadbot: Sendable {
     public func messages() -> SpreadbotMessages { SpreadbotMessages(client: self) }
 
     func subscribe(_ subscription: MessageSubscription) {
-        handlers.withLockedValue { $0.subscribers[ObjectIdentifier(subscription)] = subscription }
+        readGate.attach(subscription.buffer)
+        handlers.withLockedValue { $0.subscribers[ObjectIdentifier(subscription)] = WeakSubscription(value: subscription) }
+    }
+
+    /// The connection is over for good: every iterator of ``messages()`` ends after what it holds.
+    private func finishSubscribers() {
+        let subscribers = handlers.withLockedValue { $0.subscribers.values.compactMap(\.value) }
+        for subscriber in subscribers { subscriber.buffer.finish() }
     }
 
     func unsubscribe(_ subscription: MessageSubscription) {
@@ -200,6 +210,7 @@ public final class Spreadbot: Sendable {
         outbox.close(RealtimeError(.notConnected, "closeConnection() was called before the message was sent"))
         transportBox.update(nil)
         stateBox.update(.disconnected)
+        finishSubscribers()
     }
 
     /// Waits until the connection task started by ``establishConnection(path:)`` has ended.
@@ -241,6 +252,7 @@ public final class Spreadbot: Sendable {
         if let finalError, finalError.code == .reconnectGaveUp { report(finalError) }
         if !failed.isEmpty { logger.log(level: level, "\(failed.count) queued messages were not sent") }
         stateBox.update(.disconnected)
+        finishSubscribers()
     }
 
     /// One connection: the transports in order until one opens, then its life. Throws the last
@@ -250,9 +262,10 @@ public final class Spreadbot: Sendable {
         for (index, transport) in configuration.transports.enumerated() {
             try Task.checkCancellation()
             let opened = NIOLockedValueBox(false)
-            let open: @Sendable () async throws -> Void = {
+            // Synchronous, so an event stream can open on its event loop before its first event.
+            let open: @Sendable () -> Void = {
                 opened.withLockedValue { $0 = true }
-                try await context.connected(sender: { _ in })
+                context.connected()
                 self.outbox.setConnected(true)
                 self.transportBox.update(transport)
                 self.stateBox.update(.connected)
@@ -315,7 +328,7 @@ public final class Spreadbot: Sendable {
 
     // MARK: Transports
 
-    private func runWebSocket(path: String, open: @escaping @Sendable () async throws -> Void) async throws {
+    private func runWebSocket(path: String, open: @escaping @Sendable () -> Void) async throws {
         var headers = HTTPHeaders()
         _ = http.auth.authorize(&headers)
         let ws = WebSocketConfiguration(
@@ -325,7 +338,7 @@ public final class Spreadbot: Sendable {
         let url = configuration.webSocketURL(for: path)
         logger.log(level: level, "opening the WebSocket \(Redaction.url(url))")
         try await WebSocketTransport.connect(to: url, configuration: ws, runtime: configuration.runtime) { connection in
-            try await open()
+            open()
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask {
                     try await self.writeLoop(path: path) { item in
@@ -339,12 +352,14 @@ public final class Spreadbot: Sendable {
                 }
                 group.addTask {
                     for try await message in connection.inbound {
+                        let goOn: Bool
                         switch message {
-                        case .text(let text): await self.receiveEnvelope(text, path: path, transport: .webSocket)
+                        case .text(let text): goOn = self.receiveEnvelope(text, path: path, transport: .webSocket)
                         case .binary(let buffer):
                             let id = self.run.withLockedValue { $0.lastEventId }
-                            await self.deliver(SpreadbotMessage(id: id, event: path, data: .binary(Data(buffer.readableBytesView)), transport: .webSocket))
+                            goOn = self.deliver(SpreadbotMessage(id: id, event: path, data: .binary(Data(buffer.readableBytesView)), transport: .webSocket))
                         }
+                        if !goOn { await self.readGate.waitUntilOpen() }
                     }
                 }
                 // Whichever ends first (the server closed, a write failed) ends the connection.
@@ -354,7 +369,7 @@ public final class Spreadbot: Sendable {
         }
     }
 
-    private func runEventStream(path: String, open: @escaping @Sendable () async throws -> Void) async throws {
+    private func runEventStream(path: String, open: @escaping @Sendable () -> Void) async throws {
         var headers = HTTPHeaders()
         headers.add(name: "Accept", value: "text/event-stream")
         headers.add(name: "Cache-Control", value: "no-cache")
@@ -365,53 +380,69 @@ public final class Spreadbot: Sendable {
         let request = HTTPRequestSpec(url: url, headers: headers, tls: configuration.tls, headTimeout: configuration.requestTimeout)
         let maximum = configuration.maxMessageSize
         logger.log(level: level, "opening the event stream \(Redaction.url(url))")
-        try await HTTPTransport.stream(request, runtime: configuration.runtime) { head, chunks in
-            guard head.status == .ok else { throw RealtimeError.badStatus(head.status, url: url) }
-            guard head.mediaType == "text/event-stream" else {
-                throw RealtimeError(.badContentType, "\(Redaction.url(url)) answered with content type \(head.mediaType ?? "none"), not text/event-stream", status: head.status)
-            }
-            try await open()
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask { try await self.writeLoop(path: path) { try await self.post($0, path: path) } }
-                group.addTask {
-                    var parser = SSEParser(configuration: .init(maxEventSize: maximum), lastEventId: lastId)
-                    var events: [ServerSentEvent] = []
-                    for try await chunk in chunks {
-                        events.removeAll(keepingCapacity: true)
-                        do {
-                            try parser.parse(chunk) { output in
-                                switch output {
-                                case .event(let event): events.append(event)
-                                case .retry(let milliseconds): self.run.withLockedValue { $0.retryHint = .milliseconds(milliseconds) }
-                                case .comment: break
-                                }
-                            }
-                        } catch {
-                            throw RealtimeError(.messageTooLarge, "a Server-Sent Event exceeds maxMessageSize (\(maximum) bytes)", underlying: error)
-                        }
-                        for event in events {
-                            if !event.lastEventId.isEmpty { self.run.withLockedValue { $0.lastEventId = event.lastEventId } }
-                            await self.deliver(SpreadbotMessage(id: event.lastEventId, event: event.type, data: .text(event.data), transport: .serverSentEvents))
-                        }
+        let stream = try EventStream.open(
+            request, runtime: configuration.runtime, options: EventStreamOptions(maxEventSize: maximum, lastEventId: lastId),
+            onHead: { head in
+                guard head.status == .ok else {
+                    let status = head.status
+                    return .refuse { _ in RealtimeError.badStatus(status, url: url) }
+                }
+                guard head.mediaType == "text/event-stream" else {
+                    let error = RealtimeError(
+                        .badContentType, "\(Redaction.url(url)) answered with content type \(head.mediaType ?? "none"), not text/event-stream",
+                        status: head.status)
+                    return .refuse { _ in error }
+                }
+                // Open on the event loop, before this response's first event is delivered.
+                open()
+                return .accept
+            },
+            onOutputs: { outputs in
+                var goOn = true
+                for output in outputs {
+                    switch output {
+                    case .event(let event):
+                        if !event.lastEventId.isEmpty { self.run.withLockedValue { $0.lastEventId = event.lastEventId } }
+                        let message = SpreadbotMessage(id: event.lastEventId, event: event.type, data: .text(event.data), transport: .serverSentEvents)
+                        if !self.deliver(message) { goOn = false }
+                    case .retry(let milliseconds): self.run.withLockedValue { $0.retryHint = .milliseconds(milliseconds) }
+                    case .comment: break
                     }
                 }
-                defer { group.cancelAll() }
-                try await group.next()
+                return goOn
+            })
+        readGate.setOnOpen { stream.resume() }
+        defer { readGate.setOnOpen(nil) }
+        do {
+            try await withTaskCancellationHandler {
+                try await stream.accepted()
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    group.addTask { try await self.writeLoop(path: path) { try await self.post($0, path: path) } }
+                    group.addTask { _ = try await stream.finished() }
+                    defer { group.cancelAll() }
+                    try await group.next()
+                }
+            } onCancel: {
+                stream.cancel()
             }
+        } catch let error as RealtimeError where error.code == .messageTooLarge {
+            throw RealtimeError(.messageTooLarge, "a Server-Sent Event exceeds maxMessageSize (\(maximum) bytes)", underlying: error)
         }
     }
 
-    private func runPolling(path: String, open: @escaping @Sendable () async throws -> Void) async throws {
+    private func runPolling(path: String, open: @escaping @Sendable () -> Void) async throws {
         // The first poll opens the transport; after it, polls and POST sends run side by side and
         // whichever fails first ends the session.
         let first = try await poll(path: path)
-        try await open()
+        open()
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await self.writeLoop(path: path) { try await self.post($0, path: path) } }
             group.addTask {
                 var envelopes = first
                 while true {
-                    for envelope in envelopes { await self.receiveEnvelope(envelope, path: path, transport: .polling) }
+                    for envelope in envelopes { _ = self.receiveEnvelope(envelope, path: path, transport: .polling) }
+                    // The next poll waits for the iterators that are behind.
+                    await self.readGate.waitUntilOpen()
                     try await self.configuration.runtime.sleep(for: self.configuration.pollInterval)
                     envelopes = try await self.poll(path: path)
                 }
@@ -480,18 +511,21 @@ public final class Spreadbot: Sendable {
 
     // MARK: Receiving
 
-    private func receiveEnvelope(_ text: String, path: String, transport: SpreadbotTransport) async {
+    /// Hands one envelope to the callbacks and iterators; false when an iterator is behind (reading
+    /// must wait on the read gate).
+    private func receiveEnvelope(_ text: String, path: String, transport: SpreadbotTransport) -> Bool {
         do {
-            await receiveEnvelope(try JSONValue(parsing: text), path: path, transport: transport)
+            return receiveEnvelope(try JSONValue(parsing: text), path: path, transport: transport)
         } catch {
             report(RealtimeError(.protocolViolation, "a \(transport) message is not JSON: skipped", underlying: error))
+            return true
         }
     }
 
-    private func receiveEnvelope(_ envelope: JSONValue, path: String, transport: SpreadbotTransport) async {
+    private func receiveEnvelope(_ envelope: JSONValue, path: String, transport: SpreadbotTransport) -> Bool {
         guard envelope.objectValue != nil else {
             report(RealtimeError(.protocolViolation, "a \(transport) message is not a JSON object with id, event and data: skipped"))
-            return
+            return true
         }
         let id: String
         switch envelope["id"] {
@@ -507,13 +541,21 @@ public final class Spreadbot: Sendable {
         case let other?: data = other.jsonString
         }
         if !id.isEmpty { run.withLockedValue { $0.lastEventId = id } }
-        await deliver(SpreadbotMessage(id: id, event: event, data: .text(data), transport: transport))
+        return deliver(SpreadbotMessage(id: id, event: event, data: .text(data), transport: transport))
     }
 
-    private func deliver(_ message: SpreadbotMessage) async {
-        let (callbacks, subscribers) = handlers.withLockedValue { ($0.message, Array($0.subscribers.values)) }
+    /// Callbacks first, then every iterator's buffer (on the connection's reading side, an event loop
+    /// for the WebSocket and the event stream). False when an iterator is full: reading pauses on the
+    /// read gate until it caught up.
+    private func deliver(_ message: SpreadbotMessage) -> Bool {
+        let (callbacks, subscribers) = handlers.withLockedValue { ($0.message, $0.subscribers.values.compactMap(\.value)) }
         for callback in callbacks { callback(message.id, message.event, message.data) }
-        for subscriber in subscribers { await subscriber.buffer.send(message) }
+        var goOn = true
+        for subscriber in subscribers where !subscriber.buffer.append(message) {
+            readGate.pause(for: subscriber.buffer)
+            goOn = false
+        }
+        return goOn
     }
 
     private func report(_ error: any Error) {
@@ -529,44 +571,40 @@ public struct SpreadbotMessages: AsyncSequence, Sendable {
 
     public struct AsyncIterator: AsyncIteratorProtocol, Sendable {
         let subscription: MessageSubscription
+        var base: InboundBuffer<SpreadbotMessage>.Iterator
 
         public mutating func next() async throws -> SpreadbotMessage? {
-            try await subscription.next()
+            try await base.next(isolation: nil)
+        }
+
+        /// The next message, in the caller's isolation (no hop off the caller's actor per message).
+        public mutating func next(isolation actor: isolated (any Actor)?) async throws -> SpreadbotMessage? {
+            try await base.next(isolation: actor)
         }
     }
 
     public func makeAsyncIterator() -> AsyncIterator {
         let subscription = MessageSubscription(client: client, capacity: client.configuration.messageBufferCapacity)
         client.subscribe(subscription)
-        return AsyncIterator(subscription: subscription)
+        return AsyncIterator(subscription: subscription, base: InboundBuffer.Iterator(subscription.buffer))
     }
 }
 
 /// One iterator's bounded buffer; it leaves the client when the iterator is gone.
+struct WeakSubscription: Sendable {
+    weak var value: MessageSubscription?
+}
+
 public final class MessageSubscription: Sendable {
-    let buffer: AsyncBoundedBuffer<SpreadbotMessage>
-    private let finished: Task<Void, Never>
+    let buffer: InboundBuffer<SpreadbotMessage>
     private weak let client: Spreadbot?
 
     init(client: Spreadbot, capacity: Int) {
-        let buffer = AsyncBoundedBuffer<SpreadbotMessage>(capacity: capacity)
-        self.buffer = buffer
+        buffer = InboundBuffer<SpreadbotMessage>(limit: capacity)
         self.client = client
-        // The sequence ends when the client is disconnected for good.
-        finished = Task { [weak client] in
-            guard let updates = client?.stateUpdates() else { return buffer.finish() }
-            var sawActive = false
-            for await state in updates {
-                if state != .disconnected { sawActive = true } else if sawActive { break }
-            }
-            buffer.finish()
-        }
     }
 
-    func next() async throws -> SpreadbotMessage? { try await buffer.next() }
-
     deinit {
-        finished.cancel()
         buffer.finish()
         client?.unsubscribe(self)
     }
