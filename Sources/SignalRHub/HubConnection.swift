@@ -300,7 +300,11 @@ public final class HubConnection: Sendable {
     /// Starts the server-to-client stream `method`. Items arrive in order; the sequence ends with
     /// the server's completion and throws its error. A slow consumer holds at most
     /// `streamBufferSize` items, then reading from the server waits.
-    public func stream<Element: Decodable & Sendable>(method: String, arguments: any Encodable...) async throws -> any StreamResult<Element> {
+    ///
+    /// The result is itself an `AsyncSequence` of typed items (iterate it directly: no hop off the
+    /// caller's actor per item), and a ``StreamResult`` whose `stream` is the official client's
+    /// `AsyncThrowingStream`.
+    public func stream<Element: Decodable & Sendable>(method: String, arguments: any Encodable...) async throws -> HubStream<Element> {
         let raw = try await streamRaw(method: method, arguments: try arguments.map { try HubValueCoding.encode($0) })
         return HubStream<Element>(raw: raw)
     }

@@ -39,10 +39,28 @@ public struct HubRawStream: AsyncSequence, Sendable {
     public func cancel() async { await cancelAction() }
 }
 
-struct HubStream<Element: Decodable & Sendable>: StreamResult {
+/// The typed items of a server-to-client stream (``HubConnection/stream(method:arguments:)``): an
+/// `AsyncSequence` that decodes each item as it is read, and the official client's ``StreamResult``.
+public struct HubStream<Element: Decodable & Sendable>: StreamResult, AsyncSequence {
     let raw: HubRawStream
 
-    var stream: AsyncThrowingStream<Element, any Error> {
+    public struct AsyncIterator: AsyncIteratorProtocol {
+        var base: HubRawStream.AsyncIterator
+
+        public mutating func next() async throws -> Element? { try await next(isolation: nil) }
+
+        /// The next item, decoded, in the caller's isolation.
+        public mutating func next(isolation actor: isolated (any Actor)?) async throws -> Element? {
+            guard let value = try await base.next(isolation: actor) else { return nil }
+            return try HubValueCoding.decode(value, as: Element.self)
+        }
+    }
+
+    public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(base: raw.makeAsyncIterator()) }
+
+    /// The items as the official client's `AsyncThrowingStream`. Iterating the ``HubStream`` itself
+    /// is cheaper on an actor: this stream's closure runs off the caller's actor for every item.
+    public var stream: AsyncThrowingStream<Element, any Error> {
         // The sequence's one consumer calls the closure serially; the box only makes that visible
         // to the compiler.
         let iterator = NIOLockedValueBox(InboundBuffer.Iterator(raw.buffer))
@@ -54,5 +72,5 @@ struct HubStream<Element: Decodable & Sendable>: StreamResult {
         })
     }
 
-    func cancel() async { await raw.cancel() }
+    public func cancel() async { await raw.cancel() }
 }

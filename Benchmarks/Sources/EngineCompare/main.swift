@@ -78,6 +78,10 @@ func idle(_ what: String, count: Int, _ open: @escaping @Sendable (Int) async th
 
 let clock = ContinuousClock()
 
+/// `start()` from inside an async function: in top-level code the older client's synchronous
+/// `start()` would be picked (it returns before the connection is up).
+func startHub(_ connection: HubConnection) async throws { try await connection.start() }
+
 switch argument(0) {
 case "serve":
     let port: Int
@@ -114,18 +118,24 @@ case "serve":
     for stop in stoppers { await stop() }
     exit(0)
 
-case "sse":
+case "sse", "sse-detached":
+    // `sse` iterates in top-level code (on the main actor, as a command-line tool's main.swift
+    // does); `sse-detached` in a detached task (the global executor, as a server's task does).
     guard let url = argument(1).flatMap(URL.init(string:)) else { fail("sse URL [count]") }
     let limit = number(2, .max)
     let source = EventSource(url: url, configuration: EventSourceConfiguration(maxReconnectAttempts: 0, reachability: AlwaysReachable()))
-    var count = 0
-    let start = clock.now
-    for try await event in source.events {
-        if event.type == "done" { break }
-        count += 1
-        if count >= limit { break }
+    @Sendable func consume() async throws -> Int {
+        var count = 0
+        for try await event in source.events {
+            if event.type == "done" { break }
+            count += 1
+            if count >= limit { break }
+        }
+        return count
     }
-    report("sse", count, clock.now - start)
+    let start = clock.now
+    let count = argument(0) == "sse" ? try await consume() : try await Task.detached { try await consume() }.value
+    report(argument(0)!, count, clock.now - start)
     source.close()
 
 case "sse-idle":
@@ -135,6 +145,19 @@ case "sse-idle":
         var iterator = source.events.makeAsyncIterator()
         _ = try await iterator.next()
         return source
+    }
+
+case "stream-idle":
+    // RealtimeCore's EventStream alone (no EventSource): what the HTTP connection costs.
+    guard let url = argument(1) else { fail("stream-idle URL N") }
+    try await idle("stream", count: number(2, 2000)) { _ in
+        let first = AsyncStream.makeStream(of: Void.self)
+        let stream = try EventStream.open(HTTPRequestSpec(url: url), onHead: { _ in .accept }, onOutputs: { _ in
+            first.continuation.finish()
+            return true
+        })
+        for await _ in first.stream {}
+        return stream
     }
 
 case "socketio-idle":
@@ -152,7 +175,7 @@ case "signalr-idle":
     guard let url = argument(1) else { fail("signalr-idle URL N") }
     try await idle("signalr", count: number(2, 2000)) { _ in
         let connection = HubConnectionBuilder().withUrl(url: url, transport: .webSockets).build()
-        try await connection.start()
+        try await startHub(connection)
         return connection
     }
 
@@ -172,11 +195,16 @@ case "signalr-stream":
     guard let url = argument(1) else { fail("signalr-stream URL N") }
     let total = number(2, 100_000)
     let connection = HubConnectionBuilder().withUrl(url: url, transport: .webSockets).build()
-    try await connection.start()
+    try await startHub(connection)
     let start = clock.now
-    var count = 0
-    let stream: any StreamResult<Int> = try await connection.stream(method: "countTo", arguments: total)
-    for try await _ in stream.stream { count += 1 }
+    // In a detached task (a server's task): the official `stream` property's closure would hop
+    // off the main actor for every item.
+    let count = try await Task.detached {
+        var count = 0
+        let stream: any StreamResult<Int> = try await connection.stream(method: "countTo", arguments: total)
+        for try await _ in stream.stream { count += 1 }
+        return count
+    }.value
     report("signalr-stream", count, clock.now - start)
     await connection.stop()
 
@@ -189,7 +217,7 @@ case "signalr-on":
     connection.on("tick") { (_: Int) in
         if received.withLockedValue({ $0 += 1; return $0 }) == total { done.continuation.finish() }
     }
-    try await connection.start()
+    try await startHub(connection)
     let start = clock.now
     let _: Int = try await connection.invoke(method: "pushMany", arguments: total)
     for await _ in done.stream {}
@@ -242,7 +270,7 @@ case "signalr-invoke":
     let total = number(2, 100_000)
     let inflight = number(3, 1000)
     let connection = HubConnectionBuilder().withUrl(url: url, transport: .webSockets).build()
-    try await connection.start()
+    try await startHub(connection)
     let start = clock.now
     try await withThrowingTaskGroup(of: Void.self) { group in
         for index in 0..<total {
