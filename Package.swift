@@ -16,6 +16,7 @@ let package = Package(
         .library(name: "EventSourceClient", targets: ["EventSourceClient"]),
         .library(name: "SocketIOEngine", targets: ["SocketIOEngine"]),
         .library(name: "SignalRHub", targets: ["SignalRHub"]),
+        .library(name: "SignalRHubCompat", targets: ["SignalRHubCompat"]),
         .library(name: "SpreadbotClient", targets: ["SpreadbotClient"]),
         .library(name: "RealtimeTesting", targets: ["RealtimeTesting"]),
         .executable(name: "realtime", targets: ["realtime"]),
@@ -92,6 +93,14 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "SignalRHubCompat",
+            dependencies: [
+                "SignalRHub", "RealtimeCore",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
@@ -210,6 +219,17 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ],
             exclude: ["Peers"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "SignalRHubCompatTests",
+            dependencies: [
+                "SignalRHubCompat", "SignalRHub", "RealtimeCore", "RealtimeTesting",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -17,7 +17,7 @@ let targets: [String: @Sendable (UnsafeRawBufferPointer) -> Void] = [
     "json": fuzzJSON,
     "msgpack": fuzzMessagePack,
     "signalr-json": { fuzzHubFraming($0, kind: .json) },
-    "signalr-msgpack": { fuzzHubFraming($0, kind: .messagepack) },
+    "signalr-msgpack": { fuzzHubFraming($0, kind: .messagePack) },
     "signalr-handshake": fuzzHandshake,
     "signalr-negotiate": fuzzNegotiate,
     "sse": fuzzSSE,
@@ -124,7 +124,7 @@ func fuzzMessagePack(_ input: UnsafeRawBufferPointer) {
     _ = try? reader.readJSONValue()
 }
 
-func fuzzHubFraming(_ input: UnsafeRawBufferPointer, kind: HubProtocolKind) {
+func fuzzHubFraming(_ input: UnsafeRawBufferPointer, kind: HubProtocolType) {
     let codec = HubProtocolCodec(kind, maximumMessageSize: 4096)
     var decoded: [HubMessage] = []
     var framer = HubMessageFramer(kind, maximumMessageSize: 4096)

@@ -514,7 +514,7 @@ final class ServerHubConnection: Sendable {
         // the socket before that response.
         await handshakeWritten()
         let bytes = codec.encode(message)
-        let binary = codec.kind == .messagepack
+        let binary = codec.kind == .messagePack
         guard let replay = shared.withLockedValue({ $0.replay }) else {
             // While the read loop handles one inbound frame, replies are gathered into one frame.
             let gathered = shared.withLockedValue { shared -> Bool in
@@ -575,7 +575,7 @@ final class ServerHubConnection: Sendable {
             writerBox.withLockedValue { $0 = outbox }
             return
         }
-        let binary = codec.kind == .messagepack
+        let binary = codec.kind == .messagePack
         try await replay.writeOrder.withLock {
             writerBox.withLockedValue { $0 = outbox }
             let plan = replay.reattach()
@@ -654,7 +654,7 @@ final class ServerHubConnection: Sendable {
                 bytes = Array(handshakeBuffer[consumed...])
                 // ASP.NET Core accepts any version up to the protocol's own (2 since .NET 8) for both
                 // protocols; version 2 with a stateful token turns stateful reconnect on.
-                guard let kind = HubProtocolKind(rawValue: name), (0...2).contains(version) else {
+                guard let kind = HubProtocolType(rawValue: name), (0...2).contains(version) else {
                     try await writer.write(Array("{\"error\":\"Requested protocol '\(name)' version \(version) is not available.\"}\u{1E}".utf8), binary: false)
                     await closeFinally()
                     return
@@ -675,7 +675,7 @@ final class ServerHubConnection: Sendable {
                     $0.connections[id] = self
                 }
                 // The handshake response goes first: send() holds anything else until it is written.
-                try await writer.write(Array("{}\u{1E}".utf8), binary: kind == .messagepack)
+                try await writer.write(Array("{}\u{1E}".utf8), binary: kind == .messagePack)
                 openHandshakeGate()
                 if let interval = server.options.keepAliveInterval { pinger = startPinger(interval) }
             }
@@ -695,7 +695,7 @@ final class ServerHubConnection: Sendable {
                     defer { shared.batch = nil }
                     return shared.batch
                 }), !gathered.isEmpty {
-                    try await writer.write(gathered, binary: codec.kind == .messagepack)
+                    try await writer.write(gathered, binary: codec.kind == .messagePack)
                 }
                 continue
             }

@@ -85,6 +85,11 @@ public struct HubBindingError: Error, Sendable, CustomStringConvertible {
     public let reason: String
 
     public var description: String { "cannot bind the arguments of '\(target)': \(reason)" }
+
+    package init(target: String, reason: String) {
+        self.target = target
+        self.reason = reason
+    }
 }
 
 /// Binds invocation arguments to typed parameters: the count must match and each value must decode.

@@ -159,7 +159,7 @@ extension HubConnection {
         let generation = resuming ?? nextGeneration()
         let ready = OneShot<Void>()
         let run = SessionRun()
-        let binary = options.hubProtocol == .messagepack
+        let binary = options.hubProtocol == .messagePack
         let replay = state.withLockedValue { $0.replay }
         var resume: (@Sendable () async throws -> Void)?
         if replay != nil {

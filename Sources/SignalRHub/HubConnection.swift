@@ -1,5 +1,5 @@
 public import Foundation
-import Logging
+package import Logging
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
@@ -18,7 +18,7 @@ public import RealtimeCore
 public final class HubConnection: Sendable {
     public let options: HubConnectionOptions
     let codec: HubProtocolCodec
-    let logger: Logger
+    package let logger: Logger
     let timeline: ClockTimeline
     let state: NIOLockedValueBox<Shared>
     /// Holds reading while the handlers or a stream's reader are behind (every transport, every
@@ -192,10 +192,10 @@ public final class HubConnection: Sendable {
                     dispatcher?.finish()
                     await perform(next)
                     releaseStopWaiters()
-                    notifyDelegate { $0.connectionDidFailToOpen(error: failure) }
+                    options.lifecycleObserver?.didFailToOpen(failure)
                     throw failure
                 }
-                notifyDelegate { $0.connectionDidOpen(hubConnection: self) }
+                options.lifecycleObserver?.didOpen(self)
             }
         }
     }
@@ -434,7 +434,7 @@ public final class HubConnection: Sendable {
     }
 
     private func runReconnectedHandlers() async {
-        notifyDelegate { $0.connectionDidReconnect() }
+        options.lifecycleObserver?.didReconnect()
         for handler in state.withLockedValue({ $0.reconnected }) { await handler() }
     }
 
@@ -487,13 +487,13 @@ public final class HubConnection: Sendable {
                 }
             case .notifyReconnecting(let error):
                 logger.info("connection lost, reconnecting: \(error.detail)")
-                notifyDelegate { $0.connectionWillReconnect(error: error) }
+                options.lifecycleObserver?.willReconnect(error)
                 for handler in state.withLockedValue({ $0.reconnecting }) { await handler(error) }
             case .notifyReconnected:
                 // Through the handler task, in order with the invocations around it.
                 state.withLockedValue { $0.dispatcher }?.yield(.reconnected)
             case .notifyClosed(let error):
-                notifyDelegate { $0.connectionDidClose(error: error) }
+                options.lifecycleObserver?.didClose(error)
                 let (handlers, dispatcher) = state.withLockedValue { shared in
                     defer {
                         shared.dispatcher = nil

@@ -2,123 +2,119 @@ public import Foundation
 public import RealtimeCore
 
 /// Builds a ``HubConnection`` the way the official Swift client (dotnet/signalr-client-swift)
-/// does, so its samples compile with only the import changed. Both the labelled forms of that
-/// client and the unlabelled forms of its documentation are accepted.
-// @unchecked Sendable: a builder is configured by one caller, then `build()` copies its value-type
-// options into the connection; it holds no state that outlives that.
-public final class HubConnectionBuilder: @unchecked Sendable {
+/// does, so its samples compile with only the import changed.
+///
+/// A value: every `with…` method returns a changed copy, so chain the calls (an unused result is a
+/// warning, not a silently ignored option).
+///
+/// ```swift
+/// let connection = HubConnectionBuilder()
+///     .withUrl(url: "https://example.com/chat")
+///     .withAutomaticReconnect()
+///     .build()
+/// ```
+public struct HubConnectionBuilder: Sendable {
     private var options = HubConnectionOptions(url: "")
     private var logLevel: LogLevel?
 
+    /// A builder with every option at its default; set the URL with ``withUrl(url:)``.
     public init() {}
 
-    @discardableResult
+    /// The hub's URL (`http(s)://host/hub`).
     public func withUrl(url: String) -> HubConnectionBuilder {
-        options.url = url
-        return self
+        changing { $0.options.url = url }
     }
 
-    @discardableResult
+    /// The hub's URL and the transports the client may use.
     public func withUrl(url: String, transport: HttpTransportType) -> HubConnectionBuilder {
-        options.url = url
-        options.transports = transport
-        return self
+        changing {
+            $0.options.url = url
+            $0.options.transports = transport
+        }
     }
 
     /// Takes every other option from `options` (its URL is replaced by `url`).
-    @discardableResult
     public func withUrl(url: String, options: HubConnectionOptions) -> HubConnectionBuilder {
-        self.options = options
-        self.options.url = url
-        return self
+        changing {
+            $0.options = options
+            $0.options.url = url
+        }
     }
 
     /// Reconnects after 0, 2, 10 and 30 seconds, then gives up.
-    @discardableResult
     public func withAutomaticReconnect() -> HubConnectionBuilder {
-        options.retryPolicy = DefaultRetryPolicy()
-        return self
+        changing { $0.options.retryPolicy = DefaultRetryPolicy() }
     }
 
-    @discardableResult
+    /// Reconnects after each of `retryDelays` (seconds), then gives up.
     public func withAutomaticReconnect(_ retryDelays: [TimeInterval]) -> HubConnectionBuilder {
-        options.retryPolicy = DefaultRetryPolicy(retryDelays: retryDelays)
-        return self
+        changing { $0.options.retryPolicy = DefaultRetryPolicy(retryDelays: retryDelays) }
     }
 
-    @discardableResult
+    /// ``withAutomaticReconnect(_:)-([TimeInterval])`` with the official client's label.
     public func withAutomaticReconnect(retryDelays: [TimeInterval]) -> HubConnectionBuilder {
         withAutomaticReconnect(retryDelays)
     }
 
-    @discardableResult
+    /// Reconnects as `retryPolicy` decides.
     public func withAutomaticReconnect(_ retryPolicy: some RetryPolicy) -> HubConnectionBuilder {
-        options.retryPolicy = retryPolicy
-        return self
+        changing { $0.options.retryPolicy = retryPolicy }
     }
 
-    @discardableResult
+    /// ``withAutomaticReconnect(_:)-(RetryPolicy)`` with the official client's label.
     public func withAutomaticReconnect(retryPolicy: some RetryPolicy) -> HubConnectionBuilder {
         withAutomaticReconnect(retryPolicy)
     }
 
-    @discardableResult
+    /// The least severe level the connection logs at (to the runtime's logger).
     public func withLogLevel(logLevel: LogLevel) -> HubConnectionBuilder {
-        self.logLevel = logLevel
-        return self
+        changing { $0.logLevel = logLevel }
     }
 
-    @discardableResult
+    /// Send a Ping when nothing was sent for this many seconds.
     public func withKeepAliveInterval(_ interval: TimeInterval) -> HubConnectionBuilder {
-        options.keepAliveInterval = .milliseconds(Int64((interval * 1000).rounded()))
-        return self
+        changing { $0.options.keepAliveInterval = .milliseconds(Int64((interval * 1000).rounded())) }
     }
 
-    @discardableResult
+    /// ``withKeepAliveInterval(_:)`` with the official client's label.
     public func withKeepAliveInterval(keepAliveInterval: TimeInterval) -> HubConnectionBuilder {
         withKeepAliveInterval(keepAliveInterval)
     }
 
-    @discardableResult
+    /// The connection is lost when nothing arrives for this many seconds.
     public func withServerTimeout(_ timeout: TimeInterval) -> HubConnectionBuilder {
-        options.serverTimeout = .milliseconds(Int64((timeout * 1000).rounded()))
-        return self
+        changing { $0.options.serverTimeout = .milliseconds(Int64((timeout * 1000).rounded())) }
     }
 
-    @discardableResult
+    /// ``withServerTimeout(_:)`` with the official client's label.
     public func withServerTimeout(serverTimeout: TimeInterval) -> HubConnectionBuilder {
         withServerTimeout(serverTimeout)
     }
 
-    @discardableResult
+    /// JSON (the default) or MessagePack.
     public func withHubProtocol(hubProtocol: HubProtocolType) -> HubConnectionBuilder {
-        options.hubProtocol = hubProtocol.kind
-        return self
-    }
-
-    @discardableResult
-    public func withHubProtocol(_ hubProtocol: HubProtocolKind) -> HubConnectionBuilder {
-        options.hubProtocol = hubProtocol
-        return self
+        changing { $0.options.hubProtocol = hubProtocol }
     }
 
     /// The runtime (event loops, HTTP client, logger, clock) to run on; a ManualClock in tests.
-    @discardableResult
     public func withRuntime(_ runtime: RealtimeRuntime) -> HubConnectionBuilder {
-        options.runtime = runtime
-        return self
+        changing { $0.options.runtime = runtime }
     }
 
     /// Changes any option the builder has no method for.
-    @discardableResult
     public func withOptions(_ configure: (inout HubConnectionOptions) -> Void) -> HubConnectionBuilder {
-        configure(&options)
-        return self
+        changing { configure(&$0.options) }
     }
 
     /// The connection. The URL must have been set with `withUrl`.
     public func build() -> HubConnection {
         precondition(!options.url.isEmpty, "the hub URL must be set with withUrl(url:) before build()")
         return HubConnection(options: options, logLevel: logLevel)
+    }
+
+    private func changing(_ change: (inout HubConnectionBuilder) -> Void) -> HubConnectionBuilder {
+        var copy = self
+        change(&copy)
+        return copy
     }
 }

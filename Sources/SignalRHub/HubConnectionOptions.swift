@@ -10,7 +10,7 @@ public struct HubConnectionOptions: Sendable {
     /// The transports the client may use. WebSockets is the one implemented in this version; see
     /// Docs/SignalR.md, "Status".
     public var transports: HttpTransportType = .all
-    public var hubProtocol: HubProtocolKind = .json
+    public var hubProtocol: HubProtocolType = .json
     /// Send a Ping when nothing was sent for this long (default 15 s).
     public var keepAliveInterval: Duration = .seconds(15)
     /// The connection is lost when nothing arrives for this long (default 30 s).
@@ -43,11 +43,12 @@ public struct HubConnectionOptions: Sendable {
     /// Items a server-to-client stream holds for a slow consumer; when full, reading waits.
     public var streamBufferSize = 256
     public var runtime: RealtimeRuntime = .shared
-    /// The older client's lifecycle delegate (held weakly); see Compatibility.swift.
-    var delegate: WeakDelegate?
-    /// The older client's `httpClientFactory`: when set, negotiate requests go through it (POST of
-    /// the negotiate URL, the status and body as it answers them); see Compatibility.swift.
-    var negotiateRequest: (@Sendable (URL) async throws -> (status: Int, body: [UInt8]))?
+    /// Told about opens, failed starts, closes and reconnects (SignalRHubCompat's delegate of the
+    /// older client sits here).
+    package var lifecycleObserver: (any HubLifecycleObserver)?
+    /// When set, negotiate requests go through it (POST of the negotiate URL, the status and body as
+    /// it answers them): the older client's `httpClientFactory` (SignalRHubCompat).
+    package var negotiateRequest: (@Sendable (URL) async throws -> (status: Int, body: [UInt8]))?
 
     public init(url: String) {
         self.url = url
@@ -96,10 +97,11 @@ public enum LogLevel: Int, Sendable {
     case error = 3
 }
 
-/// The official client's name for ``HubProtocolKind``.
-public enum HubProtocolType: Sendable {
-    case json
-    case messagePack
-
-    var kind: HubProtocolKind { self == .json ? .json : .messagepack }
+/// Lifecycle notifications for a compatibility layer; called synchronously, in order.
+package protocol HubLifecycleObserver: Sendable {
+    func didOpen(_ connection: HubConnection)
+    func didFailToOpen(_ error: any Error)
+    func didClose(_ error: (any Error)?)
+    func willReconnect(_ error: any Error)
+    func didReconnect()
 }

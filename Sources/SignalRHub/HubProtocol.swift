@@ -1,11 +1,12 @@
 public import Foundation
 public import RealtimeCore
 
-/// The hub protocol a connection speaks: `json` (text, messages end with 0x1E) or `messagepack`
-/// (binary, each message prefixed with its VarInt length). The handshake is JSON for both.
-public enum HubProtocolKind: String, Sendable, Hashable, CaseIterable {
+/// The hub protocol a connection speaks: `json` (text, messages end with 0x1E) or `messagePack`
+/// (binary, each message prefixed with its VarInt length). The handshake is JSON for both. The
+/// raw values are the protocols' names in the handshake and negotiate.
+public enum HubProtocolType: String, Sendable, Hashable, CaseIterable {
     case json
-    case messagepack
+    case messagePack = "messagepack"
 
     /// Text for JSON, binary for MessagePack (which therefore cannot run over Server-Sent Events).
     public var transferFormat: TransferFormat { self == .json ? .text : .binary }
@@ -19,12 +20,12 @@ public enum TransferFormat: String, Sendable, Hashable {
 
 /// Encodes and decodes hub messages for one hub protocol, and splits the byte stream into messages.
 public struct HubProtocolCodec: Sendable {
-    public let kind: HubProtocolKind
+    public let kind: HubProtocolType
     /// The largest message accepted from the server, in bytes (the framer refuses a longer one
     /// before buffering it).
     public var maximumMessageSize: Int
 
-    public init(_ kind: HubProtocolKind, maximumMessageSize: Int = 32 << 20) {
+    public init(_ kind: HubProtocolType, maximumMessageSize: Int = 32 << 20) {
         self.kind = kind
         self.maximumMessageSize = maximumMessageSize
     }
@@ -33,7 +34,7 @@ public struct HubProtocolCodec: Sendable {
     public func write(_ message: HubMessage, into out: inout [UInt8]) {
         switch kind {
         case .json: JSONHubProtocol.write(message, into: &out)
-        case .messagepack: MessagePackHubProtocol.write(message, into: &out)
+        case .messagePack: MessagePackHubProtocol.write(message, into: &out)
         }
     }
 
@@ -49,7 +50,7 @@ public struct HubProtocolCodec: Sendable {
     public func decode(body: UnsafeRawBufferPointer) throws(HubProtocolError) -> HubMessage {
         switch kind {
         case .json: try JSONHubProtocol.parse(body)
-        case .messagepack: try MessagePackHubProtocol.parse(body)
+        case .messagePack: try MessagePackHubProtocol.parse(body)
         }
     }
 }
@@ -59,11 +60,11 @@ public struct HubProtocolCodec: Sendable {
 /// Splits a byte stream into framed messages, keeping an incomplete tail for the next call. One
 /// per connection; JSON frames end with 0x1E, MessagePack frames start with a VarInt length.
 public struct HubMessageFramer: Sendable {
-    public let kind: HubProtocolKind
+    public let kind: HubProtocolType
     public let maximumMessageSize: Int
     private var pending: [UInt8] = []
 
-    public init(_ kind: HubProtocolKind, maximumMessageSize: Int = 32 << 20) {
+    public init(_ kind: HubProtocolType, maximumMessageSize: Int = 32 << 20) {
         self.kind = kind
         self.maximumMessageSize = maximumMessageSize
     }
@@ -97,7 +98,7 @@ public struct HubMessageFramer: Sendable {
 
     /// Splits complete messages off the front of `raw`; returns how many bytes they took.
     static func split(
-        _ raw: UnsafeRawBufferPointer, kind: HubProtocolKind, limit: Int,
+        _ raw: UnsafeRawBufferPointer, kind: HubProtocolType, limit: Int,
         _ body: (UnsafeRawBufferPointer) throws(HubProtocolError) -> Void
     ) throws(HubProtocolError) -> Int {
         var start = 0
@@ -112,7 +113,7 @@ public struct HubMessageFramer: Sendable {
                 try body(UnsafeRawBufferPointer(rebasing: raw[start..<end]))
                 start = end + 1
             }
-        case .messagepack:
+        case .messagePack:
             while start < raw.count {
                 guard let (length, headerSize) = try VarInt.read(UnsafeRawBufferPointer(rebasing: raw[start...])) else { break }
                 if length > limit { throw HubProtocolError("message of \(length) bytes exceeds the maximum size of \(limit) bytes") }
@@ -160,7 +161,7 @@ public enum VarInt {
 /// The JSON handshake both protocols start with.
 public enum HubHandshake {
     /// `{"protocol":"json","version":1}` + 0x1E.
-    public static func request(_ kind: HubProtocolKind, version: Int = 1) -> [UInt8] {
+    public static func request(_ kind: HubProtocolType, version: Int = 1) -> [UInt8] {
         Array("{\"protocol\":\"\(kind.rawValue)\",\"version\":\(version)}\u{1E}".utf8)
     }
 

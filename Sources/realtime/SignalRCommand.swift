@@ -34,7 +34,7 @@ struct SignalRCommand: AsyncParsableCommand {
     func validate() throws {
         if !invoke.isEmpty, invoke.count != 2 { throw ValidationError("--invoke takes METHOD and a JSON array of arguments") }
         if !stream.isEmpty, stream.count != 2 { throw ValidationError("--stream takes METHOD and a JSON array of arguments") }
-        guard HubProtocolKind(rawValue: `protocol`) != nil else { throw ValidationError("--protocol is json or messagepack") }
+        guard HubProtocolType(rawValue: `protocol`) != nil else { throw ValidationError("--protocol is json or messagepack") }
         if let transport, Self.transports[transport] == nil { throw ValidationError("--transport is websockets, sse or longpolling") }
     }
 
@@ -61,7 +61,7 @@ struct SignalRCommand: AsyncParsableCommand {
         let token = accessToken
         let connection = HubConnectionBuilder()
             .withUrl(url: url, transport: transport.flatMap { Self.transports[$0] } ?? .all)
-            .withHubProtocol(HubProtocolKind(rawValue: `protocol`)!)
+            .withHubProtocol(hubProtocol: HubProtocolType(rawValue: `protocol`)!)
             .withOptions { options in
                 options.headers = headers
                 options.skipNegotiation = skipNegotiation

@@ -251,14 +251,3 @@ func residentBytes() -> Int {
     return (fields.count > 1 ? Int(fields[1]) ?? 0 : 0) * 4096
 }
 
-/// Collects values from callbacks and lets a test wait for them.
-final class Recorder<Value: Sendable>: Sendable {
-    private let state = NIOLockedValueBox<[Value]>([])
-    func append(_ value: Value) { state.withLockedValue { $0.append(value) } }
-    var values: [Value] { state.withLockedValue { $0 } }
-    func wait(for count: Int, limit: Duration) async -> [Value] {
-        let deadline = ContinuousClock.now + limit
-        while values.count < count, ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(5)) }
-        return values
-    }
-}

@@ -27,7 +27,7 @@ struct SignalRConformanceTests {
         let parsed = try body.withUnsafeBytes { try MessagePackHubProtocol.parse($0) }
         #expect(parsed == Self.hubMessage(entry["message"]!), "\(entry["name"]!)")
         // The framed form splits into exactly this body.
-        var framer = HubMessageFramer(.messagepack)
+        var framer = HubMessageFramer(.messagePack)
         var bodies: [[UInt8]] = []
         try framer.consume(bytes(hex: entry["framedHex"]!.stringValue!)) { bodies.append(Array($0)) }
         #expect(bodies == [body])
@@ -54,7 +54,7 @@ struct SignalRConformanceTests {
         var writer = MessagePackWriter()
         MessagePackHubProtocol.writeBody(message, into: &writer)
         #expect(hex(writer.bytes) == entry["bodyHex"]!.stringValue!, "\(entry["name"]!)")
-        #expect(hex(HubProtocolCodec(.messagepack).encode(message)) == entry["framedHex"]!.stringValue!)
+        #expect(hex(HubProtocolCodec(.messagePack).encode(message)) == entry["framedHex"]!.stringValue!)
     }
 
     @Test("MessagePack: the writer covers all but the entries a JSONValue cannot express")
@@ -81,7 +81,7 @@ struct SignalRConformanceTests {
         case "throws":
             #expect(throws: HubProtocolError.self, "\(entry["name"]!)") { try body.withUnsafeBytes { try MessagePackHubProtocol.parse($0) } }
         case "incomplete":
-            var framer = HubMessageFramer(.messagepack)
+            var framer = HubMessageFramer(.messagePack)
             var count = 0
             let framed = bytes(hex: entry["framedHex"]!.stringValue!)
             try framer.consume(framed) { _ in count += 1 }
@@ -154,7 +154,7 @@ struct SignalRConformanceTests {
 
     @Test("Several messages in one payload", arguments: section("multipleMessages"))
     func multipleMessages(_ entry: JSONValue) throws {
-        let kind: HubProtocolKind = entry["protocol"] == "json" ? .json : .messagepack
+        let kind: HubProtocolType = entry["protocol"] == "json" ? .json : .messagePack
         let input = kind == .json ? Array(entry["input"]!.stringValue!.utf8) : bytes(hex: entry["framedHex"]!.stringValue!)
         var framer = HubMessageFramer(kind)
         var messages: [HubMessage] = []
@@ -165,7 +165,7 @@ struct SignalRConformanceTests {
 
     @Test("Write then read gives the message back", arguments: section("roundTrip"))
     func roundTrip(_ entry: JSONValue) throws {
-        let kind: HubProtocolKind = entry["protocol"] == "json" ? .json : .messagepack
+        let kind: HubProtocolType = entry["protocol"] == "json" ? .json : .messagePack
         let message = Self.hubMessage(entry["message"]!)
         let codec = HubProtocolCodec(kind)
         var framer = HubMessageFramer(kind)
@@ -176,7 +176,7 @@ struct SignalRConformanceTests {
 
     @Test("Encoded sizes match the reference", arguments: section("messageSizes"))
     func messageSizes(_ entry: JSONValue) throws {
-        let kind: HubProtocolKind = entry["protocol"] == "json" ? .json : .messagepack
+        let kind: HubProtocolType = entry["protocol"] == "json" ? .json : .messagePack
         let encoded = HubProtocolCodec(kind).encode(Self.hubMessage(entry["message"]!))
         #expect(encoded.count == entry["size"]!.intValue!, "\(entry["name"]!)")
     }
@@ -263,15 +263,15 @@ struct SignalRConformanceTests {
         let message = HubMessage.invocation(HubInvocation(invocationId: "1", target: "T", arguments: [.string(text)]))
         let before: [UInt8] = [0xde, 0xad, 0xbe, 0xef]
         var out = before
-        HubProtocolCodec(.messagepack).write(message, into: &out)
+        HubProtocolCodec(.messagePack).write(message, into: &out)
         var expected = before
         VarInt.write(expectedBody.count, into: &expected)
         expected += expectedBody
         #expect(out == expected, "body of \(expectedBody.count) bytes")
-        var framer = HubMessageFramer(.messagepack)
+        var framer = HubMessageFramer(.messagePack)
         var decoded: [HubMessage] = []
         try framer.consume(Array(out.dropFirst(before.count))) { (body) throws(HubProtocolError) in
-            decoded.append(try HubProtocolCodec(.messagepack).decode(body: body))
+            decoded.append(try HubProtocolCodec(.messagePack).decode(body: body))
         }
         #expect(decoded == [message])
     }
@@ -289,7 +289,7 @@ struct SignalRConformanceTests {
             #expect(hex(out) == entry["framedHex"]!.stringValue!, "\(entry["name"]!)")
         }
         for entry in binary["parse"]!.arrayValue! {
-            var framer = HubMessageFramer(.messagepack)
+            var framer = HubMessageFramer(.messagePack)
             var messages: [String] = []
             try framer.consume(bytes(hex: entry["inputHex"]!.stringValue!)) { messages.append(hex(Array($0))) }
             #expect(messages == entry["messagesHex"]!.arrayValue!.map { $0.stringValue! }, "\(entry["name"]!)")
@@ -299,7 +299,7 @@ struct SignalRConformanceTests {
         // client's "incomplete" errors are inputs it sees whole, which a stream keeps for later.
         for entry in binary["invalid"]!.arrayValue! {
             let input = bytes(hex: entry["inputHex"]!.stringValue!)
-            var framer = HubMessageFramer(.messagepack, maximumMessageSize: Int(Int32.max))
+            var framer = HubMessageFramer(.messagePack, maximumMessageSize: Int(Int32.max))
             let error = entry["error"]!.stringValue!
             if error.contains("2GB") {
                 #expect(throws: HubProtocolError.self, "\(entry["inputHex"]!)") { try framer.consume(input) { _ in } }
@@ -309,7 +309,7 @@ struct SignalRConformanceTests {
             }
         }
         for entry in binary["incomplete"]!.arrayValue! {
-            var framer = HubMessageFramer(.messagepack, maximumMessageSize: Int(Int32.max))
+            var framer = HubMessageFramer(.messagePack, maximumMessageSize: Int(Int32.max))
             let input = bytes(hex: entry["inputHex"]!.stringValue!)
             var count = 0
             try framer.consume(input) { _ in count += 1 }
@@ -317,7 +317,7 @@ struct SignalRConformanceTests {
             #expect(framer.bufferedByteCount == input.count)
         }
         // With the default 32 MiB limit, a 2 GB announcement is refused before anything is buffered.
-        var limited = HubMessageFramer(.messagepack)
+        var limited = HubMessageFramer(.messagePack)
         #expect(throws: HubProtocolError.self) { try limited.consume(bytes(hex: "ffffffff07")) { _ in } }
     }
 

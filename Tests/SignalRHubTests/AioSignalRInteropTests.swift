@@ -14,10 +14,10 @@ func signalRPeerScript(_ name: String) -> String {
 @Suite("HubConnection against aiosignalr", .serialized, .timeLimit(.minutes(3)))
 struct AioSignalRInteropTests {
     @Test("invoke, send, on, streams, cancel and client results, on every transport it serves", arguments: HubConnectionTests.combinations)
-    func exchange(_ transport: HttpTransportType, _ kind: HubProtocolKind) async throws {
+    func exchange(_ transport: HttpTransportType, _ kind: HubProtocolType) async throws {
         let peer = try await PythonPeer.start(scriptPath: signalRPeerScript("aiosignalr_server.py"))
         defer { Task { await peer.shutdown() } }
-        let connection = HubConnectionBuilder().withUrl(url: "http://127.0.0.1:\(peer.port)/hub", transport: transport).withHubProtocol(kind).build()
+        let connection = HubConnectionBuilder().withUrl(url: "http://127.0.0.1:\(peer.port)/hub", transport: transport).withHubProtocol(hubProtocol: kind).build()
         let received = Recorder<String>()
         connection.on("receive") { (user: String, count: Int) in received.append("\(user):\(count)") }
         connection.on("getValue") { (argument: String) in "client got \(argument)" }

@@ -244,7 +244,7 @@ struct HubConnectionFaultTests {
         #expect(handshake?.serverMessage == "protocol not allowed")
         let noTransport = try await failure { $0.offeredTransports = ["ForeverFrame"] }
         #expect(noTransport?.code == .refused)
-        let messagePackOverSSE = try await failure({ $0.offeredTransports = ["ServerSentEvents"] }, client: { $0.hubProtocol = .messagepack })
+        let messagePackOverSSE = try await failure({ $0.offeredTransports = ["ServerSentEvents"] }, client: { $0.hubProtocol = .messagePack })
         #expect(messagePackOverSSE?.code == .refused)
         let loop = try await failure { $0.redirectURL = "http://127.0.0.1:1/hub" }
         #expect(loop?.code == .connectFailed)
@@ -436,13 +436,13 @@ struct HubConnectionBadInputTests {
 
     static let sseOnly = #"{"negotiateVersion":1,"connectionId":"c","connectionToken":"t","availableTransports":[{"transport":"ServerSentEvents","transferFormats":["Text"]}]}"#
 
-    static let inputs: [(String, [UInt8], Bool, HubProtocolKind, String)] = [
+    static let inputs: [(String, [UInt8], Bool, HubProtocolType, String)] = [
         ("invalid JSON", Array("{\"type\":1,\u{1E}".utf8), false, .json, "protocolViolation"),
         ("a JSON message of an unknown type", Array("{\"type\":99}\u{1E}".utf8), false, .json, "protocolViolation"),
         ("both result and error", Array("{\"type\":3,\"invocationId\":\"1\",\"result\":1,\"error\":\"x\"}\u{1E}".utf8), false, .json, "protocolViolation"),
         ("invalid UTF-8 in a text frame", [0x7B, 0xFF, 0xFE, 0x7D, 0x1E], false, .json, "invalidUTF8"),
-        ("a MessagePack body that is not an array", [0x01, 0xC0], true, .messagepack, "protocolViolation"),
-        ("a MessagePack length over 2 GB", [0xFF, 0xFF, 0xFF, 0xFF, 0x0F], true, .messagepack, "protocolViolation"),
+        ("a MessagePack body that is not an array", [0x01, 0xC0], true, .messagePack, "protocolViolation"),
+        ("a MessagePack length over 2 GB", [0xFF, 0xFF, 0xFF, 0xFF, 0x0F], true, .messagePack, "protocolViolation"),
         ("a message over maximumReceiveMessageSize", Array(repeating: UInt8(ascii: "a"), count: 70_000), false, .json, "messageTooLarge"),
     ]
 
@@ -450,16 +450,16 @@ struct HubConnectionBadInputTests {
     /// a `headers` value of the wrong type and extra MessagePack items are taken, and the
     /// connection stays up.
     @Test("Sloppy but readable input is taken and the connection stays up", arguments: [
-        ("JSON in a binary frame", Array(#"{"type":1,"target":"receive","arguments":[1]}"#.utf8) + [0x1E], true, HubProtocolKind.json),
+        ("JSON in a binary frame", Array(#"{"type":1,"target":"receive","arguments":[1]}"#.utf8) + [0x1E], true, HubProtocolType.json),
         ("unknown fields", Array(#"{"type":1,"target":"receive","arguments":[2],"extra":{"a":[1]},"x":null}"#.utf8) + [0x1E], false, .json),
         ("headers that are not a map", Array(#"{"type":1,"target":"receive","arguments":[3],"headers":5}"#.utf8) + [0x1E], false, .json),
         // [1, {}, nil, "receive", [4], [], "extra item"]: the extra item after streamIds is ignored.
-        ("an extra MessagePack item", [21, 0x97, 0x01, 0x80, 0xC0, 0xA7] + Array("receive".utf8) + [0x91, 0x04, 0x90, 0xA5] + Array("extra".utf8), true, .messagepack),
+        ("an extra MessagePack item", [21, 0x97, 0x01, 0x80, 0xC0, 0xA7] + Array("receive".utf8) + [0x91, 0x04, 0x90, 0xA5] + Array("extra".utf8), true, .messagePack),
     ])
-    func tolerantInput(_ name: String, _ bytes: [UInt8], _ binary: Bool, _ kind: HubProtocolKind) async throws {
+    func tolerantInput(_ name: String, _ bytes: [UInt8], _ binary: Bool, _ kind: HubProtocolType) async throws {
         let server = try await SignalRTestServer.start()
         defer { Task { await server.stop() } }
-        let connection = HubConnectionBuilder().withUrl(url: server.url, transport: .webSockets).withHubProtocol(kind).build()
+        let connection = HubConnectionBuilder().withUrl(url: server.url, transport: .webSockets).withHubProtocol(hubProtocol: kind).build()
         let received = Recorder<Int>()
         connection.on("receive") { (value: Int) in received.append(value) }
         try await connection.start()
@@ -472,14 +472,14 @@ struct HubConnectionBadInputTests {
     }
 
     @Test("Bad input ends the connection with a typed error and fails pending calls at once", arguments: inputs)
-    func badInput(_ name: String, _ bytes: [UInt8], _ binary: Bool, _ kind: HubProtocolKind, _ expected: String) async throws {
+    func badInput(_ name: String, _ bytes: [UInt8], _ binary: Bool, _ kind: HubProtocolType, _ expected: String) async throws {
         let server = try await SignalRTestServer.start()
         defer { Task { await server.stop() } }
         server.method("hang", concurrent: true) { _ in
             try await Task.sleep(for: .seconds(600))
             return nil
         }
-        let connection = HubConnectionBuilder().withUrl(url: server.url).withHubProtocol(kind)
+        let connection = HubConnectionBuilder().withUrl(url: server.url).withHubProtocol(hubProtocol: kind)
             .withOptions { $0.maximumReceiveMessageSize = 64 << 10 }.build()
         let closed = Recorder<String>()
         connection.onClosed { error in closed.append((error as? RealtimeError)?.code.description ?? "nil") }

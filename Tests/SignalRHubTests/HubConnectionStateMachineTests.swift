@@ -1,5 +1,6 @@
 import RealtimeCore
 @testable import SignalRHub
+import RealtimeTesting
 import Testing
 
 /// The lifecycle rules, without sockets or clocks: times are offsets given to each input.

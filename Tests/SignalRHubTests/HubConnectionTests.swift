@@ -5,39 +5,22 @@ import RealtimeTesting
 import SignalRHub
 import Testing
 
-/// Records values from handlers and waits for them without timing assumptions beyond a generous limit.
-final class Recorder<Value: Sendable>: Sendable {
-    private let values = NIOLockedValueBox<[Value]>([])
-    func append(_ value: Value) { values.withLockedValue { $0.append(value) } }
-    var all: [Value] { values.withLockedValue { $0 } }
-    func wait(count: Int, within seconds: Double = 20) async throws -> [Value] {
-        let deadline = ContinuousClock.now + .seconds(seconds)
-        while ContinuousClock.now < deadline {
-            let current = all
-            if current.count >= count { return current }
-            try await Task.sleep(for: .milliseconds(10))
-        }
-        Issue.record("waited \(seconds) s for \(count) values, got \(all.count)")
-        return all
-    }
-}
-
 @Suite("HubConnection against the in-process SignalR server", .serialized, .timeLimit(.minutes(3)))
 struct HubConnectionTests {
     static func connect(
-        _ server: SignalRTestServer, _ kind: HubProtocolKind, _ transport: HttpTransportType = .webSockets,
+        _ server: SignalRTestServer, _ kind: HubProtocolType, _ transport: HttpTransportType = .webSockets,
         configure: (inout HubConnectionOptions) -> Void = { _ in }
     ) -> HubConnection {
-        HubConnectionBuilder().withUrl(url: server.url, transport: transport).withHubProtocol(kind).withOptions(configure).build()
+        HubConnectionBuilder().withUrl(url: server.url, transport: transport).withHubProtocol(hubProtocol: kind).withOptions(configure).build()
     }
 
     /// Every transport with every protocol it can carry (MessagePack is binary: not over SSE).
-    static let combinations: [(HttpTransportType, HubProtocolKind)] = [
-        (.webSockets, .json), (.webSockets, .messagepack), (.serverSentEvents, .json), (.longPolling, .json), (.longPolling, .messagepack),
+    static let combinations: [(HttpTransportType, HubProtocolType)] = [
+        (.webSockets, .json), (.webSockets, .messagePack), (.serverSentEvents, .json), (.longPolling, .json), (.longPolling, .messagePack),
     ]
 
     @Test("invoke, send, on and stream work on every transport with both hub protocols", arguments: combinations)
-    func basicExchange(_ transport: HttpTransportType, _ kind: HubProtocolKind) async throws {
+    func basicExchange(_ transport: HttpTransportType, _ kind: HubProtocolType) async throws {
         let server = try await SignalRTestServer.start()
         defer { Task { await server.stop() } }
         let connection = Self.connect(server, kind, transport)
@@ -93,7 +76,7 @@ struct HubConnectionTests {
     }
 
     @Test("1,000 invocations in flight all complete, in any order", arguments: combinations)
-    func manyInFlight(_ transport: HttpTransportType, _ kind: HubProtocolKind) async throws {
+    func manyInFlight(_ transport: HttpTransportType, _ kind: HubProtocolType) async throws {
         let server = try await SignalRTestServer.start()
         defer { Task { await server.stop() } }
         let connection = Self.connect(server, kind, transport)
@@ -111,7 +94,7 @@ struct HubConnectionTests {
     }
 
     @Test("Upload streams: items and the end reach the server; the result comes back", arguments: combinations)
-    func uploadStreams(_ transport: HttpTransportType, _ kind: HubProtocolKind) async throws {
+    func uploadStreams(_ transport: HttpTransportType, _ kind: HubProtocolType) async throws {
         let server = try await SignalRTestServer.start()
         defer { Task { await server.stop() } }
         let connection = Self.connect(server, kind, transport)
@@ -149,7 +132,7 @@ struct HubConnectionTests {
     }
 
     @Test("Client results: a returning handler answers; no handler gives the server an error", arguments: combinations)
-    func clientResults(_ transport: HttpTransportType, _ kind: HubProtocolKind) async throws {
+    func clientResults(_ transport: HttpTransportType, _ kind: HubProtocolType) async throws {
         let server = try await SignalRTestServer.start()
         defer { Task { await server.stop() } }
         let connection = Self.connect(server, kind, transport)
@@ -201,7 +184,7 @@ struct HubTransportFallbackTests {
         options.failingTransports = ["WebSockets"]
         let server = try await SignalRTestServer.start(options: options)
         defer { Task { await server.stop() } }
-        let connection = HubConnectionBuilder().withUrl(url: server.url).withHubProtocol(.messagepack).build()
+        let connection = HubConnectionBuilder().withUrl(url: server.url).withHubProtocol(hubProtocol: .messagePack).build()
         try await connection.start()
         #expect(connection.transport == .longPolling)
         await connection.stop()

@@ -187,7 +187,7 @@ struct HubValueEncoderTests {
         #expect(value == ["name": "a", "bytes": .binary(Data([1, 2, 3]))])
         #expect(value.base64EncodingBinary() == (try HubValueCoding.encodeThroughJSONText(Upload())))
         let message = HubMessage.invocation(HubInvocation(invocationId: nil, target: "Upload", arguments: [value]))
-        let packed = HubProtocolCodec(.messagepack).encode(message)
+        let packed = HubProtocolCodec(.messagePack).encode(message)
         // "bytes" (fixstr 5) then bin 8 of 3 bytes; the text path gave fixstr 4 "AQID".
         let member: [UInt8] = [0xa5] + Array("bytes".utf8) + [0xc4, 3, 1, 2, 3]
         #expect(packed.indices.contains { packed[$0...].starts(with: member) }, "\(packed)")

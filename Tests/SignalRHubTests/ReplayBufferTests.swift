@@ -1,5 +1,6 @@
 import RealtimeCore
 @testable import SignalRHub
+import RealtimeTesting
 import Testing
 
 /// Stateful reconnect's replay buffer: its byte limit (a send past it waits for acknowledgements),

@@ -11,14 +11,14 @@ import Testing
 /// pending call failed.
 @Suite("Stateful reconnect", .serialized, .timeLimit(.minutes(3)))
 struct StatefulReconnectTests {
-    @Test("aiosignalr: bursts both ways survive cuts with nothing lost or doubled", arguments: HubProtocolKind.allCases)
-    func aiosignalrBursts(_ kind: HubProtocolKind) async throws {
+    @Test("aiosignalr: bursts both ways survive cuts with nothing lost or doubled", arguments: HubProtocolType.allCases)
+    func aiosignalrBursts(_ kind: HubProtocolType) async throws {
         let peer = try await PythonPeer.start(scriptPath: signalRPeerScript("aiosignalr_server.py"), arguments: ["stateful"])
         defer { Task { await peer.shutdown() } }
         let proxy = try await FaultProxy.start(targetPort: peer.port)
         defer { Task { await proxy.stop() } }
         let connection = HubConnectionBuilder().withUrl(url: proxy.url(scheme: "http") + "/hub", transport: .webSockets)
-            .withHubProtocol(kind).withOptions { $0.statefulReconnect = true }.build()
+            .withHubProtocol(hubProtocol: kind).withOptions { $0.statefulReconnect = true }.build()
         let items = Recorder<Int>()
         connection.on("item") { (value: Int) in items.append(value) }
         let lifecycle = Recorder<String>()
@@ -74,8 +74,8 @@ struct StatefulReconnectTests {
         await connection.stop()
     }
 
-    @Test("SignalRTestServer: bursts both ways survive cuts with nothing lost or doubled", arguments: HubProtocolKind.allCases)
-    func ownServerBursts(_ kind: HubProtocolKind) async throws {
+    @Test("SignalRTestServer: bursts both ways survive cuts with nothing lost or doubled", arguments: HubProtocolType.allCases)
+    func ownServerBursts(_ kind: HubProtocolType) async throws {
         // A loaded full run once saw the client give up the stateful reconnect; if a call fails,
         // the client's log (why each attempt failed) goes with the failure.
         let log = NIOLockedValueBox<[String]>([])
@@ -86,7 +86,7 @@ struct StatefulReconnectTests {
         }
     }
 
-    func ownServerBursts(_ kind: HubProtocolKind, log: NIOLockedValueBox<[String]>) async throws {
+    func ownServerBursts(_ kind: HubProtocolType, log: NIOLockedValueBox<[String]>) async throws {
         var options = SignalRTestServer.Options()
         options.statefulReconnect = true
         let server = try await SignalRTestServer.start(options: options)
@@ -106,7 +106,7 @@ struct StatefulReconnectTests {
         defer { Task { await proxy.stop() } }
         let logger = Logger(label: "stateful-test") { _ in CapturingLogHandler(lines: log, logLevel: .debug) }
         let connection = HubConnectionBuilder().withUrl(url: proxy.url(scheme: "http") + "/hub", transport: .webSockets)
-            .withHubProtocol(kind).withOptions {
+            .withHubProtocol(hubProtocol: kind).withOptions {
                 $0.statefulReconnect = true
                 $0.runtime = RealtimeRuntime.shared.logging(to: logger)
             }.build()

@@ -78,9 +78,12 @@ func idle(_ what: String, count: Int, _ open: @escaping @Sendable (Int) async th
 
 let clock = ContinuousClock()
 
-/// `start()` from inside an async function: in top-level code the older client's synchronous
-/// `start()` would be picked (it returns before the connection is up).
-func startHub(_ connection: HubConnection) async throws { try await connection.start() }
+/// The async `start()`, named by its type: in main.swift the older client's synchronous `start()`
+/// is picked even inside an async function (it returns before the connection is up).
+func startHub(_ connection: HubConnection) async throws {
+    let start: () async throws -> Void = connection.start
+    try await start()
+}
 
 switch argument(0) {
 case "serve":

@@ -106,9 +106,9 @@ func processCPU(_ pid: Int32?) -> Double? {
 /// Server process id for CPU accounting (nil: the server runs in this process).
 nonisolated(unsafe) var serverProcess: Int32?
 
-func ours(url: String, kind: HubProtocolKind) async throws -> Rates {
+func ours(url: String, kind: HubProtocolType) async throws -> Rates {
     let loop = MultiThreadedEventLoopGroup.singleton.next()
-    let connection = HubConnectionBuilder().withUrl(url: url, transport: .webSockets).withHubProtocol(kind)
+    let connection = HubConnectionBuilder().withUrl(url: url, transport: .webSockets).withHubProtocol(hubProtocol: kind)
         .withOptions { if pinned { $0.runtime = RealtimeRuntime(eventLoopGroup: loop) } }.build()
     try await connection.start()
     if pinned {
@@ -149,7 +149,7 @@ func measure(_ connection: HubConnection) async throws -> Rates {
 /// `SIGNALR_COMPARE_OURS_ONLY=1` measures only our client (for profiling runs).
 let oursOnly = ProcessInfo.processInfo.environment["SIGNALR_COMPARE_OURS_ONLY"] != nil
 
-func python(_ script: String, url: String, kind: HubProtocolKind, count: Int) async throws -> Rates? {
+func python(_ script: String, url: String, kind: HubProtocolType, count: Int) async throws -> Rates? {
     if oursOnly { return nil }
     let client = try PythonPeer(scriptPath: peer(script), arguments: [url, kind.rawValue, "bench", String(count), String(rounds)], waitForPort: false)
     let (output, status) = await client.waitForExit(limit: .seconds(600))
@@ -169,7 +169,7 @@ func python(_ script: String, url: String, kind: HubProtocolKind, count: Int) as
 func format(_ value: Double) -> String { String(format: "%8.0f", value) }
 
 func compare(server name: String, url: String) async throws {
-    for kind in HubProtocolKind.allCases {
+    for kind in HubProtocolType.allCases {
         let swift = try await ours(url: url, kind: kind)
         // The Python clients run the same in-flight workload: `rounds` rounds of `inflight` calls.
         let pysignalr = try await python("pysignalr_client.py", url: url, kind: kind, count: min(sequential, inflight))

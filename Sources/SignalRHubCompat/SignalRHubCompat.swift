@@ -1,12 +1,15 @@
 public import Foundation
 public import RealtimeCore
+@_exported public import SignalRHub
 import Logging
 
 // The shapes of the older Swift client (moozzyk/SignalR-Client-Swift, "SwiftSignalRClient"), as
 // its documentation shows them: a lifecycle delegate, HttpConnectionOptions (access token
 // provider, skipNegotiation, headers), callback-style invoke/send with any number of arguments,
-// and the ArgumentExtractor for handlers with a variable number of arguments. A thin layer over
-// HubConnection: the callbacks run on a task, not on the main thread.
+// the ArgumentExtractor for handlers with a variable number of arguments, and the synchronous
+// start() and stop(). A thin layer over HubConnection: the callbacks run on a task, not on the
+// main thread. Code written for that client imports this module in place of `SwiftSignalRClient`;
+// new code imports SignalRHub, whose start() and stop() are only the async ones.
 
 /// Lifecycle callbacks of the older client. The connection holds its delegate weakly.
 public protocol HubConnectionDelegate: AnyObject {
@@ -85,33 +88,38 @@ public final class ArgumentExtractor: @unchecked Sendable {
     public func hasMoreArgs() -> Bool { index < arguments.count }
 }
 
-/// Holds the delegate weakly.
+/// Holds the delegate weakly and forwards the connection's lifecycle to it.
 // @unchecked Sendable: the weak reference is set once at init; reading a weak reference is atomic.
-final class WeakDelegate: @unchecked Sendable {
+final class WeakDelegate: HubLifecycleObserver, @unchecked Sendable {
     weak var delegate: (any HubConnectionDelegate)?
     init(_ delegate: any HubConnectionDelegate) { self.delegate = delegate }
+
+    func didOpen(_ connection: HubConnection) { delegate?.connectionDidOpen(hubConnection: connection) }
+    func didFailToOpen(_ error: any Error) { delegate?.connectionDidFailToOpen(error: error) }
+    func didClose(_ error: (any Error)?) { delegate?.connectionDidClose(error: error) }
+    func willReconnect(_ error: any Error) { delegate?.connectionWillReconnect(error: error) }
+    func didReconnect() { delegate?.connectionDidReconnect() }
 }
 
 extension HubConnectionBuilder {
     /// The older client's entry point.
-    public convenience init(url: URL) {
-        self.init()
-        withUrl(url: url.absoluteString)
+    public init(url: URL) {
+        self = HubConnectionBuilder().withUrl(url: url.absoluteString)
     }
 
     /// The older client's logging switch (log lines go to the runtime's swift-log logger).
-    @discardableResult
     public func withLogging(minLogLevel: LogLevel) -> HubConnectionBuilder {
         withLogLevel(logLevel: minLogLevel)
     }
 
-    @discardableResult
+    /// The older client's lifecycle delegate, held weakly.
     public func withHubConnectionDelegate(delegate: any HubConnectionDelegate) -> HubConnectionBuilder {
         let box = WeakDelegate(delegate)
-        return withOptions { $0.delegate = box }
+        return withOptions { $0.lifecycleObserver = box }
     }
 
-    @discardableResult
+    /// The older client's lower-level options: token provider, skipNegotiation, headers, timeout
+    /// and HTTP client factory.
     public func withHttpConnectionOptions(configureHttpOptions: (HttpConnectionOptions) -> Void) -> HubConnectionBuilder {
         let http = HttpConnectionOptions()
         configureHttpOptions(http)
@@ -163,7 +171,7 @@ extension LogLevel {
 extension HubConnection {
     /// The older client's non-async start: connects in the background and reports to the delegate.
     public func start() {
-        Task {
+        background {
             do {
                 try await self.start()
             } catch {
@@ -174,7 +182,7 @@ extension HubConnection {
 
     /// The older client's stop.
     public func stop() {
-        Task { await self.stop() as Void }
+        background { await self.stop() as Void }
     }
 
     /// Invokes `method` with any number of arguments and reports the result to the callback.
@@ -182,7 +190,7 @@ extension HubConnection {
         method: String, arguments: [any Encodable], resultType: T.Type, invocationDidComplete: @escaping @Sendable (T?, (any Error)?) -> Void
     ) {
         let values = Result { try arguments.map { try HubValueCoding.encode($0) } }
-        Task {
+        background {
             do {
                 let value = try await self.invokeRaw(method: method, arguments: try values.get())
                 invocationDidComplete(try HubValueCoding.decode(value ?? .null, as: T.self), nil)
@@ -202,7 +210,7 @@ extension HubConnection {
     /// Invokes a `void` hub method and reports completion to the callback.
     public func invoke(method: String, arguments: [any Encodable], invocationDidComplete: @escaping @Sendable ((any Error)?) -> Void) {
         let values = Result { try arguments.map { try HubValueCoding.encode($0) } }
-        Task {
+        background {
             do {
                 _ = try await self.invokeRaw(method: method, arguments: try values.get())
                 invocationDidComplete(nil)
@@ -219,7 +227,7 @@ extension HubConnection {
     /// Sends without waiting for the server; the callback hears whether it was written.
     public func send(method: String, arguments: [any Encodable], sendDidComplete: @escaping @Sendable ((any Error)?) -> Void) {
         let values = Result { try arguments.map { try HubValueCoding.encode($0) } }
-        Task {
+        background {
             do {
                 try await self.sendRaw(method: method, arguments: try values.get())
                 sendDidComplete(nil)
@@ -249,9 +257,10 @@ extension HubConnection {
         on(method, handler: { (arguments: repeat each Argument) async in callback(repeat each arguments) })
     }
 
-    /// Delivers lifecycle events to the older client's delegate.
-    func notifyDelegate(_ event: (any HubConnectionDelegate) -> Void) {
-        guard let delegate = options.delegate?.delegate else { return }
-        event(delegate)
-    }
+}
+
+/// Runs one call of the older client's callback API. Unstructured on purpose: those calls return at
+/// once and report through a callback or the delegate, so no caller waits that could own the work.
+func background(_ body: @escaping @Sendable () async -> Void) {
+    Task { await body() }
 }
