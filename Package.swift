@@ -14,7 +14,9 @@ let package = Package(
     products: [
         .library(name: "RealtimeCore", targets: ["RealtimeCore"]),
         .library(name: "EventSourceClient", targets: ["EventSourceClient"]),
+        .library(name: "EventSourceCompat", targets: ["EventSourceCompat"]),
         .library(name: "SocketIOEngine", targets: ["SocketIOEngine"]),
+        .library(name: "SocketIOCompat", targets: ["SocketIOCompat"]),
         .library(name: "SignalRHub", targets: ["SignalRHub"]),
         .library(name: "SignalRHubCompat", targets: ["SignalRHubCompat"]),
         .library(name: "SpreadbotClient", targets: ["SpreadbotClient"]),
@@ -71,6 +73,15 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .target(
+            name: "EventSourceCompat",
+            dependencies: [
+                "EventSourceClient", "RealtimeCore",
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
             name: "SocketIOEngine",
             dependencies: [
                 "RealtimeCore",
@@ -81,6 +92,16 @@ let package = Package(
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "OrderedCollections", package: "swift-collections"),
                 .product(name: "NIOFoundationCompat", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "SocketIOCompat",
+            dependencies: [
+                "SocketIOEngine", "RealtimeCore",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -146,6 +167,12 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        .executableTarget(
+            name: "signalr-quickstart",
+            dependencies: ["SignalRHub"],
+            path: "Examples/SignalRQuickStart",
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "RealtimeCoreTests",
             dependencies: [
@@ -162,11 +189,20 @@ let package = Package(
         .testTarget(
             name: "EventSourceClientTests",
             dependencies: [
-                "EventSourceClient", "RealtimeCore", "RealtimeTesting",
+                "EventSourceClient", "EventSourceCompat", "RealtimeCore", "RealtimeTesting",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "EventSourceCompatTests",
+            dependencies: [
+                "EventSourceCompat", "EventSourceClient", "RealtimeCore", "RealtimeTesting",
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -187,6 +223,11 @@ let package = Package(
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ],
             exclude: ["Peers"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "SocketIOCompatTests",
+            dependencies: ["SocketIOCompat", "SocketIOEngine", "RealtimeCore", "RealtimeTesting"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -4,7 +4,7 @@ public import FoundationEssentials
 public import Foundation
 #endif
 import Logging
-import NIOConcurrencyHelpers
+package import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
 public import RealtimeCore
@@ -36,7 +36,7 @@ public final class EventSource: Service, Sendable {
     let state: NIOLockedValueBox<LoopState>
     let buffer: InboundBuffer<EventSourceUpdate>
     /// Callbacks of the IKEventSource-shaped layer (EventSource+IKEventSource.swift).
-    let callbacks = NIOLockedValueBox(Callbacks())
+    package let callbacks = NIOLockedValueBox(Callbacks())
 
     struct LoopState {
         var task: Task<Void, Never>?
@@ -201,7 +201,7 @@ public enum EventSourceUpdate: Sendable {
 /// The events of an ``EventSource``.
 public struct EventSourceEvents: AsyncSequence, Sendable {
     public typealias Element = ServerSentEvent
-    let source: EventSource
+    package let source: EventSource
 
     public struct AsyncIterator: AsyncIteratorProtocol {
         let source: EventSource

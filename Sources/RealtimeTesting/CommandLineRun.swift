@@ -1,23 +1,40 @@
-import Foundation
+public import Foundation
 import NIOConcurrencyHelpers
 
-/// Runs this package's `realtime` executable (the debug build `swift build` makes, which
-/// Scripts/test.sh runs before the tests), for the command-line tests.
+/// Runs an executable of this package (`realtime`, an example) that the same build made, for the
+/// command-line tests.
 public enum RealtimeCommandLine {
     public struct Missing: Error, CustomStringConvertible {
         public let description: String
     }
 
-    /// `<package>/.build/debug/realtime`.
-    public static var executable: String {
-        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent(".build/debug/realtime").path
+    /// The folder the running test bundle was built into: the package's executables are there too,
+    /// whatever the build (debug, release, a sanitizer, another scratch path).
+    public static var binDirectory: URL {
+        let running = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+        var directory = running.deletingLastPathComponent()
+        // The test bundle runs from inside `<bin>/<name>.xctest/...` on some platforms.
+        while directory.path.contains(".xctest") { directory = directory.deletingLastPathComponent() }
+        return directory
+    }
+
+    /// The `realtime` command the same build made.
+    public static var executable: String { executable(named: "realtime") }
+
+    /// An executable of this package that the same build made.
+    public static func executable(named name: String) -> String {
+        binDirectory.appendingPathComponent(name).path
     }
 
     /// Runs `realtime <arguments>` to its end and returns its exit status, standard output and
     /// standard error. The pipes are read on Dispatch threads: blocking the concurrency pool would
     /// starve an in-process server the command talks to.
     public static func run(_ arguments: [String]) async throws -> (status: Int32, stdout: String, stderr: String) {
+        try await run(executable: executable, arguments)
+    }
+
+    /// Runs `executable <arguments>` to its end (see ``run(_:)``).
+    public static func run(executable: String, _ arguments: [String]) async throws -> (status: Int32, stdout: String, stderr: String) {
         guard FileManager.default.isExecutableFile(atPath: executable) else {
             throw Missing(description: "\(executable) is missing: `swift build` builds it (Scripts/test.sh does)")
         }

@@ -47,7 +47,7 @@ public final class SocketIOClient: Sendable {
     }
 
     public let namespace: String
-    weak let manager: SocketManager?
+    package weak let manager: SocketManager?
     private let state: NIOLockedValueBox<State>
     private let statusBroadcaster = StateBroadcaster<SocketIOStatus>(.notConnected)
     private let runtime: RealtimeRuntime
@@ -101,12 +101,10 @@ public final class SocketIOClient: Sendable {
 
     // MARK: Connect and disconnect
 
-    /// Starts connecting this namespace (and the manager's connection if needed). Returns at once;
-    /// watch ``status`` or the `connect` event. Emits made meanwhile are queued.
-    public func connect() { connect(auth: nil) }
-
-    /// Starts connecting with `auth` as the CONNECT payload (kept for reconnects).
-    public func connect(auth: SocketIOAuth?) {
+    /// Starts connecting this namespace (and the manager's connection if needed) with `auth` as the
+    /// CONNECT payload (kept for reconnects); returns at once. Emits made meanwhile are queued.
+    /// (SocketIOCompat's synchronous `connect()`; the API of this module is ``connect(auth:timeout:)``.)
+    package func requestConnection(auth: SocketIOAuth?) {
         let changed = state.withLockedValue { state -> Bool in
             if let auth { state.auth = auth }
             state.wantsConnection = true
@@ -117,11 +115,14 @@ public final class SocketIOClient: Sendable {
         manager?.open(for: self)
     }
 
-    /// Connects and waits until the server accepted the namespace.
+    /// Connects and waits until the server accepted the namespace (at once when it already has).
     ///
+    /// - Parameters:
+    ///   - auth: the CONNECT payload, kept for reconnects; nil keeps the one set before.
+    ///   - timeout: how long to wait (20 s by default, as the JavaScript client's `timeout`).
     /// - Throws: ``RealtimeCore/RealtimeError`` `refused` (CONNECT_ERROR, with the server's message in
     ///   `serverMessage`), `timeout`, `reconnectGaveUp`, or `notConnected` after ``disconnect()``.
-    public func connect(auth: SocketIOAuth? = nil, timeout: Duration) async throws {
+    public func connect(auth: SocketIOAuth? = nil, timeout: Duration = .seconds(20)) async throws {
         let id = UUID()
         let timer = Task { [runtime] in
             try? await runtime.sleep(for: timeout)
@@ -137,7 +138,7 @@ public final class SocketIOClient: Sendable {
                     state.connectWaiters[id] = continuation
                     return false
                 }
-                if connected { continuation.resume() } else { connect(auth: auth) }
+                if connected { continuation.resume() } else { requestConnection(auth: auth) }
             }
         } onCancel: {
             self.resumeConnectWaiter(id, with: .failure(CancellationError()))
@@ -256,27 +257,6 @@ public final class SocketIOClient: Sendable {
         try submit(SocketIOPacket(type: .event, namespace: namespace, data: .array([.string(event)] + arguments)))
     }
 
-    /// Emits an event; failures (a full queue, a value with no JSON form) are reported as `error`
-    /// client events, as socket.io-client-swift did. Use ``emit(_:arguments:)`` to get them thrown.
-    public func emit(_ event: String, _ items: any SocketData..., completion: (@Sendable () -> Void)? = nil) {
-        emitReportingErrors(event, completion: completion) { try items.map { try $0.socketRepresentation() } }
-    }
-
-    /// Emits with Foundation values (`[Any]`), as in socket.io-client-swift's `emit(_:with:)`.
-    public func emit(_ event: String, with items: [Any], completion: (@Sendable () -> Void)? = nil) {
-        emitReportingErrors(event, completion: completion) { try items.map { try JSONValue(any: $0) } }
-    }
-
-    private func emitReportingErrors(_ event: String, completion: (@Sendable () -> Void)?, _ arguments: () throws -> [JSONValue]) {
-        do {
-            try emit(event, arguments: arguments())
-            completion?()
-        } catch {
-            runtime.logger.warning("Socket.IO emit failed", metadata: ["event": "\(event)", "error": "\(error)"])
-            fire(.error, [.string("emit \(event) failed: \(error)")])
-        }
-    }
-
     /// Emits and waits for the server's ack.
     ///
     /// The timeout always fires; an ack arriving after it is dropped. Emits made while offline
@@ -286,7 +266,7 @@ public final class SocketIOClient: Sendable {
     /// - Returns: the ack's arguments.
     /// - Throws: ``RealtimeCore/RealtimeError`` `timeout`, `queueFull`, `messageTooLarge`,
     ///   `connectionClosed`, `notConnected` (the socket was disconnected), or `CancellationError`.
-    public func emitWithAck(_ event: String, arguments: [JSONValue], timeout: Duration) async throws -> [JSONValue] {
+    public func emitWithAck(_ event: String, arguments: [JSONValue], timeout: Duration = .seconds(10)) async throws -> [JSONValue] {
         let box = NIOLockedValueBox<Int?>(nil)
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
@@ -305,7 +285,9 @@ public final class SocketIOClient: Sendable {
         }
     }
 
-    public func emitWithAck(_ event: String, _ items: any SocketData..., timeout: Duration) async throws -> [JSONValue] {
+    /// ``emitWithAck(_:arguments:timeout:)`` with the arguments listed (strings, numbers, `Data`,
+    /// ``RealtimeCore/JSONValue``s...).
+    public func emitWithAck(_ event: String, _ items: any SocketData..., timeout: Duration = .seconds(10)) async throws -> [JSONValue] {
         try await emitWithAck(event, arguments: items.map { try $0.socketRepresentation() }, timeout: timeout)
     }
 
@@ -343,7 +325,7 @@ public final class SocketIOClient: Sendable {
     }
 
     /// Emits with an ack id whose answer goes to `deliver` (used by the compatibility layer).
-    func emitExpectingAck(
+    package func emitExpectingAck(
         _ event: String, arguments: [JSONValue], timeout: Duration?,
         deliver: @escaping @Sendable (Result<[JSONValue], RealtimeError>) -> Void
     ) {
@@ -383,7 +365,7 @@ public final class SocketIOClient: Sendable {
         return id
     }
 
-    func addHandler(_ event: String, once: Bool, _ handler: @escaping Handler) -> UUID {
+    package func addHandler(_ event: String, once: Bool, _ handler: @escaping @Sendable (SocketIOEvent) -> Void) -> UUID {
         let id = UUID()
         state.withLockedValue { $0.handlers[event, default: []].append(HandlerEntry(id: id, once: once, call: handler)) }
         return id
@@ -426,7 +408,7 @@ public final class SocketIOClient: Sendable {
         for entry in entries { entry.call(event) }
     }
 
-    func fire(_ event: SocketClientEvent, _ arguments: [JSONValue]) {
+    package func fire(_ event: SocketClientEvent, _ arguments: [JSONValue]) {
         dispatch(event.rawValue, arguments, ackID: nil, fromServer: false)
     }
 

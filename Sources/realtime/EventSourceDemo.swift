@@ -40,6 +40,6 @@ enum EventSourceDemo {
             count += 1
             print("   event type=\(event.type) id=\(event.lastEventId) data=\"\(event.data)\"")
         }
-        print("   stream ended after \(count) events; readyState=\(source.readyState), reconnection time \(source.retryTime) ms")
+        print("   stream ended after \(count) events; readyState=\(source.readyState), reconnection time \(source.reconnectionTime)")
     }
 }

@@ -77,7 +77,7 @@ func collect(_ source: EventSource, count: Int) async throws -> [ServerSentEvent
         _ = try await iterator.next()
         try await clock.waitForSleepers(1)
         #expect(clock.sleeps.last == .milliseconds(2500))
-        #expect(source.retryTime == 2500)
+        #expect(source.reconnectionTime == .milliseconds(2500))
         #expect(source.connectionState.current == .reconnecting(attempt: 1))
         clock.advance(by: .milliseconds(2500))
         _ = try await iterator.next()

@@ -23,7 +23,7 @@ import Testing
         #expect(events.map(\.data) == (1...9).map { "number \($0)" })
         #expect(events.map(\.type) == Array(repeating: "number", count: 9))
         #expect(events.map(\.lastEventId) == (1...9).map(String.init))
-        #expect(source.retryTime == 50)
+        #expect(source.reconnectionTime == .milliseconds(50))
         #expect(comments.withLock { commentCount } >= 3, "one hello comment per connection")
     }
 

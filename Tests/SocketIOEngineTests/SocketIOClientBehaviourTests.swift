@@ -208,7 +208,10 @@ struct SocketIOClientBehaviourTests {
         configuration.offlineQueueCapacity = 3
         let manager = SocketManager(url: "http://127.0.0.1:1", configuration: configuration)
         let socket = manager.defaultSocket
-        socket.connect()
+        // Connecting in the background (the server never answers); the emits below queue meanwhile.
+        let connecting = Task { try await socket.connect(timeout: .seconds(60)) }
+        defer { connecting.cancel() }
+        try await waitUntilConnecting(socket)
         for index in 0..<3 { try socket.emit("record", arguments: [.number(Double(index))]) }
         #expect(throws: RealtimeError.self) { try socket.emit("record", arguments: [3]) }
         #expect(socket.queuedEmitCount == 3)
@@ -216,4 +219,9 @@ struct SocketIOClientBehaviourTests {
         await manager.waitUntilStopped()
         #expect(socket.queuedEmitCount == 3, "nothing queued is dropped by a disconnect")
     }
+}
+
+/// Waits until `socket` is connecting (its status says so; woken by the status sequence).
+func waitUntilConnecting(_ socket: SocketIOClient) async throws {
+    for await status in socket.statusUpdates where status == .connecting { return }
 }

@@ -169,7 +169,7 @@ struct SocketIOClientInteropTests {
         await peer.shutdown()
         await disconnects.wait(for: 1)
         #expect(socket.status == .connecting)
-        for index in 1...5 { socket.emit("record", index) }
+        for index in 1...5 { try socket.emit("record", arguments: [.number(Double(index))]) }
         #expect(socket.queuedEmitCount == 5)
 
         peer = try await PythonPeer.start(scriptPath: peerScript("sio_server.py"), arguments: [String(port)])

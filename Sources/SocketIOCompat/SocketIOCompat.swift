@@ -3,9 +3,11 @@ import Logging
 import NIOConcurrencyHelpers
 import NIOHTTP1
 public import RealtimeCore
+@_exported public import SocketIOEngine
 
 // The shape of socket.io-client-swift (v15/v16), so its documented usage compiles with only the
-// import changed (`import SocketIO` -> `import SocketIOEngine`). Callbacks must be `@Sendable`.
+// import changed (`import SocketIO` -> `import SocketIOCompat`). Callbacks must be `@Sendable`.
+// New code imports SocketIOEngine, whose `connect` and `emitWithAck` are only the async ones.
 
 /// socket.io-client-swift's options.
 // @unchecked Sendable: every case holds an immutable value type; only `.connectParams` holds
@@ -212,6 +214,33 @@ extension SocketIOClient {
         OnAckCallback(socket: self, event: event, arguments: Result { try items.map { try JSONValue(any: $0) } })
     }
 
+    /// Starts connecting this namespace and returns at once; watch ``SocketIOClient/status`` or the
+    /// `connect` event. Emits made meanwhile are queued.
+    public func connect() { requestConnection(auth: nil) }
+
+    /// Starts connecting with `auth` as the CONNECT payload (kept for reconnects); returns at once.
+    public func connect(auth: SocketIOAuth?) { requestConnection(auth: auth) }
+
+    /// Emits an event; failures (a full queue, a value with no JSON form) are reported as `error`
+    /// client events, as socket.io-client-swift did.
+    public func emit(_ event: String, _ items: any SocketData..., completion: (@Sendable () -> Void)? = nil) {
+        emitReportingErrors(event, completion: completion) { try items.map { try $0.socketRepresentation() } }
+    }
+
+    /// Emits with Foundation values (`[Any]`), as in socket.io-client-swift's `emit(_:with:)`.
+    public func emit(_ event: String, with items: [Any], completion: (@Sendable () -> Void)? = nil) {
+        emitReportingErrors(event, completion: completion) { try items.map { try JSONValue(any: $0) } }
+    }
+
+    private func emitReportingErrors(_ event: String, completion: (@Sendable () -> Void)?, _ arguments: () throws -> [JSONValue]) {
+        do {
+            try emit(event, arguments: arguments())
+            completion?()
+        } catch {
+            fire(.error, [.string("emit \(event) failed: \(error)")])
+        }
+    }
+
     /// Connects with a payload (the namespace's auth object).
     public func connect(withPayload payload: [String: Any]?) {
         guard let payload else { return connect() }
@@ -226,6 +255,7 @@ extension SocketIOClient {
     public func connect(withPayload payload: [String: Any]? = nil, timeoutAfter: Double, withHandler handler: (@Sendable () -> Void)?) {
         connect(withPayload: payload)
         guard timeoutAfter > 0, let handler else { return }
+        // Unstructured: the older API returns at once and reports the timeout through `handler`.
         Task {
             try? await Task.sleep(for: .milliseconds(Int64(timeoutAfter * 1000)))
             if self.status != .connected { handler() }

@@ -1,6 +1,6 @@
 import Foundation
 import RealtimeTesting
-import SocketIOEngine  // the seed's code had `import SocketIO`; nothing else changes
+import SocketIOCompat  // the seed's code had `import SocketIO`; nothing else changes
 import Testing
 
 /// The usage documented in the seed (shared/seeds/socketio-client-swift-usage.zh.txt, an
@@ -75,14 +75,18 @@ struct SocketIOClientSwiftCompatibilityTests {
         #expect(await client.messages.wait(for: 1).first == "order 7")
 
         client.senderheartBeat()
-        let ack = client.socket!.emitWithAck("echo", "ping")
         let acked = Recorder<[String]>()
-        ack.timingOut(after: 5) { data in acked.append(data.compactMap { $0 as? String }) }
+        synchronously {
+            let ack = client.socket!.emitWithAck("echo", "ping")
+            ack.timingOut(after: 5) { data in acked.append(data.compactMap { $0 as? String }) }
+        }
         #expect(await acked.wait(for: 1).first == ["ping"])
         #expect(server.receivedEvents.contains { $0.name == "keepHeartbeat" && $0.arguments == ["hello"] })
 
         let noAck = Recorder<[String]>()
-        client.socket!.emitWithAck("no_handler").timingOut(after: 0.2) { data in noAck.append(data.compactMap { $0 as? String }) }
+        synchronously {
+            client.socket!.emitWithAck("no_handler").timingOut(after: 0.2) { data in noAck.append(data.compactMap { $0 as? String }) }
+        }
         #expect(await noAck.wait(for: 1).first == ["NO ACK"])
 
         let socket = client.socket!
@@ -125,7 +129,7 @@ struct SocketIOClientSwiftCompatibilityTests {
         for _ in 0..<2 {
             let connected = Recorder<Int>()
             let id = socket.on(clientEvent: .connect) { _, _ in connected.append(1) }
-            socket.connect()
+            synchronously { socket.connect() }
             await connected.wait(for: 1)
             socket.off(id: id)
             engineSIDs.append(manager.handshake?.sid ?? "")
@@ -138,3 +142,7 @@ struct SocketIOClientSwiftCompatibilityTests {
         await server.stop()
     }
 }
+
+/// The seed's code runs in synchronous contexts (a view controller): there Swift picks the callback
+/// shapes. In an async context it would pick SocketIOEngine's async `connect` and `emitWithAck`.
+func synchronously(_ body: () -> Void) { body() }

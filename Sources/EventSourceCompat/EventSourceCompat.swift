@@ -1,14 +1,16 @@
 public import Foundation
+@_exported public import EventSourceClient
 import NIOConcurrencyHelpers
 import NIOHTTP1
-import RealtimeCore
+public import RealtimeCore
 
-/// The call shapes of IKEventSource (inaka/EventSource), over the same client: code written for it
-/// works with `import EventSourceClient` in place of `import IKEventSource`.
+/// The call shapes of IKEventSource (inaka/EventSource), over EventSourceClient's client: code
+/// written for it works with `import EventSourceCompat` in place of `import IKEventSource`.
 ///
-/// As in IKEventSource 3, a source created with ``init(url:headers:)`` does not reconnect by itself:
-/// when the connection ends, ``onComplete(_:)`` reports the status, whether reconnecting makes sense
-/// (false only after a 204) and the error, and the app calls ``connect(lastEventId:)`` again.
+/// As in IKEventSource 3, a source created with ``EventSourceClient/EventSource/init(url:headers:)``
+/// does not reconnect by itself: when the connection ends, `onComplete` reports the status, whether
+/// reconnecting makes sense (false only after a 204) and the error, and the app calls
+/// `connect(lastEventId:)` again.
 ///
 /// For callbacks with automatic reconnection, make the source with a configuration and register
 /// the same callbacks; `onComplete` then runs once, when the client gives up or is closed:
@@ -18,15 +20,9 @@ import RealtimeCore
 /// source.onComplete { status, reconnect, error in print("ended", status ?? 0, error ?? "none") }
 /// source.connect()
 /// ```
-/// Callbacks buffer nothing: an app that never iterates ``EventSource/events`` keeps no events.
+/// Callbacks run on the connection's event loop (keep them short) and buffer nothing: an app that
+/// never iterates ``EventSourceClient/EventSource/events`` keeps no events.
 extension EventSource {
-    struct Callbacks {
-        var onOpen: (@Sendable () -> Void)?
-        var onMessage: (@Sendable (_ id: String?, _ event: String?, _ data: String?) -> Void)?
-        var onComplete: (@Sendable (Int?, Bool?, NSError?) -> Void)?
-        var listeners: [String: @Sendable (_ id: String?, _ event: String?, _ data: String?) -> Void] = [:]
-    }
-
     /// An IKEventSource-style source: these headers, no automatic reconnection.
     public convenience init(url: URL, headers: [String: String] = [:]) {
         var httpHeaders = HTTPHeaders()
@@ -35,19 +31,19 @@ extension EventSource {
     }
 
     /// The reconnection time in milliseconds; the server changes it with `retry:`.
-    public var retryTime: Int { Int(reconnectionTime.components.seconds * 1000 + reconnectionTime.components.attoseconds / 1_000_000_000_000_000) }
+    public var retryTime: Int {
+        Int(reconnectionTime.components.seconds * 1000 + reconnectionTime.components.attoseconds / 1_000_000_000_000_000)
+    }
 
-    /// Connects, sending `lastEventId` as `Last-Event-ID` when given.
+    /// Connects, sending `lastEventId` as `Last-Event-ID` when given; returns at once.
     public func connect(lastEventId: String? = nil) {
-        state.withLockedValue { state in
-            if let lastEventId { state.lastEventId = lastEventId }
-        }
-        startIfNeeded()
+        startConnecting(lastEventId: lastEventId)
     }
 
     /// Closes the connection.
     public func disconnect() { close() }
 
+    /// Called each time the connection opens.
     public func onOpen(_ onOpenCallback: @escaping @Sendable () -> Void) {
         callbacks.withLockedValue { $0.onOpen = onOpenCallback }
     }
@@ -70,35 +66,9 @@ extension EventSource {
         callbacks.withLockedValue { $0.listeners[event] = handler }
     }
 
+    /// Removes the listener of `event`.
     public func removeEventListener(_ event: String) {
         callbacks.withLockedValue { _ = $0.listeners.removeValue(forKey: event) }
-    }
-
-    /// The event types with a listener (IKEventSource's `events()`, reached through
-    /// ``EventSourceEvents/callAsFunction()``).
-    func listenedEventTypes() -> [String] {
-        callbacks.withLockedValue { Array($0.listeners.keys).sorted() }
-    }
-
-    func notifyOpen() {
-        callbacks.withLockedValue { $0.onOpen }?()
-    }
-
-    func notifyEvent(_ event: ServerSentEvent) {
-        let (onMessage, listener) = callbacks.withLockedValue { ($0.onMessage, $0.listeners[event.type]) }
-        let id: String? = event.lastEventId.isEmpty ? nil : event.lastEventId
-        if event.type == "message" { onMessage?(id, event.type, event.data) }
-        listener?(id, event.type, event.data)
-    }
-
-    func notifyComplete(status: Int?, error: RealtimeError?) {
-        guard let onComplete = callbacks.withLockedValue({ $0.onComplete }) else { return }
-        var cause = error
-        if let error, error.code == .reconnectGaveUp, let underlying = error.underlying as? RealtimeError { cause = underlying }
-        let nsError = cause.map {
-            NSError(domain: "EventSourceClient", code: Int($0.status?.code ?? 0), userInfo: [NSLocalizedDescriptionKey: $0.description])
-        }
-        onComplete(status, status != 204, nsError)
     }
 }
 

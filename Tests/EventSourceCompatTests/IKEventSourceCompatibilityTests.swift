@@ -1,6 +1,6 @@
 // The usage from the IKEventSource README (shared/seeds/ikeventsource-readme.zh.txt), with
-// `import IKEventSource` changed to `import EventSourceClient`, run against a loopback server.
-import EventSourceClient
+// `import IKEventSource` changed to `import EventSourceCompat`, run against a loopback server.
+import EventSourceCompat
 import Foundation
 import NIOConcurrencyHelpers
 import NIOCore
