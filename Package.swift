@@ -190,6 +190,7 @@ let package = Package(
             name: "EventSourceClientTests",
             dependencies: [
                 "EventSourceClient", "EventSourceCompat", "RealtimeCore", "RealtimeTesting",
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

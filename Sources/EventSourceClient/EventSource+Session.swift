@@ -61,9 +61,11 @@ extension EventSource {
         buffer.setOnDemand { stream.resume() }
         defer {
             let lastEventId = stream.lastEventId
+            let bytes = stream.bytesReceived
             state.withLockedValue { state in
                 state.stream = nil
                 state.lastEventId = lastEventId
+                state.bytesOfEndedStreams += bytes
             }
         }
         let end: EventStreamEnd

@@ -51,6 +51,8 @@ public final class EventSource: Service, Sendable {
         var restartRequested = false
         /// The response being read, so that restart() and close() can end it.
         var stream: EventStream?
+        /// Body bytes of the responses that ended.
+        var bytesOfEndedStreams = 0
     }
 
     /// - Parameters:
@@ -100,6 +102,11 @@ public final class EventSource: Service, Sendable {
 
     /// The last event ID received (sent as `Last-Event-ID` when reconnecting).
     public var lastEventId: String { state.withLockedValue { $0.lastEventId } }
+
+    /// Bytes of event stream received so far, over every connection (the bodies, as they came).
+    public var bytesReceived: Int {
+        state.withLockedValue { $0.bytesOfEndedStreams + ($0.stream?.bytesReceived ?? 0) }
+    }
 
     /// The reconnection time, as last set by the server's `retry:` field.
     public var reconnectionTime: Duration { state.withLockedValue { $0.reconnectionTime } }

@@ -77,6 +77,7 @@ public final class EventStream: Sendable {
         var finishedAtHead = false
         var done = false
         var outputs: [EventStream.Output] = []
+        var bytesReceived = 0
     }
 
     private let state: NIOLockedValueBox<State>
@@ -105,6 +106,9 @@ public final class EventStream: Sendable {
             configuration: .init(maxEventSize: options.maxEventSize, emitsComments: options.emitsComments),
             lastEventId: options.lastEventId)))
     }
+
+    /// Body bytes received so far (the event stream as it came over the wire, after HTTP framing).
+    public var bytesReceived: Int { state.withLockedValue { $0.bytesReceived } }
 
     /// The last event ID as of the latest event (at the end: what the next request should send).
     public var lastEventId: String { state.withLockedValue { $0.parser.lastEventId } }
@@ -261,6 +265,7 @@ public final class EventStream: Sendable {
                 return .refuseNow(refusal(Self.text(excerpt)))
             }
             state.lastActivity = timers.now
+            state.bytesReceived += buffer.readableBytes
             state.outputs.removeAll(keepingCapacity: true)
             do {
                 try state.parser.parse(buffer) { state.outputs.append($0) }

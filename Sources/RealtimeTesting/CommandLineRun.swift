@@ -56,3 +56,80 @@ public enum RealtimeCommandLine {
         return (process.terminationStatus, String(decoding: out, as: UTF8.self), String(decoding: err, as: UTF8.self))
     }
 }
+
+/// A command started by ``RealtimeCommandLine/launch(executable:_:)``: its standard output line by
+/// line as the command writes it, a signal to send, and its end.
+public final class RunningCommand: Sendable {
+    private let process: Process
+    private let errors: Data.Box
+    /// Standard output, one line at a time, as the command writes it (ends when it closes).
+    public let lines: AsyncStream<String>
+    private let exited: Task<Void, Never>
+
+    init(process: Process, output: Pipe, errors: Pipe) {
+        self.process = process
+        let (lines, continuation) = AsyncStream.makeStream(of: String.self)
+        self.lines = lines
+        let box = Data.Box()
+        self.errors = box
+        // Each pipe is read on a thread of its own (see BlockingWork), never on a task's thread.
+        Thread.detachNewThread {
+            let handle = output.fileHandleForReading
+            var pending = Data()
+            while true {
+                let chunk = handle.availableData
+                if chunk.isEmpty { break }
+                pending.append(chunk)
+                while let newline = pending.firstIndex(of: UInt8(ascii: "\n")) {
+                    continuation.yield(String(decoding: pending[pending.startIndex..<newline], as: UTF8.self))
+                    pending.removeSubrange(pending.startIndex...newline)
+                }
+            }
+            if !pending.isEmpty { continuation.yield(String(decoding: pending, as: UTF8.self)) }
+            continuation.finish()
+        }
+        exited = Task {
+            let data = await BlockingWork.run { errors.fileHandleForReading.readDataToEndOfFile() }
+            box.set(data)
+            await BlockingWork.run { process.waitUntilExit() }
+        }
+    }
+
+    /// Sends `signal` (SIGINT, SIGTERM) to the command.
+    public func signal(_ signal: Int32) {
+        kill(process.processIdentifier, signal)
+    }
+
+    /// Waits for the command to end; its exit status and standard error.
+    public func wait() async -> (status: Int32, stderr: String) {
+        await exited.value
+        return (process.terminationStatus, String(decoding: errors.value, as: UTF8.self))
+    }
+}
+
+extension RealtimeCommandLine {
+    /// Starts `executable <arguments>` (the `realtime` command by default) and returns at once.
+    public static func launch(executable: String = executable, _ arguments: [String]) throws -> RunningCommand {
+        guard FileManager.default.isExecutableFile(atPath: executable) else {
+            throw Missing(description: "\(executable) is missing: `swift build` builds it (Scripts/test.sh does)")
+        }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        let output = Pipe()
+        let errors = Pipe()
+        process.standardOutput = output
+        process.standardError = errors
+        try process.run()
+        return RunningCommand(process: process, output: output, errors: errors)
+    }
+}
+
+extension Data {
+    /// A value set once by one thread and read by another.
+    final class Box: Sendable {
+        private let storage = NIOLockedValueBox(Data())
+        func set(_ data: Data) { storage.withLockedValue { $0 = data } }
+        var value: Data { storage.withLockedValue { $0 } }
+    }
+}

@@ -48,6 +48,8 @@ public final class SocketIOTestServer: Sendable {
         public var handshakeCookie: String?
         /// How the WebSocket probe (`2probe`) of an upgrading polling client is answered.
         public var probeAnswer: ProbeAnswer = .immediately
+        /// Where Engine.IO is mounted (a server behind a prefix: `/prefix/socket.io/`).
+        public var path = "/socket.io/"
         public init() {}
     }
 
@@ -113,17 +115,18 @@ public final class SocketIOTestServer: Sendable {
     public static func start(options: Options = Options()) async throws -> SocketIOTestServer {
         let server = SocketIOTestServer(options: options)
         let router = Router()
-        router.on("/socket.io/", method: .get) { [weak server] request, _ in
+        let path = RouterPath(options.path)
+        router.on(path, method: .get) { [weak server] request, _ in
             guard let server else { return Response(status: .serviceUnavailable) }
             return try await server.handlePolling(request)
         }
-        router.on("/socket.io/", method: .post) { [weak server] request, _ in
+        router.on(path, method: .post) { [weak server] request, _ in
             guard let server else { return Response(status: .serviceUnavailable) }
             return try await server.handlePolling(request)
         }
         let webSocket = WebSocketServerConfiguration(maxFrameSize: 64 << 20, autoPing: .disabled)
         let builder = HTTPServerBuilder.http1WebSocketUpgrade(configuration: .init(ws: webSocket)) { [weak server] request, channel, _ in
-            guard let server, request.path?.hasPrefix("/socket.io/") == true else { return .dontUpgrade }
+            guard let server, request.path?.hasPrefix(options.path) == true else { return .dontUpgrade }
             let query = Self.query(request.path ?? "")
             guard query["EIO"] == "4", query["transport"] == "websocket" else { return .dontUpgrade }
             let existing = query["sid"].flatMap { sid in server.state.withLockedValue { $0.sessions[sid] } }

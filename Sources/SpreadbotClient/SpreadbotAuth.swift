@@ -33,6 +33,7 @@ final class SpreadbotAuth: Sendable {
 
     /// Headers with `Authorization: Bearer <token>` (when there is a token), and the token used.
     func authorize(_ headers: inout HTTPHeaders) -> String? {
+        for (name, value) in configuration.headers where !headers.contains(name: name) { headers.add(name: name, value: value) }
         let token = state.withLockedValue { $0.tokens.accessToken }
         if let token { headers.replaceOrAdd(name: "Authorization", value: "Bearer \(token)") }
         return token

@@ -1,5 +1,6 @@
 public import Foundation
 public import RealtimeCore
+public import NIOHTTP1
 
 /// The stream transports, in the order ``Spreadbot/establishConnection(path:)`` tries them.
 public enum SpreadbotTransport: String, Sendable, CaseIterable, CustomStringConvertible {
@@ -142,6 +143,9 @@ public struct SpreadbotConfiguration: Sendable, CustomStringConvertible {
     public var webSocketPingInterval: Duration?
     /// Limit for one REST request, for a send's POST and for opening each transport. Default 5 s.
     public var requestTimeout: Duration
+    /// Extra headers on every request: the stream (WebSocket upgrade, event stream, polls), sends,
+    /// REST calls. Never logged. `Authorization` is set from the tokens. Default none.
+    public var headers: HTTPHeaders
     /// Attempts per REST request (and per POST send) on network errors and 5xx. Default 3.
     public var requestAttempts: Int
     /// The delay after the first failed attempt; it doubles after each. Default 0.5 s.
@@ -181,6 +185,7 @@ public struct SpreadbotConfiguration: Sendable, CustomStringConvertible {
         self.acknowledgedSends = false
         self.webSocketPingInterval = .seconds(30)
         self.requestTimeout = .seconds(5)
+        self.headers = [:]
         self.requestAttempts = 3
         self.retryDelay = .milliseconds(500)
         self.maxMessageSize = 16 << 20

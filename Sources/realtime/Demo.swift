@@ -13,15 +13,15 @@ struct Demo: AsyncParsableCommand {
     func run() async throws {
         var failures = 0
         for (name, step) in Self.steps {
-            print("== \(name)")
+            say("== \(name)")
             do {
                 try await step()
             } catch {
                 failures += 1
-                print("   FAILED: \(error)")
+                say("   FAILED: \(error)")
             }
         }
-        print(failures == 0 ? "demo: all \(Self.steps.count) steps succeeded" : "demo: \(failures) of \(Self.steps.count) steps failed")
+        say(failures == 0 ? "demo: all \(Self.steps.count) steps succeeded" : "demo: \(failures) of \(Self.steps.count) steps failed")
         if failures > 0 { throw ExitCode.failure }
     }
 
@@ -47,7 +47,7 @@ struct Demo: AsyncParsableCommand {
             }
             try await connection.close()
         }
-        print("   sent 2 messages to \(server.webSocketBaseURL)/echo, echoed back: \(replies.withLockedValue { $0 })")
+        say("   sent 2 messages to \(server.webSocketBaseURL)/echo, echoed back: \(replies.withLockedValue { $0 })")
     }
 
     static func webSocketCompressed() async throws {
@@ -61,7 +61,7 @@ struct Demo: AsyncParsableCommand {
             if case .text(let reply) = try await iterator.next() { ok.withLockedValue { $0 = reply == text } }
             try await connection.close()
         }
-        print("   \(text.utf8.count)-byte message round trip with compression: \(ok.withLockedValue { $0 } ? "identical" : "DIFFERENT")")
+        say("   \(text.utf8.count)-byte message round trip with compression: \(ok.withLockedValue { $0 } ? "identical" : "DIFFERENT")")
         guard ok.withLockedValue({ $0 }) else { throw RealtimeError(.protocolViolation, "compressed echo differed") }
     }
 
@@ -75,7 +75,7 @@ struct Demo: AsyncParsableCommand {
             }
             throw RealtimeError(.protocolViolation, "expected a close error")
         } catch let error as RealtimeError where error.code == .webSocketClosed {
-            print("   server closed with code \(error.closeCode ?? 0), reason \"\(error.serverMessage ?? "")\"")
+            say("   server closed with code \(error.closeCode ?? 0), reason \"\(error.serverMessage ?? "")\"")
         }
     }
 
@@ -97,7 +97,7 @@ struct Demo: AsyncParsableCommand {
             }
             return events
         }
-        for event in events { print("   event type=\(event.type) id=\(event.lastEventId) data=\"\(event.data)\"") }
+        for event in events { say("   event type=\(event.type) id=\(event.lastEventId) data=\"\(event.data)\"") }
     }
 
     static func longPolling() async throws {
@@ -123,8 +123,8 @@ struct Demo: AsyncParsableCommand {
         server.push("poll-2")
         server.push("poll-3")
         try await polled
-        print("   polled: \(received.withLockedValue { $0 })")
-        print("   5 sends went out as \(server.received.count) POST(s): \(server.received)")
+        say("   polled: \(received.withLockedValue { $0 })")
+        say("   5 sends went out as \(server.received.count) POST(s): \(server.received)")
     }
 
     static func reconnect() async throws {
@@ -153,11 +153,11 @@ struct Demo: AsyncParsableCommand {
             let (head, body) = try await HTTPTransport.execute(HTTPRequestSpec(url: url))
             guard head.status == .ok else { throw RealtimeError.badStatus(head.status, url: url) }
             try await context.connected { message in delivered.withLockedValue { $0.append(message) } }
-            print("   attempt \(context.attempt): server said \"\(String(buffer: body))\"")
+            say("   attempt \(context.attempt): server said \"\(String(buffer: body))\"")
             return .closed
         }
-        print("   states: \(await states.value.joined(separator: " -> "))")
-        print("   offline queue flushed in order: \(delivered.withLockedValue { $0 })")
+        say("   states: \(await states.value.joined(separator: " -> "))")
+        say("   offline queue flushed in order: \(delivered.withLockedValue { $0 })")
         if let error { throw error }
     }
 }

@@ -18,7 +18,7 @@ enum EventSourceDemo {
         server.route("/events") { request in
             let number = connections.withLockedValue { $0 += 1; return $0 }
             let last = request.headers["last-event-id"] ?? "none"
-            print("   server: connection \(number), Last-Event-ID: \(last)")
+            say("   server: connection \(number), Last-Event-ID: \(last)")
             switch number {
             case 1:
                 return ScriptedResponse(
@@ -38,8 +38,8 @@ enum EventSourceDemo {
         var count = 0
         for try await event in source.events {
             count += 1
-            print("   event type=\(event.type) id=\(event.lastEventId) data=\"\(event.data)\"")
+            say("   event type=\(event.type) id=\(event.lastEventId) data=\"\(event.data)\"")
         }
-        print("   stream ended after \(count) events; readyState=\(source.readyState), reconnection time \(source.reconnectionTime)")
+        say("   stream ended after \(count) events; readyState=\(source.readyState), reconnection time \(source.reconnectionTime)")
     }
 }

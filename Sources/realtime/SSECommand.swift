@@ -3,57 +3,85 @@ import EventSourceClient
 import Foundation
 import NIOCore
 import NIOHTTP1
+import NIOConcurrencyHelpers
 import RealtimeCore
 
 struct SSECommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "sse", abstract: "Print the events of a Server-Sent Events stream, reconnecting as EventSource does.")
+        commandName: "sse", abstract: "Print the events of a Server-Sent Events stream, reconnecting as EventSource does.",
+        discussion: """
+            Examples:
+              realtime sse https://example.com/events
+              realtime sse https://example.com/events --json --last-event-id 41
+              realtime sse http://127.0.0.1:8000/ --count 200000 --quiet --stats
+            --stats prints one line when the command stops (--count reached, the stream closed for
+            good, or Ctrl-C): events, bytes, seconds, events per second.
+            """)
 
     @Argument(help: "http:// or https:// URL") var url: String
-    @Flag(name: .long, help: "One JSON object per event.") var json = false
+    @OptionGroup var connection: ConnectionOptions
     @Option(name: .long, help: "Stop after this many events.") var count: Int?
     @Option(name: .long, help: "Send this Last-Event-ID on the first request.") var lastEventId: String?
-    @Option(name: .shortAndLong, help: "A request header 'Name: value' (repeatable).") var header: [String] = []
     @Flag(name: .long, help: "Print comment lines too.") var comments = false
-    @Flag(name: .long, help: "Skip certificate verification (dangerous).") var insecure = false
+    @Flag(name: .long, help: "Print no events (with --stats: measure a stream).") var quiet = false
+    @Flag(name: .long, help: "When stopping, print 'N events, B bytes, S s, R events/s'.") var stats = false
     @Option(name: .long, help: "Give up after this many consecutive failed reconnects (0: never retry).")
     var reconnectAttempts: Int = 5
 
     func run() async throws {
         guard let target = URL(string: url) else { throw ValidationError("not a URL: \(url)") }
-        var configuration = EventSourceConfiguration(lastEventId: lastEventId, maxReconnectAttempts: reconnectAttempts)
-        for line in header {
-            let parts = line.split(separator: ":", maxSplits: 1)
-            guard parts.count == 2 else { throw ValidationError("headers look like 'Name: value'") }
-            configuration.headers.add(name: String(parts[0]), value: String(parts[1].drop(while: { $0 == " " })))
-        }
+        var configuration = EventSourceConfiguration(
+            headers: try connection.headers, lastEventId: lastEventId, maxReconnectAttempts: reconnectAttempts,
+            connectTimeout: connection.connectTimeout, tls: connection.tls)
         configuration.includeComments = comments
-        if insecure { configuration.tls = .dangerouslyDisableCertificateVerification() }
         let source = EventSource(url: target, configuration: configuration)
-        var seen = 0
+        let (json, quiet, count) = (connection.json, quiet, count)
+        let seen = SeenCounter()
+        let started = ContinuousClock.now
         var failure: RealtimeError?
-        loop: for try await update in source.updates {
-            switch update {
-            case .open: break
-            case .event(let event):
-                print(json ? event.jsonLine : "[\(event.type)] id=\(event.lastEventId) \(event.data)")
-                seen += 1
-                if let count, seen >= count { break loop }
-            case .comment(let text): print(": \(text)")
-            case .failure(let error, let willRetry):
-                if willRetry {
-                    printError("realtime sse: \(error) (reconnecting)")
-                } else {
-                    failure = error
+        do {
+            failure = try await Interruption.returning {
+                var iterator = source.updates.makeAsyncIterator()
+                while let update = try await iterator.next() {
+                    switch update {
+                    case .open: break
+                    case .event(let event):
+                        if !quiet { say(json ? event.jsonLine : "[\(event.type)] id=\(event.lastEventId) \(event.data)") }
+                        let total = seen.increment()
+                        if let count, total >= count { return nil }
+                    case .comment(let text): if !quiet { say(": \(text)") }
+                    case .failure(let error, let willRetry):
+                        if willRetry { printError("realtime sse: \(error) (reconnecting)") } else { return error }
+                    }
                 }
+                return nil
             }
+        } catch {
+            source.close()
+            if stats { printStats(events: seen.value, bytes: source.bytesReceived, since: started) }
+            throw error
         }
         source.close()
+        if stats { printStats(events: seen.value, bytes: source.bytesReceived, since: started) }
         if let failure {
             printError("realtime sse: the stream failed for good: \(failure)")
             throw ExitCode.failure
         }
     }
+
+    private func printStats(events: Int, bytes: Int, since start: ContinuousClock.Instant) {
+        let elapsed = ContinuousClock.now - start
+        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        let rate = seconds > 0 ? Int(Double(events) / seconds) : 0
+        say("\(events) events, \(bytes) bytes, \(String(format: "%.3f", seconds)) s, \(rate) events/s")
+    }
+}
+
+/// Counts events across the interruptible work and the stats line.
+final class SeenCounter: Sendable {
+    private let box = NIOLockedValueBox(0)
+    func increment() -> Int { box.withLockedValue { $0 += 1; return $0 } }
+    var value: Int { box.withLockedValue { $0 } }
 }
 
 func printError(_ text: String) {

@@ -16,6 +16,7 @@ struct SignalRCommand: AsyncParsableCommand {
             """)
 
     @Argument(help: "The hub's http:// or https:// URL") var url: String
+    @OptionGroup var connectionOptions: ConnectionOptions
     @Option(name: .long, help: "websockets, sse or longpolling (default: the best the server offers)")
     var transport: String?
     @Option(name: .long, help: "json or messagepack") var `protocol`: String = "json"
@@ -25,11 +26,10 @@ struct SignalRCommand: AsyncParsableCommand {
     var stream: [String] = []
     @Option(name: .long, help: "Print invocations of this client method (repeatable).") var on: [String] = []
     @Option(name: .long, help: "With --on and nothing else: stop after this many invocations.") var count: Int?
-    @Flag(name: .long, help: "One JSON object per line.") var json = false
     @Option(name: .long, help: "A bearer token for negotiate and the transport.") var accessToken: String?
-    @Option(name: .shortAndLong, help: "A request header 'Name: value' (repeatable).") var header: [String] = []
     @Flag(name: .long, help: "Connect straight to the WebSocket, without negotiate.") var skipNegotiation = false
-    @Flag(name: .long, help: "Skip certificate verification (dangerous).") var insecure = false
+
+    var json: Bool { connectionOptions.json }
 
     func validate() throws {
         if !invoke.isEmpty, invoke.count != 2 { throw ValidationError("--invoke takes METHOD and a JSON array of arguments") }
@@ -52,12 +52,9 @@ struct SignalRCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        var headers: [String: String] = [:]
-        for item in header {
-            let parts = item.split(separator: ":", maxSplits: 1)
-            guard parts.count == 2 else { throw ValidationError("headers look like 'Name: value'") }
-            headers[String(parts[0])] = String(parts[1].drop(while: { $0 == " " }))
-        }
+        let headers = try connectionOptions.headerDictionary
+        let tls = connectionOptions.tls
+        let timeout = connectionOptions.connectTimeout
         let token = accessToken
         let connection = HubConnectionBuilder()
             .withUrl(url: url, transport: transport.flatMap { Self.transports[$0] } ?? .all)
@@ -67,7 +64,9 @@ struct SignalRCommand: AsyncParsableCommand {
                 options.skipNegotiation = skipNegotiation
                 if skipNegotiation { options.transports = .webSockets }
                 if let token { options.accessTokenProvider = { token } }
-                if insecure { options.tls = .dangerouslyDisableCertificateVerification() }
+                options.tls = tls
+                options.handshakeTimeout = timeout
+                options.negotiateTimeout = timeout
             }
             .build()
         // Handlers print themselves: they run one at a time in arrival order, so a blocked stdout
@@ -79,7 +78,7 @@ struct SignalRCommand: AsyncParsableCommand {
             connection.on(method, rawHandler: { arguments in
                 let seen = await counter.increment()
                 if let count = self.count, seen > count { return }
-                print(self.line("invocation", method, .array(arguments)))
+                say(self.line("invocation", method, .array(arguments)))
                 if let count = self.count, seen == count { listening.continuation.finish() }
             })
         }
@@ -88,21 +87,12 @@ struct SignalRCommand: AsyncParsableCommand {
             if let error { closed.continuation.yield("\(error)") }
             listening.continuation.finish()
         }
+        let command = self
         do {
-            try await connection.start()
-            printError("realtime signalr: connected over \(connection.transport.map { "\($0)" } ?? "?") with \(`protocol`)")
-            if invoke.count == 2 {
-                let result = try await connection.invokeRaw(method: invoke[0], arguments: try Self.arguments(invoke[1]))
-                print(line("result", invoke[0], result ?? .null))
-            }
-            if stream.count == 2 {
-                for try await item in try await connection.streamRaw(method: stream[0], arguments: try Self.arguments(stream[1])) {
-                    print(line("item", stream[0], item))
-                }
-            }
-            if invoke.isEmpty, stream.isEmpty {
-                for await _ in listening.stream {}
-            }
+            try await Interruption.run { try await command.exchange(connection, listening: listening.stream) }
+        } catch let interrupted as ExitCode {
+            await connection.stop()
+            throw interrupted
         } catch {
             printError("realtime signalr: \(error)")
             await connection.stop()
@@ -113,6 +103,24 @@ struct SignalRCommand: AsyncParsableCommand {
         for await failure in closed.stream {
             printError("realtime signalr: the connection failed: \(failure)")
             throw ExitCode.failure
+        }
+    }
+
+    /// Starts, then does what the flags ask.
+    private func exchange(_ connection: HubConnection, listening: AsyncStream<Void>) async throws {
+        try await connection.start()
+        printError("realtime signalr: connected over \(connection.transport.map { "\($0)" } ?? "?") with \(`protocol`)")
+        if invoke.count == 2 {
+            let result = try await connection.invokeRaw(method: invoke[0], arguments: try Self.arguments(invoke[1]))
+            say(line("result", invoke[0], result ?? .null))
+        }
+        if stream.count == 2 {
+            for try await item in try await connection.streamRaw(method: stream[0], arguments: try Self.arguments(stream[1])) {
+                say(line("item", stream[0], item))
+            }
+        }
+        if invoke.isEmpty, stream.isEmpty {
+            for await _ in listening {}
         }
     }
 }

@@ -22,33 +22,33 @@ enum SignalRDemo {
         connection.on("receive") { (user: String, count: Int) in received.continuation.yield("\(user) x\(count)") }
         connection.on("getValue") { (question: String) in "the client answers '\(question)'" }
         let reconnected = AsyncStream.makeStream(of: Void.self)
-        connection.onReconnecting { error in print("   reconnecting: \(error)") }
+        connection.onReconnecting { error in say("   reconnecting: \(error)") }
         connection.onReconnected { reconnected.continuation.yield() }
         try await connection.start()
-        print("   connected over \(connection.transport.map { "\($0)" } ?? "?"), connection id \(connection.connectionId ?? "?")")
+        say("   connected over \(connection.transport.map { "\($0)" } ?? "?"), connection id \(connection.connectionId ?? "?")")
         let sum: Int = try await connection.invoke(method: "add", arguments: 40, 2)
-        print("   add(40, 2) = \(sum)")
+        say("   add(40, 2) = \(sum)")
         var items: [Int] = []
         for try await item in try await connection.stream(method: "countTo", arguments: 5).stream as AsyncThrowingStream<Int, any Error> {
             items.append(item)
         }
-        print("   stream countTo(5): \(items)")
+        say("   stream countTo(5): \(items)")
         let uploaded: [String] = try await connection.invoke(method: "collect", arguments: UploadStream(AsyncStream<String> { continuation in
             for word in ["up", "load", "ed"] { continuation.yield(word) }
             continuation.finish()
         }))
-        print("   upload stream collected by the server: \(uploaded)")
+        say("   upload stream collected by the server: \(uploaded)")
         let answer: String = try await connection.invoke(method: "askClient", arguments: "getValue", "ready?")
-        print("   client result: \(answer)")
+        say("   client result: \(answer)")
         try await connection.send(method: "broadcast", arguments: "demo", 3)
         var iterator = received.stream.makeAsyncIterator()
-        print("   broadcast received: \(await iterator.next() ?? "?")")
+        say("   broadcast received: \(await iterator.next() ?? "?")")
         await server.dropAll()
-        print("   server dropped the connection")
+        say("   server dropped the connection")
         var reconnects = reconnected.stream.makeAsyncIterator()
         await reconnects.next()
         let echoed: String = try await connection.invoke(method: "echo", arguments: "back again")
-        print("   reconnected (connection id \(connection.connectionId ?? "?")); echo: \(echoed)")
+        say("   reconnected (connection id \(connection.connectionId ?? "?")); echo: \(echoed)")
         await connection.stop()
     }
 
@@ -59,17 +59,17 @@ enum SignalRDemo {
         defer { Task { await server.stop() } }
         let connection = HubConnectionBuilder().withUrl(url: server.url).build()
         try await connection.start()
-        print("   WebSockets refused; connected over \(connection.transport.map { "\($0)" } ?? "?")")
+        say("   WebSockets refused; connected over \(connection.transport.map { "\($0)" } ?? "?")")
         let echoed: String = try await connection.invoke(method: "echo", arguments: "over SSE")
-        print("   echo: \(echoed)")
+        say("   echo: \(echoed)")
         await connection.stop()
 
         let pollingOnly = HubConnectionBuilder().withUrl(url: server.url, transport: [.webSockets, .longPolling])
             .withHubProtocol(hubProtocol: .messagePack).build()
         try await pollingOnly.start()
-        print("   MessagePack cannot use SSE: connected over \(pollingOnly.transport.map { "\($0)" } ?? "?")")
+        say("   MessagePack cannot use SSE: connected over \(pollingOnly.transport.map { "\($0)" } ?? "?")")
         let sum: Int = try await pollingOnly.invoke(method: "add", arguments: 1, 2)
-        print("   add(1, 2) over long polling = \(sum)")
+        say("   add(1, 2) over long polling = \(sum)")
         await pollingOnly.stop()
         guard server.transportsUsed == ["ServerSentEvents", "LongPolling"] else {
             throw RealtimeError(.protocolViolation, "unexpected transports: \(server.transportsUsed)")

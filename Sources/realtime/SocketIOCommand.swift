@@ -9,20 +9,22 @@ struct SocketIOCommand: AsyncParsableCommand {
         abstract: "Connect to a Socket.IO server, optionally emit one event, and print what the server sends.")
 
     @Argument(help: "http(s):// or ws(s):// URL of the server") var url: String
+    @OptionGroup var connection: ConnectionOptions
+    @Option(name: .long, help: "Where the server is mounted (its Engine.IO path).") var path: String = "/socket.io/"
     @Option(name: .long, help: "The namespace to join.") var namespace: String = "/"
     @Option(name: .long, help: "The auth payload, a JSON object.") var auth: String?
     @Option(name: .long, parsing: .upToNextOption, help: "EVENT [JSON-ARGUMENTS-ARRAY]: emit this event once connected.")
     var emit: [String] = []
     @Flag(name: .long, help: "Ask for an ack on --emit and print it.") var ack = false
-    @Option(name: .long, help: "The ack timeout in seconds.") var timeout: Double = 10
+    @Option(name: .long, help: "The ack timeout in seconds.") var ackTimeout: Double = 10
     @Option(name: .long, help: "Transports: polling, websocket, or both (polling then upgrade).") var transport: String = "both"
     @Option(name: .long, help: "Exit after this many seconds (default: run until interrupted).") var duration: Double?
-    @Flag(name: .long, help: "Skip certificate verification (dangerous).") var insecure = false
     @Option(name: .long, help: "Give up after this many consecutive failed reconnects.") var reconnectAttempts: Int = 3
 
     func run() async throws {
+        let command = self
         do {
-            try await session()
+            try await Interruption.run { try await command.session() }
         } catch let error as RealtimeError {
             printError("realtime socketio: \(error)")
             throw ExitCode.failure
@@ -38,24 +40,30 @@ struct SocketIOCommand: AsyncParsableCommand {
         case "both": break
         default: throw ValidationError("--transport is polling, websocket or both")
         }
-        if insecure { configuration.engine.tls = .dangerouslyDisableCertificateVerification() }
+        configuration.engine.tls = connection.tls
+        configuration.engine.headers = try connection.headers
+        configuration.engine.connectTimeout = connection.connectTimeout
+        configuration.engine.path = path
         let authValue = try auth.map { try JSONValue(parsing: $0) }
         let manager = SocketManager(url: url, configuration: configuration)
         let socket = manager.socket(forNamespace: namespace, auth: authValue.map { .value($0) })
+        let json = connection.json
         socket.onAny { event in
             if event.event == SocketClientEvent.error.rawValue {
                 printError("realtime socketio: error \(JSONValue.array(event.arguments).jsonString)")
+            } else if json {
+                say("{\"event\":\(JSONText.quote(event.event)),\"arguments\":\(JSONValue.array(event.arguments).jsonString)}")
             } else {
-                print("\(event.event) \(JSONValue.array(event.arguments).jsonString)")
+                say("\(event.event) \(JSONValue.array(event.arguments).jsonString)")
             }
         }
         try await socket.connect(timeout: .seconds(30))
-        print("connected to \(namespace) (sid \(socket.sid ?? "?"), transport \(manager.transport?.rawValue ?? "?"))")
+        printError("realtime socketio: connected to \(namespace) (sid \(socket.sid ?? "?"), transport \(manager.transport?.rawValue ?? "?"))")
         if let event = emit.first {
             let arguments = try emit.dropFirst().first.map { try JSONValue(parsing: $0) }?.arrayValue ?? []
             if ack {
-                let reply = try await socket.emitWithAck(event, arguments: arguments, timeout: .milliseconds(Int64(timeout * 1000)))
-                print("ack \(JSONValue.array(reply).jsonString)")
+                let reply = try await socket.emitWithAck(event, arguments: arguments, timeout: .milliseconds(Int64(ackTimeout * 1000)))
+                say(json ? "{\"ack\":\(JSONValue.array(reply).jsonString)}" : "ack \(JSONValue.array(reply).jsonString)")
             } else {
                 try socket.emit(event, arguments: arguments)
             }

@@ -24,28 +24,28 @@ enum SocketIODemo {
         socket.on("question") { event in event.ack("fine, thanks") }
         socket.on("answer") { answers.continuation.yield($0.arguments) }
         try await socket.connect(timeout: .seconds(5))
-        print("   connected, sid \(socket.sid ?? "?"), transport \(manager.transport?.rawValue ?? "?")")
+        say("   connected, sid \(socket.sid ?? "?"), transport \(manager.transport?.rawValue ?? "?")")
 
         let reply = try await socket.emitWithAck("echo", arguments: ["hello", .binary(Data([0xCA, 0xFE]))], timeout: .seconds(5))
-        print("   ack for echo: \(JSONValue.array(reply))")
+        say("   ack for echo: \(JSONValue.array(reply))")
         for _ in 0..<50 where manager.transport != .websocket { try await Task.sleep(for: .milliseconds(20)) }
-        print("   transport after upgrade: \(manager.transport?.rawValue ?? "?")")
+        say("   transport after upgrade: \(manager.transport?.rawValue ?? "?")")
 
         try socket.emit("ask", arguments: ["how are you?"])
         var answerIterator = answers.stream.makeAsyncIterator()
-        print("   server asked us with an ack; it got back: \(JSONValue.array(await answerIterator.next() ?? []))")
+        say("   server asked us with an ack; it got back: \(JSONValue.array(await answerIterator.next() ?? []))")
 
         let chat = manager.socket(forNamespace: "/chat", auth: .value(["token": "secret"]))
         try await chat.connect(timeout: .seconds(5))
-        print("   /chat whoami: \(JSONValue.array(try await chat.emitWithAck("whoami", timeout: .seconds(5))))")
+        say("   /chat whoami: \(JSONValue.array(try await chat.emitWithAck("whoami", timeout: .seconds(5))))")
 
         var iterator = news.stream.makeAsyncIterator()
         server.broadcast("news", ["before the drop"])
-        print("   news: \(JSONValue.array(await iterator.next() ?? []))")
+        say("   news: \(JSONValue.array(await iterator.next() ?? []))")
         server.dropAllConnections()
         server.broadcast("news", ["missed while offline"])
-        print("   server dropped every connection and broadcast while we were away")
-        print("   news: \(JSONValue.array(await iterator.next() ?? [])) (replayed, recovered: \(socket.recovered))")
+        say("   server dropped every connection and broadcast while we were away")
+        say("   news: \(JSONValue.array(await iterator.next() ?? [])) (replayed, recovered: \(socket.recovered))")
         guard socket.recovered else { throw RealtimeError(.protocolViolation, "the session was not recovered") }
         manager.disconnect()
         await manager.waitUntilStopped()

@@ -14,22 +14,27 @@ struct SpreadbotCommand: AsyncParsableCommand {
               realtime spreadbot https://bot.example.com --path chat --send hello --json
               realtime spreadbot https://bot.example.com --get account/profile --access-token T
             With --path it prints the stream's messages until --count arrived (or forever), after
-            sending --send (it waits until the server has it). --get prints the REST reply's body.
-            The transport in use and every error go to standard error.
+            sending --send. Each --send waits until it went out: written to the WebSocket (a cut right
+            after may lose it; the command cannot know), or, with --acknowledged, answered 2xx by the
+            server's POST (the server has it; a cut re-sends it without a duplicate). --get prints the
+            REST reply's body. The transport in use and every error go to standard error.
             """)
 
     @Argument(help: "The server's http:// or https:// base URL") var baseURL: String
+    @OptionGroup var connection: ConnectionOptions
     @Option(name: .long, help: "Subscribe to this path's stream.") var path: String?
     @Option(name: .long, help: "Send this text on the stream (needs --path; repeatable, sent in order).") var send: [String] = []
+    @Flag(name: .long, help: "Send with POST even over a WebSocket: --send returns once the server answered 2xx.")
+    var acknowledged = false
     @Option(name: .long, help: "GET this REST path and print the body.") var get: String?
     @Option(name: .long, help: "With --path: stop after this many messages.") var count: Int?
     @Option(name: .long, help: "websocket, sse or polling: use only this transport.") var transport: String?
-    @Flag(name: .long, help: "One JSON object per line.") var json = false
     @Option(name: .long, help: "The bearer token.") var accessToken: String?
     @Option(name: .long, help: "A refresh token, used at --auth-url on a 401.") var refreshToken: String?
     @Option(name: .long, help: "The OAuth token endpoint.") var authURL: String?
     @Option(name: .long, help: "base64(client_id:client_secret) for the token endpoint.") var credentials: String?
-    @Flag(name: .long, help: "Skip certificate verification (dangerous).") var insecure = false
+
+    var json: Bool { connection.json }
 
     static let transports: [String: SpreadbotTransport] = ["websocket": .webSocket, "sse": .serverSentEvents, "polling": .polling]
 
@@ -54,7 +59,10 @@ struct SpreadbotCommand: AsyncParsableCommand {
         var configuration = SpreadbotConfiguration(
             baseURL: baseURL, authURL: authURL, accessToken: accessToken, refreshToken: refreshToken, base64Credentials: credentials)
         if let transport { configuration.transports = [Self.transports[transport]!] }
-        if insecure { configuration.tls = .dangerouslyDisableCertificateVerification() }
+        configuration.tls = connection.tls
+        configuration.requestTimeout = connection.connectTimeout
+        configuration.acknowledgedSends = acknowledged
+        configuration.headers = try connection.headers
         let client = Spreadbot(configuration: configuration)
         client.onError { error in printError("realtime spreadbot: \(error)") }
         client.onTokensRefreshed { _ in printError("realtime spreadbot: the access token was refreshed") }
@@ -62,14 +70,14 @@ struct SpreadbotCommand: AsyncParsableCommand {
             do {
                 let response = try await client.rest.getData(path: get)
                 let body = response.text ?? response.body.base64EncodedString()
-                print(json ? "{\"status\":\(response.status.code),\"body\":\(JSONText.quote(body))}" : body)
+                say(json ? "{\"status\":\(response.status.code),\"body\":\(JSONText.quote(body))}" : body)
             } catch {
                 printError("realtime spreadbot: GET \(get) failed: \(error)")
                 throw ExitCode.failure
             }
         }
         guard let path else { return }
-        var messages = client.messages().makeAsyncIterator()
+        let messages = client.messages().makeAsyncIterator()
         client.establishConnection(path: path)
         // establishConnection set the state to connecting; it goes on to connected, or to
         // disconnected when every attempt failed.
@@ -84,13 +92,20 @@ struct SpreadbotCommand: AsyncParsableCommand {
             throw ExitCode.failure
         }
         printError("realtime spreadbot: connected over \(client.transport.map { "\($0)" } ?? "?")")
+        let messageIterator = MessageIteratorBox(messages)
+        let (texts, limit, command) = (send, count, self)
         do {
-            for text in send { try await client.send(text) }
-            var seen = 0
-            while count.map({ seen < $0 }) ?? true, let message = try await messages.next() {
-                print(line(message))
-                seen += 1
+            try await Interruption.run {
+                for text in texts { try await client.send(text) }
+                var seen = 0
+                while limit.map({ seen < $0 }) ?? true, let message = try await messageIterator.next() {
+                    say(command.line(message))
+                    seen += 1
+                }
             }
+        } catch let interrupted as ExitCode {
+            client.closeConnection()
+            throw interrupted
         } catch {
             printError("realtime spreadbot: \(error)")
             client.closeConnection()
@@ -102,4 +117,12 @@ struct SpreadbotCommand: AsyncParsableCommand {
             throw ExitCode.failure
         }
     }
+}
+
+/// The iterator the interruptible work reads (it is used by that one task only).
+final class MessageIteratorBox: @unchecked Sendable {
+    // @unchecked Sendable: handed to the one task that iterates; nothing else touches it.
+    private var iterator: SpreadbotMessages.AsyncIterator
+    init(_ iterator: SpreadbotMessages.AsyncIterator) { self.iterator = iterator }
+    func next() async throws -> SpreadbotMessage? { try await iterator.next() }
 }

@@ -23,30 +23,30 @@ enum SpreadbotDemo {
         let client = Spreadbot(configuration: configuration)
         let received = AsyncStream.makeStream(of: String.self)
         client.onMessage { id, event, data in received.continuation.yield("id \(id), event \(event), data \"\(data)\"") }
-        client.onError { error in print("   onError: \(error)") }
-        client.onTokensRefreshed { tokens in print("   tokens refreshed: \(tokens)") }
+        client.onError { error in say("   onError: \(error)") }
+        client.onTokensRefreshed { tokens in say("   tokens refreshed: \(tokens)") }
         let connected = AsyncStream.makeStream(of: SpreadbotTransport.self)
         client.onOpen { connected.continuation.yield(client.transport ?? .polling) }
         client.establishConnection(path: "demo")
         var opens = connected.stream.makeAsyncIterator()
         guard let first = await opens.next() else { throw RealtimeError(.connectFailed, "the stream did not open") }
-        print("   connected over \(first) (the server refuses WebSocket upgrades)")
+        say("   connected over \(first) (the server refuses WebSocket upgrades)")
         try await client.send("hello from swift-realtime")
-        print("   sent over \(first): the server has \(server.received(on: "demo"))")
+        say("   sent over \(first): the server has \(server.received(on: "demo"))")
         server.publish("first update", to: "demo")
         var messages = received.stream.makeAsyncIterator()
-        print("   received: \(await messages.next() ?? "?")")
+        say("   received: \(await messages.next() ?? "?")")
 
         server.expireTokens()
         server.dropStreams()
-        print("   the server expired the access token and dropped the stream")
+        say("   the server expired the access token and dropped the stream")
         let account = try await client.rest.getData(path: "account")
-        print("   REST GET /account: \(account.status.code) \(account.text ?? "")")
+        say("   REST GET /account: \(account.status.code) \(account.text ?? "")")
         guard let second = await opens.next() else { throw RealtimeError(.connectFailed, "the stream did not reopen") }
-        print("   reconnected over \(second); token refreshes: \(server.refreshCount) (shared by the stream and the REST call)")
+        say("   reconnected over \(second); token refreshes: \(server.refreshCount) (shared by the stream and the REST call)")
         server.publish("after the refresh", to: "demo")
-        print("   received: \(await messages.next() ?? "?")")
-        print("   requests the server saw: \(server.requestLog.joined(separator: ", "))")
+        say("   received: \(await messages.next() ?? "?")")
+        say("   requests the server saw: \(server.requestLog.joined(separator: ", "))")
         client.closeConnection()
         guard server.refreshCount == 1 else { throw RealtimeError(.protocolViolation, "expected one token refresh, saw \(server.refreshCount)") }
     }

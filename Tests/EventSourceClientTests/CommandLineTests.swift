@@ -1,4 +1,6 @@
 import Foundation
+import NIOCore
+import NIOSSL
 import RealtimeTesting
 import Testing
 
@@ -26,5 +28,66 @@ import Testing
         #expect(status == 1)
         #expect(stderr.contains("failed for good"), "\(stderr)")
         #expect(stderr.contains("HTTP 404"), "\(stderr)")
+    }
+
+    @Test func sseStatsAndQuiet() async throws {
+        let server = try await ScriptedHTTPServer.start()
+        defer { Task { await server.stop() } }
+        let body = (1...5).map { "id: \($0)\ndata: event \($0)\n\n" }.joined()
+        server.route("/events") { _ in .init(headers: sseHeaders, body: .bytes(ByteBuffer(string: body))) }
+        let result = try await RealtimeCommandLine.run(["sse", server.baseURL + "/events", "--count", "5", "--quiet", "--stats"])
+        #expect(result.status == 0, "\(result.stderr)")
+        let words = result.stdout.split(separator: " ")
+        #expect(result.stdout.hasPrefix("5 events, \(body.utf8.count) bytes, "), "\(result.stdout)")
+        #expect(words.count == 8 && result.stdout.hasSuffix("events/s\n"), "\(result.stdout)")
+    }
+
+    /// `-h` is `--help` in every subcommand (`-H` is the header), and the tool has a version.
+    @Test func helpVersionAndUsageErrors() async throws {
+        for command in ["ws", "sse", "socketio", "signalr", "spreadbot"] {
+            let help = try await RealtimeCommandLine.run([command, "-h"])
+            #expect(help.status == 0, "\(command): \(help.stderr)")
+            #expect(help.stdout.contains("USAGE"), "\(command)")
+            #expect(help.stdout.contains("-H, --header"), "\(command)")
+            #expect(help.stdout.contains("--cacert"), "\(command)")
+        }
+        let top = try await RealtimeCommandLine.run(["--help"])
+        #expect(top.stdout.contains("spreadbot"))
+        #expect(top.stdout.contains("Exit codes"))
+        let version = try await RealtimeCommandLine.run(["--version"])
+        #expect(version.status == 0)
+        #expect(version.stdout.hasPrefix("swift-realtime "))
+        let usage = try await RealtimeCommandLine.run(["sse"])
+        #expect(usage.status == 64, "a missing argument is a usage error")
+    }
+
+    /// --cacert trusts a private CA's PEM file (the library's TLSOptions) instead of turning checks off.
+    @Test func sseTrustsACACertificateFile() async throws {
+        let certificates = try await TestCertificates.make()
+        let tls = TLSConfiguration.makeServerConfiguration(
+            certificateChain: try NIOSSLCertificate.fromPEMFile(certificates.server.certificatePath).map { .certificate($0) },
+            privateKey: .privateKey(try NIOSSLPrivateKey(file: certificates.server.keyPath, format: .pem)))
+        let server = try await ScriptedHTTPServer.start(tls: tls)
+        defer { Task { await server.stop() } }
+        server.route("/events") { _ in .init(headers: sseHeaders, body: .bytes(ByteBuffer(string: "data: secure\n\n"))) }
+        let url = "https://localhost:\(server.port)/events"
+        let refused = try await RealtimeCommandLine.run(["sse", url, "--count", "1", "--reconnect-attempts", "0"])
+        #expect(refused.status == 1, "the private CA is not trusted by default")
+        let trusted = try await RealtimeCommandLine.run(["sse", url, "--count", "1", "--cacert", certificates.ca.certificatePath])
+        #expect(trusted.status == 0, "\(trusted.stderr)")
+        #expect(trusted.stdout == "[message] id= secure\n")
+    }
+
+    /// A server mounted under a prefix is reachable with --path.
+    @Test func socketioWithAPath() async throws {
+        var options = SocketIOTestServer.Options()
+        options.path = "/prefix/socket.io/"
+        let server = try await SocketIOTestServer.start(options: options)
+        defer { Task { await server.stop() } }
+        let result = try await RealtimeCommandLine.run([
+            "socketio", server.url, "--path", "/prefix/socket.io/", "--emit", "echo", "[\"hi\"]", "--ack", "--json",
+        ])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout.contains("{\"ack\":[\"hi\"]}"), "\(result.stdout)")
     }
 }

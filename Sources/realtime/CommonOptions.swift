@@ -1,0 +1,105 @@
+import ArgumentParser
+import Dispatch
+import Foundation
+import NIOHTTP1
+import RealtimeCore
+
+/// The flags every connecting subcommand takes, with the same meaning everywhere.
+struct ConnectionOptions: ParsableArguments {
+    @Option(name: [.customShort("H"), .long], help: "A request header 'Name: value' (repeatable).")
+    var header: [String] = []
+    @Flag(name: .long, help: "Skip certificate verification (dangerous).") var insecure = false
+    @Option(name: .long, help: ArgumentHelp("Trust the certificates in this PEM file (a private CA) besides the system's.", valueName: "file"))
+    var cacert: String?
+    @Option(name: .long, help: "Seconds to wait for the connection (connect, TLS, handshake).") var timeout: Double = 10
+    @Flag(name: .long, help: "One JSON object per line.") var json = false
+
+    func validate() throws {
+        if insecure && cacert != nil { throw ValidationError("--insecure and --cacert contradict each other") }
+        if timeout <= 0 { throw ValidationError("--timeout is a number of seconds above 0") }
+        if let cacert, !FileManager.default.isReadableFile(atPath: cacert) { throw ValidationError("--cacert: cannot read \(cacert)") }
+        _ = try headers
+    }
+
+    /// The headers, parsed.
+    var headers: HTTPHeaders {
+        get throws {
+            var headers = HTTPHeaders()
+            for line in header {
+                let parts = line.split(separator: ":", maxSplits: 1)
+                guard parts.count == 2 else { throw ValidationError("headers look like 'Name: value', got '\(line)'") }
+                headers.add(name: String(parts[0]).trimmingCharacters(in: .whitespaces), value: String(parts[1].drop(while: { $0 == " " })))
+            }
+            return headers
+        }
+    }
+
+    /// The headers as a dictionary (the SignalR options' shape); a repeated name keeps its last value.
+    var headerDictionary: [String: String] {
+        get throws {
+            var result: [String: String] = [:]
+            for (name, value) in try headers { result[name] = value }
+            return result
+        }
+    }
+
+    var tls: TLSOptions {
+        if insecure { return .dangerouslyDisableCertificateVerification() }
+        if let cacert, let pem = try? String(contentsOfFile: cacert, encoding: .utf8) {
+            return TLSOptions(additionalTrustRootsPEM: [pem])
+        }
+        return .default
+    }
+
+    var connectTimeout: Duration { .milliseconds(Int64(timeout * 1000)) }
+}
+
+/// Writes one line to standard output at once (one `write`, never held in a buffer): a pipe or a
+/// file sees every line as it is printed, and nothing is lost when the command is interrupted or
+/// killed. (`print` is block-buffered when standard output is not a terminal.)
+func say(_ text: String) {
+    var line = text
+    line.append("\n")
+    FileHandle.standardOutput.write(Data(line.utf8))
+}
+
+/// Runs a command's work until it ends or SIGINT/SIGTERM arrives; on a signal the work is
+/// cancelled (so it can print what it has, such as `--stats`) and the command exits with
+/// 128 + the signal (130 for Ctrl-C, 143 for SIGTERM).
+enum Interruption {
+    private static let signalled = NSLock()
+    nonisolated(unsafe) private static var received: Int32?
+
+    /// The signal that ended the work, if one did.
+    static var signal: Int32? {
+        signalled.lock()
+        defer { signalled.unlock() }
+        return received
+    }
+
+    static func run(_ work: @escaping @Sendable () async throws -> Void) async throws {
+        try await returning(work)
+    }
+
+    /// ``run(_:)`` for work that returns a value.
+    static func returning<T: Sendable>(_ work: @escaping @Sendable () async throws -> T) async throws -> T {
+        let task = Task { try await work() }
+        var sources: [any DispatchSourceSignal] = []
+        for number in [SIGINT, SIGTERM] {
+            Foundation.signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler {
+                signalled.lock()
+                if received == nil { received = number }
+                signalled.unlock()
+                task.cancel()
+            }
+            source.resume()
+            sources.append(source)
+        }
+        defer { sources.forEach { $0.cancel() } }
+        let result = await task.result
+        if let signal { throw ExitCode(128 + signal) }
+        return try result.get()
+    }
+}
