@@ -51,7 +51,7 @@ extension EventSource {
                 self.opened(context)
                 return .accept
             },
-            onOutputs: { outputs in self.receive(outputs) })
+            onOutputs: { outputs in self.receive(outputs, context) })
         let registered = state.withLockedValue { state -> Bool in
             guard !state.closed, !state.restartRequested else { return false }
             state.stream = stream
@@ -96,7 +96,7 @@ extension EventSource {
 
     /// One body part's outputs (on the event loop): callbacks first, then the consumer's buffer.
     /// Returns false when the consumer is `bufferSize` behind: reading pauses until it catches up.
-    private func receive(_ outputs: [EventStream.Output]) -> Bool {
+    private func receive(_ outputs: [EventStream.Output], _ context: ReconnectDriver<Never>.SessionContext) -> Bool {
         let includeComments = configuration.includeComments
         let onComment = configuration.onComment
         var updates: [EventSourceUpdate] = []
@@ -115,7 +115,11 @@ extension EventSource {
                 if includeComments { updates.append(.comment(text)) }
             }
         }
-        if let lastEventId { state.withLockedValue { $0.lastEventId = lastEventId } }
+        if let lastEventId {
+            state.withLockedValue { $0.lastEventId = lastEventId }
+            // An event arrived: this connection counts as stable for the reconnect count.
+            context.progressed()
+        }
         guard hasConsumer, !updates.isEmpty else { return true }
         return buffer.yield(contentsOf: updates)
     }

@@ -33,12 +33,19 @@ public final class ReconnectDriver<Outbound: Sendable>: Sendable {
         public func connected(sender: @escaping Sender) async throws {
             try await driver.becameConnected(sender: sender)
         }
+
+        /// The connection carried a message: it counts as stable (the attempt count resets), however
+        /// soon it drops.
+        public func progressed() {
+            driver.box.withLockedValue { $0.machine.progressed() }
+        }
     }
 
     fileprivate struct State {
         var queue: OfflineQueue<Outbound>
         var sender: Sender?
         var stopped = false
+        var machine: ReconnectMachine
     }
 
     public let policy: ReconnectPolicy
@@ -64,7 +71,7 @@ public final class ReconnectDriver<Outbound: Sendable>: Sendable {
         self.onDrop = onOverflowDrop
         self.random = random
         self.state = StateBroadcaster(.disconnected(nil))
-        self.box = NIOLockedValueBox(State(queue: queue))
+        self.box = NIOLockedValueBox(State(queue: queue, machine: ReconnectMachine(policy: policy, random: random)))
     }
 
     /// Messages still waiting in the offline queue, oldest first.
@@ -126,76 +133,92 @@ public final class ReconnectDriver<Outbound: Sendable>: Sendable {
                 throw error
             }
         }
-        state.update(.connected)
+        markOpened()
     }
 
     /// Runs sessions until one ends with ``SessionEnd/closed``, the policy gives up, or the task is
     /// cancelled. Returns the error that ended it for good, or nil.
-    @discardableResult
     ///
-    /// `onFailure` is told about every failure once, in order, with whether the loop will retry
-    /// (the policy's `shouldRetry` and backoff are consulted once per failure).
+    /// The rules (attempts, backoff, stability, giving up) are ``ReconnectMachine``'s; this loop
+    /// performs its actions: runs a session, waits for reachability, waits the backoff delay as a
+    /// deadline on the runtime's ``TimerQueue``. `onFailure` is told about every failure once, in
+    /// order, with whether the loop will retry.
+    @discardableResult
     public func run(
         _ session: @Sendable (SessionContext) async throws -> SessionEnd,
         onFailure: (@Sendable (RealtimeError, _ willRetry: Bool) async -> Void)? = nil
     ) async -> RealtimeError? {
-        box.withLockedValue { $0.stopped = false }
-        var attempt = 0
-        state.update(.connecting)
-        var finalError: RealtimeError?
-        loop: while true {
-            let end: SessionEnd
-            do {
-                end = try await session(SessionContext(driver: self, attempt: attempt))
-            } catch is CancellationError {
-                break loop
-            } catch {
-                end = .dropped(RealtimeError.wrap(error))
-            }
-            let wasConnected = box.withLockedValue { state -> Bool in
-                defer { state.sender = nil }
-                return state.sender != nil
-            }
-            if Task.isCancelled { break loop }
-            if case .restart = end {
-                attempt = 0
-                state.update(.reconnecting(attempt: 0))
-                continue loop
-            }
-            guard case .dropped(let error, let minimumDelay) = end else { break loop }
-            if wasConnected || state.current.isConnected { attempt = 0 }
-            if let error, !policy.shouldRetry(error) {
-                await onFailure?(error, false)
-                finalError = error
-                break loop
-            }
-            attempt += 1
-            guard var delay = policy.backoff.delay(forAttempt: attempt, random: random()) else {
-                if let error { await onFailure?(error, false) }
-                finalError = RealtimeError(
-                    .reconnectGaveUp, "gave up after \(attempt - 1) reconnect attempts",
-                    underlying: error)
-                break loop
-            }
-            if let error { await onFailure?(error, true) }
-            if let minimumDelay, minimumDelay > delay { delay = minimumDelay }
-            state.update(.reconnecting(attempt: attempt))
-            runtime.logger.debug(
-                "connection dropped, reconnecting",
-                metadata: ["realtime.attempt": "\(attempt)", "realtime.delay": "\(delay)"])
-            do {
-                try await policy.reachability.waitUntilReachable()
-                try await runtime.sleep(for: delay)
-            } catch {
-                break loop
-            }
-        }
         box.withLockedValue {
-            $0.stopped = true
-            $0.sender = nil
+            $0.stopped = false
+            $0.machine = ReconnectMachine(policy: policy, random: random)
         }
-        state.update(.disconnected(finalError))
-        return finalError
+        var pending = box.withLockedValue { $0.machine.start() }
+        while !pending.isEmpty {
+            let action = pending.removeFirst()
+            switch action {
+            case .publish(let connectionState):
+                state.update(connectionState)
+            case .report(let error, let willRetry):
+                if willRetry {
+                    runtime.logger.debug("connection dropped, reconnecting", metadata: ["realtime.error_code": "\(error.code)"])
+                }
+                await onFailure?(error, willRetry)
+            case .finished(let error):
+                box.withLockedValue {
+                    $0.stopped = true
+                    $0.sender = nil
+                }
+                return error
+            case .connect(let attempt):
+                let end: SessionEnd
+                do {
+                    end = try await session(SessionContext(driver: self, attempt: attempt))
+                } catch is CancellationError {
+                    pending = stopNow()
+                    continue
+                } catch {
+                    end = .dropped(RealtimeError.wrap(error))
+                }
+                if Task.isCancelled {
+                    pending = stopNow()
+                    continue
+                }
+                let now = runtime.timers.now
+                pending += box.withLockedValue { state in
+                    state.sender = nil
+                    return state.machine.ended(end, now: now)
+                }
+            case .waitForNetwork:
+                do {
+                    try await policy.reachability.waitUntilReachable()
+                } catch {
+                    pending = stopNow()
+                    continue
+                }
+                pending += box.withLockedValue { $0.machine.networkReachable() }
+            case .scheduleRetry(let delay, _):
+                do {
+                    try await runtime.timers.wait(for: delay)
+                } catch {
+                    pending = stopNow()
+                    continue
+                }
+                pending += box.withLockedValue { $0.machine.retryDue() }
+            }
+        }
+        return nil
+    }
+
+    /// The running task was cancelled: stop for good.
+    private func stopNow() -> [ReconnectMachine.Action] {
+        box.withLockedValue { $0.machine.stop() }
+    }
+
+    /// The session reported its connection open (from ``SessionContext``).
+    fileprivate func markOpened() {
+        let now = runtime.timers.now
+        let actions = box.withLockedValue { $0.machine.opened(now: now) }
+        for case .publish(let connectionState) in actions { state.update(connectionState) }
     }
 }
 
@@ -204,7 +227,7 @@ extension ReconnectDriver.SessionContext where Outbound == Never {
     /// from a connection's event loop.
     public func connected() {
         driver.box.withLockedValue { $0.sender = { _ in } }
-        driver.state.update(.connected)
+        driver.markOpened()
     }
 }
 

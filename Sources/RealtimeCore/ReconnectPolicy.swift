@@ -7,15 +7,21 @@ public struct ReconnectPolicy: Sendable {
     /// Whether an error is worth another attempt. The default retries everything but invalid URLs,
     /// certificate problems and cancellation.
     public var shouldRetry: @Sendable (RealtimeError) -> Bool
+    /// A connection that stays open this long (or carries a message) resets the attempt count; one
+    /// that drops sooner counts as a failed attempt, so a server that accepts and drops at once is
+    /// not retried forever. Default 5 s.
+    public var stableAfter: Duration
 
     public init(
         backoff: BackoffPolicy = .exponential(),
         reachability: any Reachability = PollingReachability(),
-        shouldRetry: @escaping @Sendable (RealtimeError) -> Bool = ReconnectPolicy.defaultShouldRetry
+        shouldRetry: @escaping @Sendable (RealtimeError) -> Bool = ReconnectPolicy.defaultShouldRetry,
+        stableAfter: Duration = .seconds(5)
     ) {
         self.backoff = backoff
         self.reachability = reachability
         self.shouldRetry = shouldRetry
+        self.stableAfter = stableAfter
     }
 
     /// No reconnection at all.

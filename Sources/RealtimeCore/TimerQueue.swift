@@ -72,6 +72,20 @@ package final class TimerQueue: Sendable {
         return timer
     }
 
+    /// Waits until `delay` has passed on this queue's clock (a deadline in the heap, not a sleeping
+    /// task); throws `CancellationError` when the task is cancelled first.
+    package func wait(for delay: Duration) async throws {
+        guard delay > .zero else { return }
+        let done = OneShot<Void>()
+        let timer = schedule(after: delay) { done.complete(.success(())) }
+        try await withTaskCancellationHandler {
+            try await done.value()
+        } onCancel: {
+            self.cancel(timer)
+            done.complete(.failure(CancellationError()))
+        }
+    }
+
     /// Cancels a timer; returns whether it was still pending. Its action never runs after this returns
     /// true.
     @discardableResult

@@ -53,6 +53,9 @@ public final class Spreadbot: Sendable {
         var lastEventId = ""
         /// The SSE stream's `retry:` (the least wait before reconnecting after it ends).
         var retryHint: Duration?
+        /// The connection being run, told once when it carries its first message (stability).
+        var context: ReconnectDriver<Never>.SessionContext?
+        var progressed = false
         var lastError: RealtimeError?
     }
 
@@ -265,6 +268,10 @@ public final class Spreadbot: Sendable {
             // Synchronous, so an event stream can open on its event loop before its first event.
             let open: @Sendable () -> Void = {
                 opened.withLockedValue { $0 = true }
+                self.run.withLockedValue {
+                    $0.context = context
+                    $0.progressed = false
+                }
                 context.connected()
                 self.outbox.setConnected(true)
                 self.transportBox.update(transport)
@@ -548,6 +555,12 @@ public final class Spreadbot: Sendable {
     /// for the WebSocket and the event stream). False when an iterator is full: reading pauses on the
     /// read gate until it caught up.
     private func deliver(_ message: SpreadbotMessage) -> Bool {
+        let first = run.withLockedValue { run -> ReconnectDriver<Never>.SessionContext? in
+            guard !run.progressed else { return nil }
+            run.progressed = true
+            return run.context
+        }
+        first?.progressed()
         let (callbacks, subscribers) = handlers.withLockedValue { ($0.message, $0.subscribers.values.compactMap(\.value)) }
         for callback in callbacks { callback(message.id, message.event, message.data) }
         var goOn = true

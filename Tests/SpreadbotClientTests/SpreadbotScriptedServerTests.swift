@@ -98,3 +98,29 @@ struct SpreadbotScriptedServerTests {
         client.closeConnection()
     }
 }
+
+/// A server that accepts every stream and ends it at once is retried the configured number of
+/// times, not forever: an open that drops before it carried a message counts as a failed attempt.
+@Suite(.timeLimit(.minutes(1))) struct SpreadbotUnstableServerTests {
+    @Test func acceptAndDropAtOnceGivesUp() async throws {
+        let server = try await ScriptedHTTPServer.start()
+        defer { Task { await server.stop() } }
+        server.route("/feed") { _ in .init(headers: [("Content-Type", "text/event-stream")], body: .bytes(ByteBuffer())) }
+        var configuration = SpreadbotConfiguration(baseURL: server.baseURL, accessToken: "t")
+        configuration.transports = [.serverSentEvents]
+        configuration.reachability = AlwaysReachable()
+        configuration.reconnectDelay = .milliseconds(10)
+        configuration.maxReconnectDelay = .milliseconds(20)
+        configuration.maxReconnectAttempts = 3
+        let client = Spreadbot(configuration: configuration)
+        var states = client.stateUpdates().makeAsyncIterator()
+        client.establishConnection(path: "feed")
+        var sawConnected = false
+        while let state = await states.next() {
+            if state == .connected { sawConnected = true }
+            if state == .disconnected, sawConnected { break }
+        }
+        #expect(client.lastError?.code == .reconnectGaveUp, "\(String(describing: client.lastError))")
+        #expect(server.requests(to: "/feed").count == 4, "the first connection and three retries")
+    }
+}
