@@ -3,7 +3,15 @@ import NIOConcurrencyHelpers
 
 /// A value that arrives once; any number of callers of `value()` wait for it.
 package final class OneShot<Value: Sendable>: Sendable {
-    private let state = NIOLockedValueBox<(result: Result<Value, any Error>?, waiters: [CheckedContinuation<Value, any Error>])>((nil, []))
+    private struct State {
+        var result: Result<Value, any Error>?
+        var waiters: [CheckedContinuation<Value, any Error>] = []
+        /// Waiters of ``cancellableValue()``, by id.
+        var cancellable: [Int: CheckedContinuation<Value, any Error>] = [:]
+        var nextID = 0
+    }
+
+    private let state = NIOLockedValueBox(State())
 
     package init() {}
 
@@ -12,8 +20,11 @@ package final class OneShot<Value: Sendable>: Sendable {
         let waiters = state.withLockedValue { state -> [CheckedContinuation<Value, any Error>] in
             guard state.result == nil else { return [] }
             state.result = result
-            defer { state.waiters.removeAll() }
-            return state.waiters
+            defer {
+                state.waiters.removeAll()
+                state.cancellable.removeAll()
+            }
+            return state.waiters + state.cancellable.values
         }
         for waiter in waiters { waiter.resume(with: result) }
     }
@@ -29,6 +40,28 @@ package final class OneShot<Value: Sendable>: Sendable {
                 return nil
             }
             if let ready { continuation.resume(with: ready) }
+        }
+    }
+
+    /// The value; a waiter whose task is cancelled stops waiting with `CancellationError` (the value
+    /// still arrives for the others).
+    package func cancellableValue() async throws -> Value {
+        let id = state.withLockedValue { state -> Int in
+            defer { state.nextID += 1 }
+            return state.nextID
+        }
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                let ready = state.withLockedValue { state -> Result<Value, any Error>? in
+                    if let result = state.result { return result }
+                    if Task.isCancelled { return .failure(CancellationError()) }
+                    state.cancellable[id] = continuation
+                    return nil
+                }
+                if let ready { continuation.resume(with: ready) }
+            }
+        } onCancel: {
+            self.state.withLockedValue { $0.cancellable.removeValue(forKey: id) }?.resume(throwing: CancellationError())
         }
     }
 }

@@ -64,6 +64,8 @@ public final class SpreadbotTestServer: Sendable {
         var refuseEventStream = false
         var failures: [(status: Int, remaining: Int)] = []
         var stalled = false
+        var holdRefresh = false
+        var refreshWaiters: [CheckedContinuation<Void, Never>] = []
         var stallWaiters: [CheckedContinuation<Void, Never>] = []
         var history: [String: [Published]] = [:]
         var subscribers: [Int: (path: String, sink: AsyncStream<Published?>.Continuation)] = [:]
@@ -97,6 +99,19 @@ public final class SpreadbotTestServer: Sendable {
     public func refuseEventStream(_ refuse: Bool = true) { state.withLockedValue { $0.refuseEventStream = refuse } }
     /// The current access token stops working: every request gets 401 until the client refreshes.
     public func expireTokens() { state.withLockedValue { $0.accessToken = "expired-\($0.tokenSerial)-never-issued" } }
+    /// The token endpoint rotates the tokens as usual but holds its answers until
+    /// ``releaseRefreshReplies()``: the server has a new refresh token the client has not seen yet.
+    public func holdRefreshReplies() { state.withLockedValue { $0.holdRefresh = true } }
+    public func releaseRefreshReplies() {
+        let waiters = state.withLockedValue { state -> [CheckedContinuation<Void, Never>] in
+            state.holdRefresh = false
+            defer { state.refreshWaiters.removeAll() }
+            return state.refreshWaiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+    /// Refresh requests received (answered or held).
+    public var refreshRequests: Int { state.withLockedValue { $0.refreshCount } }
     /// The token endpoint answers 400 `invalid_grant` until switched back.
     public func failRefresh(_ fail: Bool = true) { state.withLockedValue { $0.failRefresh = fail } }
     /// The next `count` stream and REST requests (not the token endpoint) answer `status`.
@@ -198,11 +213,20 @@ public final class SpreadbotTestServer: Sendable {
             // Subscribed before the 101 goes out: a client that saw the upgrade complete must not
             // miss a message published right after (the handler below starts later).
             let (stream, sink) = AsyncStream<Published?>.makeStream()
+            // A reconnect asks for what it missed: `?since=<last id>` replays the text messages after it.
+            let since = SocketIOTestServer.query(target)["since"].flatMap { Int($0) }
+            let replay = since.map { since in
+                server.state.withLockedValue { $0.history[path] ?? [] }.filter { message in
+                    guard case .text = message.data, !message.raw else { return false }
+                    return message.id > since
+                }
+            } ?? []
             let id = server.subscribe(path: path, sink: sink)
             return .upgrade([:]) { inbound, outbound, _ in
                 defer { server.unsubscribe(id) }
                 try await withThrowingTaskGroup(of: Void.self) { group in
                     group.addTask {
+                        for message in replay { try await outbound.write(.text(Self.envelope(message, path: path))) }
                         for await message in stream {
                             guard let message else { continue }
                             switch message.data {
@@ -390,6 +414,14 @@ public final class SpreadbotTestServer: Sendable {
             return (200, #"{"access_token":"\#(state.accessToken!)","refresh_token":"\#(state.refreshToken)","token_type":"Bearer","expires_in":3600}"#)
         }
         record("POST \(options.authPath)\(reply.0 == 200 ? "" : " \(reply.0)")")
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let hold = state.withLockedValue { state -> Bool in
+                guard state.holdRefresh else { return false }
+                state.refreshWaiters.append(continuation)
+                return true
+            }
+            if !hold { continuation.resume() }
+        }
         var headers = HTTPFields()
         headers[.contentType] = "application/json"
         headers[.cacheControl] = "no-store"

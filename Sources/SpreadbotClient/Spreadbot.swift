@@ -342,7 +342,10 @@ public final class Spreadbot: Sendable {
             headers: headers, maxMessageSize: configuration.maxMessageSize, autoPing: configuration.webSocketPingInterval,
             connectTimeout: configuration.requestTimeout, tls: configuration.tls)
         let acknowledged = configuration.acknowledgedSends
-        let url = configuration.webSocketURL(for: path)
+        var url = configuration.webSocketURL(for: path)
+        // A reconnect asks for what it missed while down, as polling does (`since`).
+        let lastId = run.withLockedValue { $0.lastEventId }
+        if !lastId.isEmpty { url += (url.contains("?") ? "&" : "?") + "since=" + SpreadbotAuth.formEncode(lastId) }
         logger.log(level: level, "opening the WebSocket \(Redaction.url(url))")
         try await WebSocketTransport.connect(to: url, configuration: ws, runtime: configuration.runtime) { connection in
             open()
@@ -530,7 +533,7 @@ public final class Spreadbot: Sendable {
     }
 
     private func receiveEnvelope(_ envelope: JSONValue, path: String, transport: SpreadbotTransport) -> Bool {
-        guard envelope.objectValue != nil else {
+        guard envelope.objectValue != nil, envelope["id"] != nil || envelope["event"] != nil || envelope["data"] != nil else {
             report(RealtimeError(.protocolViolation, "a \(transport) message is not a JSON object with id, event and data: skipped"))
             return true
         }

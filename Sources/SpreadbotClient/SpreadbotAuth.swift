@@ -41,30 +41,37 @@ final class SpreadbotAuth: Sendable {
 
     /// A new access token after `rejected` was refused with a 401. If another caller already
     /// replaced `rejected`, returns the newer token at once; if a refresh is running, waits for it;
-    /// otherwise runs one. Throws ``RealtimeError/Code/authenticationFailed`` when it fails.
+    /// otherwise starts one. Throws ``RealtimeError/Code/authenticationFailed`` when it fails.
+    ///
+    /// The refresh belongs to nobody who waits for it: a caller that is cancelled (a send whose
+    /// connection dropped) stops waiting, and the refresh goes on to its end, so a refresh token the
+    /// server already rotated is stored and never sent again.
     func refresh(replacing rejected: String?) async throws -> String {
-        enum Step { case use(String), wait(OneShot<String>), run(OneShot<String>) }
+        enum Step { case use(String), wait(OneShot<String>) }
         let step = state.withLockedValue { state -> Step in
             if let current = state.tokens.accessToken, current != rejected { return .use(current) }
             if let running = state.refreshing { return .wait(running) }
             let running = OneShot<String>()
             state.refreshing = running
             state.refreshCount += 1
-            return .run(running)
+            // Unstructured on purpose: shared by every caller that hits a 401 meanwhile, and it
+            // must outlive any of them (see above). Bounded by the request timeout.
+            Task {
+                let result: Result<String, any Error>
+                do {
+                    result = .success(try await self.performRefresh())
+                } catch {
+                    result = .failure(error)
+                }
+                self.state.withLockedValue { $0.refreshing = nil }
+                running.complete(result)
+            }
+            return .wait(running)
         }
         switch step {
         case .use(let token): return token
-        case .wait(let running): return try await running.value()
-        case .run(let running):
-            let result: Result<String, any Error>
-            do {
-                result = .success(try await performRefresh())
-            } catch {
-                result = .failure(error)
-            }
-            state.withLockedValue { $0.refreshing = nil }
-            running.complete(result)
-            return try result.get()
+        case .wait(let running):
+            return try await running.cancellableValue()
         }
     }
 

@@ -253,3 +253,36 @@ struct SpreadbotAuthAndRESTTests {
         #expect(status == 400)
     }
 }
+
+/// The shared token refresh outlives the task that started it. The scenario an independent server
+/// showed: a POST send meets a 401 and starts the refresh, the server rotates the tokens, the stream
+/// drops before the answer arrives (cancelling the send's task); the reconnect's own 401 must then
+/// use that refresh's result, never send the rotated refresh token again.
+@Suite(.timeLimit(.minutes(1))) struct SpreadbotSharedRefreshTests {
+    @Test func aRefreshSurvivesTheCancelledSendThatStartedIt() async throws {
+        let server = try await SpreadbotTestServer.start()
+        defer { Task { await server.stop() } }
+        var configuration = spreadbotConfiguration(server)
+        configuration.transports = [.serverSentEvents]
+        let client = Spreadbot(configuration: configuration)
+        let recorder = Recorder(client)
+        client.establishConnection(path: "room")
+        await eventually("connected") { client.state == .connected }
+        server.expireTokens()
+        server.holdRefreshReplies()
+        let send = Task { try await client.send("after expiry") }
+        await eventually("the refresh reached the server") { server.refreshRequests == 1 }
+        // The stream drops while the refresh's answer is held: the session (and the send's POST in
+        // it) is cancelled; the reconnect meets a 401 too.
+        server.dropStreams()
+        await eventually("reconnecting") { client.state != .connected }
+        server.releaseRefreshReplies()
+        await eventually("connected again") { client.state == .connected }
+        try await send.value
+        #expect(server.refreshRequests == 1, "one refresh served the send and the reconnect")
+        #expect(client.tokens.accessToken == "access-1")
+        #expect(server.received(on: "room") == [.text("after expiry")])
+        #expect(!recorder.errors.contains { $0.contains("authenticationFailed") }, "\(recorder.errors)")
+        client.closeConnection()
+    }
+}

@@ -149,9 +149,12 @@ struct SpreadbotStreamTests {
         await eventually("connected") { client.state == .connected }
         server.publishRaw("not json", to: "bad")
         server.publishRaw("[1,2]", to: "bad")
+        // An object, but not an envelope: none of id, event, data (it was delivered as an empty message).
+        server.publishRaw(#"{"type":"subscribe_ack","channel":"bad"}"#, to: "bad")
         server.publish("fine", to: "bad")
         await eventually("the good message") { recorder.texts == ["fine"] }
-        #expect(recorder.errors.count == 2)
+        #expect(recorder.messages.count == 1)
+        #expect(recorder.errors.count == 3)
         #expect(recorder.errors.allSatisfy { $0.contains("protocolViolation") })
         #expect(client.state == .connected)
         client.closeConnection()
@@ -196,5 +199,35 @@ struct SpreadbotBadInputTests {
         #expect(recorder.errors.count == 3)
         let error = await #expect(throws: RealtimeError.self) { try await client.rest.getData(path: "x") }
         #expect(error?.code == .invalidURL)
+    }
+}
+
+/// What is published while a WebSocket is down arrives after the reconnect: it asks for
+/// `?since=<last id>`, as polling does and as SSE does with Last-Event-ID.
+@Suite(.timeLimit(.minutes(1))) struct SpreadbotWebSocketResumeTests {
+    @Test func theReconnectAsksForWhatItMissed() async throws {
+        let server = try await SpreadbotTestServer.start()
+        defer { Task { await server.stop() } }
+        var configuration = spreadbotConfiguration(server)
+        configuration.transports = [.webSocket]
+        let client = Spreadbot(configuration: configuration)
+        let recorder = Recorder(client)
+        client.establishConnection(path: "ticker")
+        await eventually("connected") { client.state == .connected }
+        server.publish("one", to: "ticker")
+        await eventually("one") { recorder.texts == ["one"] }
+        // The next upgrade waits unanswered while two messages are published, then proceeds.
+        server.stall()
+        server.dropStreams()
+        await eventually("reconnecting") { client.state != .connected }
+        await eventually("the reconnect's upgrade reached the server") {
+            server.requestLog.filter { $0.hasPrefix("GET /ticker ws") }.count >= 1 && client.state == .connecting
+        }
+        server.publish("two", to: "ticker")
+        server.publish("three", to: "ticker")
+        server.resume()
+        await eventually("two and three") { recorder.texts == ["one", "two", "three"] }
+        #expect(recorder.messages.map(\.id) == ["1", "2", "3"])
+        client.closeConnection()
     }
 }
