@@ -136,7 +136,10 @@ struct WebSocketClientChannel {
             // SNI carries host names only; for an IP literal the certificate is checked against the
             // peer's address instead.
             let sniName = Self.isIPLiteral(serverName) ? nil : serverName
+            let shortcut = TLSCloseShortcut()
+            try pipeline.addHandler(TLSCloseShortcut.SocketSide(shortcut))
             try pipeline.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: sniName))
+            try pipeline.addHandler(TLSCloseShortcut.ApplicationSide(shortcut))
             if !configuration.tls.pinnedPublicKeySHA256.isEmpty {
                 try pipeline.addHandler(TLSPinGate(pins: configuration.tls.pinnedPublicKeySHA256))
             }
@@ -459,5 +462,55 @@ final class FlushCoalescingHandler: ChannelOutboundHandler, RemovableChannelHand
         pendingBytes = 0
         pendingWrites = 0
         context.flush()
+    }
+}
+
+/// Ends a TLS connection at once when the peer's TCP input is closed: after a FIN, no close_notify
+/// can ever come, so waiting for one (swift-nio-ssl's 5 s shutdown timeout) only delays the end.
+///
+/// A TLS-terminating proxy (nginx) answers our close_notify by closing the TCP connection without
+/// its own close_notify; with `allowRemoteHalfClosure`, the TLS handler took that as an unclean
+/// close and waited out its shutdown timeout, so a closing wss:// connection behind nginx took 5 s.
+/// The socket-side handler sits below the TLS handler and closes the socket itself once both have
+/// happened: the input closed and a close was asked for (in either order).
+final class TLSCloseShortcut {
+    private var inputClosed = false
+    private var closeRequested = false
+    private var socketContext: ChannelHandlerContext?
+
+    private func closeSocketIfDone() {
+        guard inputClosed, closeRequested, let context = socketContext else { return }
+        socketContext = nil
+        context.close(promise: nil)
+    }
+
+    /// Below the TLS handler: sees the TCP FIN, and closes the socket without the TLS handler.
+    final class SocketSide: ChannelInboundHandler, RemovableChannelHandler {
+        typealias InboundIn = NIOAny
+        let shortcut: TLSCloseShortcut
+        init(_ shortcut: TLSCloseShortcut) { self.shortcut = shortcut }
+
+        func handlerAdded(context: ChannelHandlerContext) { shortcut.socketContext = context }
+        func handlerRemoved(context: ChannelHandlerContext) { shortcut.socketContext = nil }
+
+        func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+            if case .some(.inputClosed) = event as? ChannelEvent { shortcut.inputClosed = true }
+            context.fireUserInboundEventTriggered(event)
+            shortcut.closeSocketIfDone()
+        }
+    }
+
+    /// Above the TLS handler: sees the application's close (which the TLS handler turns into
+    /// close_notify and a wait for the peer's).
+    final class ApplicationSide: ChannelOutboundHandler, RemovableChannelHandler {
+        typealias OutboundIn = NIOAny
+        let shortcut: TLSCloseShortcut
+        init(_ shortcut: TLSCloseShortcut) { self.shortcut = shortcut }
+
+        func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
+            if mode == .all { shortcut.closeRequested = true }
+            context.close(mode: mode, promise: promise)
+            shortcut.closeSocketIfDone()
+        }
     }
 }

@@ -8,9 +8,11 @@ import NIOSSL
 /// `.stall` never reads again (backpressure tests), `.reset` resets the connection (SO_LINGER 0)
 /// in the same turn, `.fin` closes it normally in the same turn, `.framesThenFin` sends a text
 /// message "bye" and a close frame (1008, "policy") with the 101, in one write, and closes
-/// (upgrade-race tests); `.finWithoutAnswer` reads the request and closes without answering.
+/// (upgrade-race tests); `.finWithoutAnswer` reads the request and closes without answering;
+/// `.answerCloseThenDropTCP` answers the client's close frame and then closes the TCP connection
+/// without TLS's close_notify (what nginx does as a TLS-terminating proxy).
 final class RawUpgradePeer: Sendable {
-    enum AfterUpgrade: Sendable { case stall, reset, fin, framesThenFin, finWithoutAnswer }
+    enum AfterUpgrade: Sendable { case stall, reset, fin, framesThenFin, finWithoutAnswer, answerCloseThenDropTCP }
 
     let port: Int
     private let channel: any Channel
@@ -26,8 +28,10 @@ final class RawUpgradePeer: Sendable {
         let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
+                    let rawCloser = RawCloser()
+                    try channel.pipeline.syncOperations.addHandler(rawCloser)
                     if let sslContext { try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: sslContext)) }
-                    try channel.pipeline.syncOperations.addHandler(Upgrader(action))
+                    try channel.pipeline.syncOperations.addHandler(Upgrader(action, rawCloser: rawCloser))
                 }
             }
             .bind(host: "127.0.0.1", port: 0).get()
@@ -40,11 +44,26 @@ final class RawUpgradePeer: Sendable {
         typealias InboundIn = ByteBuffer
         typealias OutboundOut = ByteBuffer
         private let action: AfterUpgrade
+        private let rawCloser: RawCloser
         private var request = ""
+        private var upgraded = false
 
-        init(_ action: AfterUpgrade) { self.action = action }
+        init(_ action: AfterUpgrade, rawCloser: RawCloser) {
+            self.action = action
+            self.rawCloser = rawCloser
+        }
 
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            if upgraded {
+                // The client's close frame (opcode 8, masked): answer it, then drop TCP below TLS.
+                let bytes = unwrapInboundIn(data)
+                if case .answerCloseThenDropTCP = action, bytes.readableBytesView.first == 0x88 {
+                    context.writeAndFlush(wrapOutboundOut(ByteBuffer(bytes: [0x88, 0x02, 0x03, 0xE8])), promise: nil)
+                    // The next bytes from the client can only be its close_notify: drop TCP then.
+                    rawCloser.arm()
+                }
+                return
+            }
             request += String(buffer: unwrapInboundIn(data))
             guard request.contains("\r\n\r\n") else { return }
             if case .finWithoutAnswer = action {
@@ -61,8 +80,11 @@ final class RawUpgradePeer: Sendable {
                 bytes.writeBytes([0x88, 8, 0x03, 0xF0] + Array("policy".utf8))
             }
             context.writeAndFlush(wrapOutboundOut(bytes), promise: nil)
+            upgraded = true
             let channel = context.channel
             switch action {
+            case .answerCloseThenDropTCP:
+                break
             case .stall:
                 channel.setOption(ChannelOptions.autoRead, value: false).whenComplete { _ in }
             case .fin, .framesThenFin, .finWithoutAnswer:
@@ -75,5 +97,21 @@ final class RawUpgradePeer: Sendable {
                 }
             }
         }
+    }
+}
+
+/// First in the peer's pipeline (below TLS): once armed, the next bytes from the client (its TLS
+/// close_notify) are not answered: the TCP connection is closed at once, as nginx does.
+final class RawCloser: ChannelDuplexHandler, @unchecked Sendable {
+    // @unchecked Sendable: used only on its channel's event loop (the upgrader calls it from there).
+    typealias InboundIn = ByteBuffer
+    typealias OutboundIn = ByteBuffer
+    private var armed = false
+
+    func arm() { armed = true }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard armed else { return context.fireChannelRead(data) }
+        context.close(promise: nil)
     }
 }
