@@ -84,12 +84,16 @@ public struct RealtimeRuntime: Sendable {
 
 /// How the runtime's own HTTP clients connect (SSE streams, long polls, POSTs).
 ///
-/// Streams and long polls hold a connection for as long as they live, so the pool allows many
-/// connections per host: with the default, 1,000 EventSource streams to one server each get their
-/// own connection. A request that finds the pool full waits for a free connection at most
-/// ``connectTimeout`` and then fails with ``RealtimeError/Code/timeout``; it never waits silently.
+/// Streams and long polls hold a connection for as long as they live, so the pool does not cap
+/// them: by default every stream gets its own connection (10,000 EventSource streams to one server
+/// are 10,000 connections; the operating system's descriptor limit is the bound, and a connect it
+/// refuses fails the stream with ``RealtimeError/Code/connectFailed``). Set a lower
+/// ``maxConnectionsPerHost`` to cap them: a request that finds the pool full then waits for a free
+/// connection at most ``connectTimeout`` and fails with ``RealtimeError/Code/timeout``; it never
+/// waits silently.
 public struct HTTPConnectionOptions: Sendable, Hashable {
-    /// Connections per host (scheme, host, port) kept open at once. Default 2,048.
+    /// Connections per host (scheme, host, port) open at once. Default 1,048,576 (no practical cap:
+    /// streams must not wait behind each other).
     public var maxConnectionsPerHost: Int
     /// How long a request may take to get a connection (TCP connect and TLS handshake, or a free
     /// one from a full pool). Default 10 s.
@@ -97,7 +101,7 @@ public struct HTTPConnectionOptions: Sendable, Hashable {
     /// How long an unused connection stays in the pool. Default 60 s.
     public var idleTimeout: Duration
 
-    public init(maxConnectionsPerHost: Int = 2048, connectTimeout: Duration = .seconds(10), idleTimeout: Duration = .seconds(60)) {
+    public init(maxConnectionsPerHost: Int = 1 << 20, connectTimeout: Duration = .seconds(10), idleTimeout: Duration = .seconds(60)) {
         self.maxConnectionsPerHost = maxConnectionsPerHost
         self.connectTimeout = connectTimeout
         self.idleTimeout = idleTimeout
