@@ -50,7 +50,7 @@ final class EngineIOSession: Sendable {
     let options: EngineIOOptions
     let runtime: RealtimeRuntime
     private let urls: EngineIOURLs
-    private let outbox: EngineIOOutbox
+    private let outbox: Outbox<EngineIOFrame>
     private let state = NIOLockedValueBox(State())
     private let heartbeat: HeartbeatTracker
     private weak let delegateBox: (any EngineIODelegate)?
@@ -60,7 +60,7 @@ final class EngineIOSession: Sendable {
 
     init(url: String, options: EngineIOOptions, runtime: RealtimeRuntime, delegate: any EngineIODelegate) throws {
         self.options = options
-        self.outbox = EngineIOOutbox(window: options.resendWindow, limit: options.sendQueueLimit)
+        self.outbox = Outbox(window: options.resendWindow, limit: options.sendQueueLimit)
         let eventLoop = runtime.eventLoopGroup.next()
         var pinned = runtime
         pinned.eventLoopGroup = eventLoop
@@ -86,7 +86,7 @@ final class EngineIOSession: Sendable {
     func send(_ frame: EngineIOFrame) -> Bool { outbox.push(frame) }
 
     /// Queues an application frame unless the send queue is full (`sendQueueLimit` bytes).
-    func trySend(_ frame: EngineIOFrame) -> EngineIOOutbox.BoundedPush { outbox.pushBounded(frame) }
+    func trySend(_ frame: EngineIOFrame) -> Outbox<EngineIOFrame>.BoundedPush { outbox.pushBounded(frame) }
 
     /// Called when the send queue has room again after a `trySend` was refused.
     func onSendQueueDrained(_ callback: @escaping @Sendable () -> Void) { outbox.setOnDrain(callback) }
@@ -105,7 +105,9 @@ final class EngineIOSession: Sendable {
     var presumedDelivered: Int { outbox.presumedDelivered }
 
     /// The server acknowledged `ackID` on `namespace`: frames written up to it arrived.
-    func confirmDelivery(namespace: String, ackID: Int) { outbox.confirm(namespace: namespace, ackID: ackID) }
+    func confirmDelivery(namespace: String, ackID: Int) {
+        outbox.confirm { $0.ackID == ackID && $0.requeueNamespace == namespace }
+    }
 
     /// Runs the session until it ends. Throws ``RealtimeError`` when it fails (handshake, transport,
     /// heartbeat timeout, protocol violation).
@@ -194,7 +196,7 @@ final class EngineIOSession: Sendable {
 
     private func pollingWriter(_ handshake: EngineIOHandshake, generation: Int) async throws -> ChildEnd {
         while let frames = await outbox.take(
-            maxBytes: max(handshake.maxPayload, 1), maxPackets: max(options.maxPacketsPerPoll, 1), generation: generation
+            maxBytes: max(handshake.maxPayload, 1), maxParts: max(options.maxPacketsPerPoll, 1), generation: generation
         ) {
             let packets = frames.flatMap(\.packets)
             let request = pollingRequest(method: .POST, body: EngineIOCodec.encodePayload(packets), handshake: handshake)

@@ -485,9 +485,16 @@ public final class Spreadbot: Sendable {
     /// the connection is gone: the message stays first in line for the next connection); a POST the
     /// server refuses with a 4xx fails only that message.
     private func writeLoop(path: String, _ write: @escaping @Sendable (SpreadbotOutbox.Item) async throws -> RealtimeError?) async throws {
-        while let item = await outbox.head() {
-            try Task.checkCancellation()
-            if let refused = try await write(item) {
+        while let item = await outbox.next() {
+            let refused: RealtimeError?
+            do {
+                try Task.checkCancellation()
+                refused = try await write(item)
+            } catch {
+                outbox.writeFailed(item)
+                throw error
+            }
+            if let refused {
                 outbox.failed(item, refused)
                 report(refused)
             } else {

@@ -1,4 +1,3 @@
-import DequeModule
 import NIOConcurrencyHelpers
 import RealtimeCore
 
@@ -16,23 +15,29 @@ public struct SpreadbotDelivery: Sendable {
     public func delivered() async throws { try await done.value() }
 }
 
-/// The stream's outgoing messages in order: queued while offline, written by one session writer at a
-/// time while connected. An element leaves only when delivered or failed, never silently.
+/// The stream's outgoing messages in order, on RealtimeCore's ``Outbox``: queued while offline (at
+/// most `offlineCapacity`), taken one at a time by the session's writer while connected (at most
+/// `connectedCapacity` waiting). A message leaves only when delivered or failed, never silently:
+/// a write that fails puts it back first in line for the next connection.
 final class SpreadbotOutbox: Sendable {
-    struct Item: Sendable {
+    struct Item: OutboxMessage {
         let sequence: UInt64
         let data: SpreadbotData
         let done: OneShot<Void>
+        /// Capacities count messages.
+        var outboxSize: Int { 1 }
+        var outboxParts: Int { 1 }
+        var isApplicationData: Bool { true }
     }
 
     private struct State {
-        var items: Deque<Item> = []
         var connected = false
         var closed: RealtimeError?
         var nextSequence: UInt64 = 1
-        var writer: CheckedContinuation<Item?, Never>?
+        var inFlight = 0
     }
 
+    private let outbox = Outbox<Item>()
     private let state = NIOLockedValueBox(State())
     let offlineCapacity: Int
     let connectedCapacity: Int
@@ -42,85 +47,84 @@ final class SpreadbotOutbox: Sendable {
         self.connectedCapacity = max(1, connectedCapacity)
     }
 
-    var count: Int { state.withLockedValue { $0.items.count } }
+    /// Messages not delivered yet (waiting, or being written).
+    var count: Int { outbox.queuedCount + state.withLockedValue { $0.inFlight } }
 
     /// Adds a message. Throws `queueFull` when the offline queue (or, while connected, the pending
     /// limit) is full, and `notConnected` after ``close(_:)``.
     func enqueue(_ data: SpreadbotData) throws -> SpreadbotDelivery {
-        let (item, writer) = try state.withLockedValue { state throws -> (Item, CheckedContinuation<Item?, Never>?) in
+        let item = try state.withLockedValue { state throws -> Item in
             if state.closed != nil {
                 throw RealtimeError(.notConnected, "the connection is closed; establishConnection(path:) opens it again")
             }
             let capacity = state.connected ? connectedCapacity : offlineCapacity
-            guard state.items.count < capacity else { throw RealtimeError.queueFull(capacity: capacity) }
+            guard capacity > 0, outbox.queuedCount + state.inFlight < capacity else { throw RealtimeError.queueFull(capacity: capacity) }
             let item = Item(sequence: state.nextSequence, data: data, done: OneShot())
             state.nextSequence += 1
-            state.items.append(item)
-            defer { state.writer = nil }
-            return (item, state.items.count == 1 ? state.writer : nil)
+            // Under this lock: the push is in sequence order.
+            outbox.push(item)
+            return item
         }
-        writer?.resume(returning: item)
         return SpreadbotDelivery(sequence: item.sequence, done: item.done)
     }
 
     /// Opens the outbox to new sends again after a close (a new `establishConnection`).
     func reopen() {
         state.withLockedValue { $0.closed = nil }
+        outbox.reopen()
     }
 
     func setConnected(_ connected: Bool) {
         state.withLockedValue { $0.connected = connected }
     }
 
-    /// The oldest message, left in place until ``delivered(_:)`` or ``failed(_:_:)``; waits for one.
-    /// Returns nil when the calling task is cancelled.
-    func head() async -> Item? {
-        if let first = state.withLockedValue({ $0.items.first }) { return first }
-        return await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Item?, Never>) in
-                let now = state.withLockedValue { state -> Item?? in
-                    if let first = state.items.first { return .some(first) }
-                    if Task.isCancelled { return .some(nil) }
-                    state.writer = continuation
-                    return .none
-                }
-                if let now { continuation.resume(returning: now) }
-            }
-        } onCancel: {
-            state.withLockedValue { state in
-                defer { state.writer = nil }
-                return state.writer
-            }?.resume(returning: nil)
-        }
+    /// The next message for the session's writer (one at a time: each is one frame or one POST);
+    /// nil when the writer's task is cancelled or the outbox closed. Hand it back with
+    /// ``delivered(_:)``, ``failed(_:_:)`` or ``writeFailed(_:)``.
+    func next() async -> Item? {
+        guard let item = await outbox.take(maxBytes: 1, generation: outbox.generation)?.first else { return nil }
+        state.withLockedValue { $0.inFlight += 1 }
+        return item
     }
 
-    /// The head went out.
+    /// The message went out.
     func delivered(_ item: Item) {
-        remove(item)?.done.complete(.success(()))
+        finished()
+        item.done.complete(.success(()))
     }
 
-    /// The head will never go out (the server refused it).
+    /// The message will never go out (the server refused it).
     func failed(_ item: Item, _ error: any Error) {
-        remove(item)?.done.complete(.failure(error))
+        finished()
+        item.done.complete(.failure(error))
     }
 
-    private func remove(_ item: Item) -> Item? {
-        state.withLockedValue { state -> Item? in
-            guard state.items.first?.sequence == item.sequence else { return nil }
-            return state.items.removeFirst()
+    /// The connection failed while writing it: first in line again for the next connection.
+    func writeFailed(_ item: Item) {
+        if let closed = state.withLockedValue({ $0.closed }) {
+            // Closed meanwhile: nobody will write it again.
+            finished()
+            item.done.complete(.failure(closed))
+            return
         }
+        outbox.requeueFront([item])
+        finished()
     }
 
-    /// Refuses new sends with `error` and fails every waiting one with it, oldest first. Returns how
-    /// many were failed.
+    private func finished() {
+        state.withLockedValue { $0.inFlight -= 1 }
+        outbox.finishedWrite()
+    }
+
+    /// Refuses new sends with `error` and fails every waiting one with it, oldest first. Returns
+    /// their sequence numbers.
     @discardableResult
     func close(_ error: RealtimeError) -> [UInt64] {
-        let items = state.withLockedValue { state -> Deque<Item> in
-            state.closed = error
-            state.connected = false
-            defer { state.items.removeAll() }
-            return state.items
+        state.withLockedValue {
+            $0.closed = error
+            $0.connected = false
         }
+        let items = outbox.takeUnsent().unwritten
         for item in items { item.done.complete(.failure(error)) }
         return items.map(\.sequence)
     }

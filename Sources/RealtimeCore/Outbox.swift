@@ -1,36 +1,23 @@
 import DequeModule
 import NIOConcurrencyHelpers
 
-/// A group of Engine.IO packets that must go out together and in order (a Socket.IO packet and its
-/// attachments, or a control packet), with where it came from so unsent frames can be given back.
-struct EngineIOFrame: Sendable {
-    var packets: [EngineIOPacket]
-    /// The namespace of the Socket.IO packet it carries; nil for Engine.IO control packets and
-    /// CONNECT packets, which are not re-sent after a reconnect.
-    var requeueNamespace: String?
-    /// The ack id of an emit that waits for an ack.
-    var ackID: Int? = nil
-
-    /// The bytes the frame takes in a polling payload, with one record separator.
-    var pollingSize: Int { packets.reduce(0) { $0 + $1.pollingSize + 1 } }
-
-    /// The bytes of its largest WebSocket message.
-    var largestWebSocketMessage: Int {
-        packets.reduce(0) { largest, packet in
-            switch packet.payload {
-            case .binary(let data): max(largest, data.count)
-            default: max(largest, packet.pollingSize)
-            }
-        }
-    }
+/// What an ``Outbox`` needs to know of a message.
+package protocol OutboxMessage: Sendable {
+    /// The bytes it takes as the protocol counts them (limits and batch sizes).
+    var outboxSize: Int { get }
+    /// The parts it adds to a batch (Engine.IO packets; 1 for most protocols).
+    var outboxParts: Int { get }
+    /// An application message: counted toward the limit, and kept in the resend window after it is
+    /// written. Control messages (pings, handshakes, close) are neither.
+    var isApplicationData: Bool { get }
 }
 
-/// How many frames written over a WebSocket a session keeps for re-sending after a drop: WebSocket
-/// gives no receipt, so a frame written just before a cut may never have reached the server.
+/// How many messages written over a connection that gives no receipt (WebSocket) a client keeps
+/// for sending again after a drop: one written just before a cut may never have reached the server.
 public struct ResendWindow: Sendable, Hashable {
-    /// Frames kept at most.
+    /// Messages kept at most.
     public var frames: Int
-    /// Bytes (polling size) kept at most.
+    /// Bytes kept at most.
     public var bytes: Int
 
     public init(frames: Int, bytes: Int) {
@@ -38,19 +25,26 @@ public struct ResendWindow: Sendable, Hashable {
         self.bytes = max(0, bytes)
     }
 
-    /// The last 1,000 frames or 4 MiB written.
+    /// The last 1,000 messages or 4 MiB written.
     public static let standard = ResendWindow(frames: 1_000, bytes: 4 << 20)
-    /// Keep nothing: frames written before a drop are not re-sent (at most once for them).
+    /// Keep nothing: messages written before a drop are not sent again (at most once for them).
     public static let disabled = ResendWindow(frames: 0, bytes: 0)
 }
 
-/// The ordered send queue of one Engine.IO session: `push` never waits (so synchronous emits keep
-/// their order); one writer at a time takes frames out. Pausing holds the writer for the upgrade.
-final class EngineIOOutbox: Sendable {
+/// The one outgoing queue every client uses: `push` never waits (so synchronous sends keep their
+/// order), and one writer per connection takes everything queued in one batch (one frame or one
+/// POST carries it). Pausing holds the writer (an upgrade from polling to WebSocket); a writer's
+/// generation retires it.
+///
+/// Application messages count toward a limit (``pushBounded(_:)`` refuses past it) and, with a
+/// ``ResendWindow``, stay after they are written until the protocol confirms them (an ack) or they
+/// leave the window: after a drop, ``takeUnsent()`` hands back what may not have arrived, then what
+/// was never written. Control messages (pings, handshakes) are never counted or kept.
+package final class Outbox<Message: OutboxMessage>: Sendable {
     private struct State {
-        var queue: Deque<EngineIOFrame> = []
-        /// Frames written over a WebSocket and not confirmed yet, oldest first.
-        var written: Deque<EngineIOFrame> = []
+        var queue: Deque<Message> = []
+        /// Application messages written and not confirmed yet, oldest first.
+        var written: Deque<Message> = []
         var writtenBytes = 0
         var presumedDelivered = 0
         /// Bytes (polling size) of the application frames (emits, acks) in `queue`.
@@ -68,22 +62,23 @@ final class EngineIOOutbox: Sendable {
     }
 
     private let state = NIOLockedValueBox(State())
-    let window: ResendWindow
+    package let window: ResendWindow
     /// The most bytes (polling size) of application frames the queue holds.
-    let limit: Int
+    package let limit: Int
 
-    init(window: ResendWindow = .standard, limit: Int = .max) {
+    package init(window: ResendWindow = .disabled, limit: Int = .max) {
         self.window = window
         self.limit = max(1, limit)
     }
 
-    enum BoundedPush { case queued, full, closed }
+    package enum BoundedPush { case queued, full, closed }
 
     /// Queues an application frame unless the queue already holds `limit` bytes of them (one frame
     /// always fits in an empty queue). After a refusal, `onDrain` is called once the queue is below
     /// half the limit.
-    func pushBounded(_ frame: EngineIOFrame) -> BoundedPush {
-        let size = frame.pollingSize
+    package func pushBounded(_ frame: Message, limit: Int? = nil) -> BoundedPush {
+        let size = frame.outboxSize
+        let limit = limit ?? self.limit
         let (result, waiter) = state.withLockedValue { state -> (BoundedPush, CheckedContinuation<Void, Never>?) in
             if state.closed { return (.closed, nil) }
             if state.boundedBytes > 0 && state.boundedBytes + size > limit {
@@ -100,17 +95,17 @@ final class EngineIOOutbox: Sendable {
     }
 
     /// Called (once per refusal) when a refused bounded push would fit again.
-    func setOnDrain(_ callback: @escaping @Sendable () -> Void) {
+    package func setOnDrain(_ callback: @escaping @Sendable () -> Void) {
         state.withLockedValue { $0.onDrain = callback }
     }
 
     /// Queues a frame. Returns false when the session is over (the caller keeps the frame).
     @discardableResult
-    func push(_ frame: EngineIOFrame) -> Bool {
+    package func push(_ frame: Message) -> Bool {
         let waiter = state.withLockedValue { state -> CheckedContinuation<Void, Never>?? in
             if state.closed { return .none }
             state.queue.append(frame)
-            if frame.requeueNamespace != nil { state.boundedBytes += frame.pollingSize }
+            if frame.isApplicationData { state.boundedBytes += frame.outboxSize }
             defer { state.waiter = nil }
             return .some(state.waiter)
         }
@@ -120,36 +115,37 @@ final class EngineIOOutbox: Sendable {
     }
 
     /// Puts frames that could not be written back at the front.
-    func requeueFront(_ frames: [EngineIOFrame]) {
+    package func requeueFront(_ frames: [Message]) {
         state.withLockedValue { state in
             for frame in frames.reversed() {
                 state.queue.prepend(frame)
-                if frame.requeueNamespace != nil { state.boundedBytes += frame.pollingSize }
+                if frame.isApplicationData { state.boundedBytes += frame.outboxSize }
             }
         }
     }
 
     /// Takes the next frames for writer `generation`: all queued frames up to `maxBytes` (polling
-    /// size) and `maxPackets` packets, at least one frame. Waits while empty or paused. Returns nil when the session is closed or
+    /// size) and `maxParts` packets, at least one frame. Waits while empty or paused. Returns nil when the session is closed or
     /// the writer was retired. Call ``finishedWrite()`` after writing them.
-    func take(maxBytes: Int, maxPackets: Int = .max, generation: Int) async -> [EngineIOFrame]? {
+    private enum Step { case frames([Message]), framesAndDrain([Message], @Sendable () -> Void), stop, wait }
+
+    package func take(maxBytes: Int, maxParts: Int = .max, generation: Int) async -> [Message]? {
         while true {
-            enum Step { case frames([EngineIOFrame]), framesAndDrain([EngineIOFrame], @Sendable () -> Void), stop, wait }
             let step = state.withLockedValue { state -> Step in
                 if state.closed || state.writerGeneration != generation { return .stop }
                 if state.paused || state.queue.isEmpty { return .wait }
-                var frames: [EngineIOFrame] = []
+                var frames: [Message] = []
                 var total = 0
-                var packets = 0
+                var parts = 0
                 while let first = state.queue.first {
-                    let size = maxBytes == .max ? 0 : first.pollingSize
-                    if !frames.isEmpty && (total + size > maxBytes || packets + first.packets.count > maxPackets) { break }
+                    let size = maxBytes == .max ? 0 : first.outboxSize
+                    if !frames.isEmpty && (total + size > maxBytes || parts + first.outboxParts > maxParts) { break }
                     frames.append(state.queue.removeFirst())
                     total += size
-                    packets += first.packets.count
+                    parts += first.outboxParts
                 }
-                for frame in frames where frame.requeueNamespace != nil {
-                    state.boundedBytes = max(0, state.boundedBytes - frame.pollingSize)
+                for frame in frames where frame.isApplicationData {
+                    state.boundedBytes = max(0, state.boundedBytes - frame.outboxSize)
                 }
                 state.inFlight = true
                 if state.refusedBounded, state.boundedBytes <= limit / 2, let onDrain = state.onDrain {
@@ -185,7 +181,7 @@ final class EngineIOOutbox: Sendable {
         }
     }
 
-    func finishedWrite() {
+    package func finishedWrite() {
         state.withLockedValue { $0.inFlight = false }
         wakeIdleWaiters()
     }
@@ -199,7 +195,7 @@ final class EngineIOOutbox: Sendable {
     }
 
     /// Holds the writer and waits until no write is in flight (or the task is cancelled).
-    func pauseAndDrain() async {
+    package func pauseAndDrain() async {
         state.withLockedValue { $0.paused = true }
         await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
@@ -226,7 +222,7 @@ final class EngineIOOutbox: Sendable {
     /// Ends the pause; with `retireWriter`, the current writer stops and a new one takes over.
     /// Returns the generation the next writer must use.
     @discardableResult
-    func resume(retireWriter: Bool) -> Int {
+    package func resume(retireWriter: Bool) -> Int {
         let (generation, waiter) = state.withLockedValue { state -> (Int, CheckedContinuation<Void, Never>?) in
             state.paused = false
             if retireWriter { state.writerGeneration += 1 }
@@ -237,24 +233,24 @@ final class EngineIOOutbox: Sendable {
         return generation
     }
 
-    var generation: Int { state.withLockedValue { $0.writerGeneration } }
+    package var generation: Int { state.withLockedValue { $0.writerGeneration } }
 
     /// Frames were written over a WebSocket: keep the re-sendable ones until confirmed, within the
     /// window (the oldest leave first, presumed delivered).
-    func wroteUnconfirmed(_ frames: some Sequence<EngineIOFrame>) {
+    package func wroteUnconfirmed(_ frames: some Sequence<Message>) {
         // Frames leaving the window are freed after the lock is released: freeing them under it
         // kept emitting threads waiting on the lock.
-        let evicted = state.withLockedValue { state -> [EngineIOFrame] in
-            for frame in frames where frame.requeueNamespace != nil {
+        let evicted = state.withLockedValue { state -> [Message] in
+            for frame in frames where frame.isApplicationData {
                 state.written.append(frame)
-                state.writtenBytes += frame.pollingSize
+                state.writtenBytes += frame.outboxSize
             }
-            var evicted: [EngineIOFrame] = []
+            var evicted: [Message] = []
             while let oldest = state.written.first,
                 state.written.count > window.frames || state.writtenBytes > window.bytes
             {
                 evicted.append(state.written.removeFirst())
-                state.writtenBytes -= oldest.pollingSize
+                state.writtenBytes -= oldest.outboxSize
                 state.presumedDelivered += 1
             }
             return evicted
@@ -262,13 +258,13 @@ final class EngineIOOutbox: Sendable {
         _ = evicted
     }
 
-    /// The server answered the ack `ackID` of `namespace`: it received that frame, and (one TCP
-    /// stream, read in order) every frame written before it.
-    func confirm(namespace: String, ackID: Int) {
-        let confirmed = state.withLockedValue { state -> [EngineIOFrame] in
-            guard let index = state.written.firstIndex(where: { $0.ackID == ackID && $0.requeueNamespace == namespace }) else { return [] }
+    /// The peer confirmed the first written message that matches (an ack): it received it, and (one
+    /// TCP stream, read in order) every message written before it.
+    package func confirm(where matches: (Message) -> Bool) {
+        let confirmed = state.withLockedValue { state -> [Message] in
+            guard let index = state.written.firstIndex(where: matches) else { return [] }
             let confirmed = Array(state.written[...index])
-            for frame in confirmed { state.writtenBytes -= frame.pollingSize }
+            for frame in confirmed { state.writtenBytes -= frame.outboxSize }
             state.written.removeFirst(index + 1)
             return confirmed
         }
@@ -276,10 +272,10 @@ final class EngineIOOutbox: Sendable {
     }
 
     /// Frames that left the window unconfirmed since the session started.
-    var presumedDelivered: Int { state.withLockedValue { $0.presumedDelivered } }
+    package var presumedDelivered: Int { state.withLockedValue { $0.presumedDelivered } }
 
     /// Closes the outbox: pushes fail from now on; writers stop. The frames stay for ``takeUnsent()``.
-    func close() {
+    package func close() {
         let (waiter, idle) = state.withLockedValue { state in
             state.closed = true
             defer {
@@ -292,9 +288,17 @@ final class EngineIOOutbox: Sendable {
         for waiter in idle { waiter.resume() }
     }
 
+    /// Opens a closed outbox again (a client connecting anew after it was closed).
+    package func reopen() {
+        state.withLockedValue { $0.closed = false }
+    }
+
+    /// How many messages wait (not written yet).
+    package var queuedCount: Int { state.withLockedValue { $0.queue.count } }
+
     /// Closes the outbox and returns the frames written but not confirmed, then those never written,
     /// each oldest first.
-    func takeUnsent() -> (written: [EngineIOFrame], unwritten: [EngineIOFrame]) {
+    package func takeUnsent() -> (written: [Message], unwritten: [Message]) {
         close()
         return state.withLockedValue { state in
             defer {
