@@ -111,15 +111,24 @@ public final class EventSource: Service, Sendable {
     /// The reconnection time, as last set by the server's `retry:` field.
     public var reconnectionTime: Duration { state.withLockedValue { $0.reconnectionTime } }
 
-    /// Runs the connection until ``close()``, a 204, a fatal error, or cancellation.
+    /// Runs the connection until ``close()``, a 204, a fatal error, cancellation, or the service
+    /// group's graceful shutdown (which closes the source). When iterating ``events`` already
+    /// started it, waits for that connection to end instead.
     public func run() async throws {
-        let first = state.withLockedValue { state -> Bool in
-            if state.started { return false }
+        let (first, running) = state.withLockedValue { state -> (Bool, Task<Void, Never>?) in
+            if state.started { return (false, state.task) }
             state.started = true
-            return true
+            return (true, nil)
         }
-        guard first else { throw RealtimeError(.protocolViolation, "this EventSource is already running") }
-        await loop()
+        await withGracefulShutdownHandler {
+            if first {
+                await loop()
+            } else {
+                await running?.value
+            }
+        } onGracefulShutdown: {
+            self.close()
+        }
     }
 
     /// Closes the connection for good; ``events`` ends normally.

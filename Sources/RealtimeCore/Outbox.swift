@@ -1,4 +1,9 @@
 import DequeModule
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
 import NIOConcurrencyHelpers
 
 /// What an ``Outbox`` needs to know of a message.
@@ -54,6 +59,8 @@ package final class Outbox<Message: OutboxMessage>: Sendable {
         var onDrain: (@Sendable () -> Void)?
         var waiter: CheckedContinuation<Void, Never>?
         var idleWaiters: [CheckedContinuation<Void, Never>] = []
+        /// ``waitUntilEmpty()`` calls, woken when nothing is queued or in flight.
+        var emptyWaiters: [UUID: CheckedContinuation<Void, Never>] = [:]
         var paused = false
         var inFlight = false
         var closed = false
@@ -182,8 +189,32 @@ package final class Outbox<Message: OutboxMessage>: Sendable {
     }
 
     package func finishedWrite() {
-        state.withLockedValue { $0.inFlight = false }
+        let empty = state.withLockedValue { state -> [CheckedContinuation<Void, Never>] in
+            state.inFlight = false
+            guard state.queue.isEmpty else { return [] }
+            defer { state.emptyWaiters = [:] }
+            return Array(state.emptyWaiters.values)
+        }
         wakeIdleWaiters()
+        for waiter in empty { waiter.resume() }
+    }
+
+    /// Returns when nothing is queued and no write is in flight (everything written went out), the
+    /// outbox is closed, or the waiting task is cancelled.
+    package func waitUntilEmpty() async {
+        let id = UUID()
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                let empty = state.withLockedValue { state -> Bool in
+                    if state.closed || Task.isCancelled || (state.queue.isEmpty && !state.inFlight) { return true }
+                    state.emptyWaiters[id] = continuation
+                    return false
+                }
+                if empty { continuation.resume() }
+            }
+        } onCancel: {
+            self.state.withLockedValue { $0.emptyWaiters.removeValue(forKey: id) }?.resume()
+        }
     }
 
     private func wakeWriter() {
@@ -281,8 +312,9 @@ package final class Outbox<Message: OutboxMessage>: Sendable {
             defer {
                 state.waiter = nil
                 state.idleWaiters = []
+                state.emptyWaiters = [:]
             }
-            return (state.waiter, state.idleWaiters)
+            return (state.waiter, state.idleWaiters + state.emptyWaiters.values)
         }
         waiter?.resume()
         for waiter in idle { waiter.resume() }

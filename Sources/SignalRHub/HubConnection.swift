@@ -1,4 +1,5 @@
 public import Foundation
+public import ServiceLifecycle
 package import Logging
 import NIOConcurrencyHelpers
 import NIOCore
@@ -15,7 +16,7 @@ public import RealtimeCore
 ///
 /// The lifecycle rules live in a value state machine (`HubConnectionStateMachine`); this class
 /// performs its actions: sockets, tasks, timers and callbacks.
-public final class HubConnection: Sendable {
+public final class HubConnection: Service, Sendable {
     public let options: HubConnectionOptions
     let codec: HubProtocolCodec
     package let logger: Logger
@@ -48,6 +49,8 @@ public final class HubConnection: Sendable {
         var stopWaiters: [CheckedContinuation<Void, Never>] = []
         /// Transport ends and failed connects whose actions (onClosed among them) are being performed.
         var endsBeingHandled = 0
+        /// ``waitUntilClosed()`` calls, woken when the connection closes for good.
+        var closeWaiters: [UUID: CheckedContinuation<Void, Never>] = [:]
     }
 
     enum Pending {
@@ -197,6 +200,35 @@ public final class HubConnection: Sendable {
                 }
                 options.lifecycleObserver?.didOpen(self)
             }
+        }
+    }
+
+    /// Runs the connection as a `Service`: starts it (unless it is already running), then returns
+    /// when it closes for good. A graceful shutdown of the service group stops it (`onClosed` has
+    /// run when this returns); a failed start throws.
+    public func run() async throws {
+        if currentState == .stopped { try await start() }
+        // Returns when the connection closed, or (cancelled) at the graceful shutdown.
+        try? await cancelWhenGracefulShutdown { await self.waitUntilClosed() }
+        await stop()
+    }
+
+    /// Returns when the connection has closed for good (after ``stop()``, a failed reconnect, or a
+    /// close without reconnect), once `onClosed` handlers have run; at once when it is not running,
+    /// or when the waiting task is cancelled.
+    public func waitUntilClosed() async {
+        let id = UUID()
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
+                let closed = state.withLockedValue { shared -> Bool in
+                    guard shared.machine.state != .disconnected || shared.endsBeingHandled > 0, !Task.isCancelled else { return true }
+                    shared.closeWaiters[id] = waiter
+                    return false
+                }
+                if closed { waiter.resume() }
+            }
+        } onCancel: {
+            self.state.withLockedValue { $0.closeWaiters.removeValue(forKey: id) }?.resume()
         }
     }
 
@@ -504,6 +536,11 @@ public final class HubConnection: Sendable {
                 }
                 dispatcher?.finish()
                 for handler in handlers { await handler(error) }
+                let waiters = state.withLockedValue { shared in
+                    defer { shared.closeWaiters = [:] }
+                    return shared.closeWaiters.values
+                }
+                for waiter in waiters { waiter.resume() }
             case .sendPing:
                 if let session = state.withLockedValue({ $0.session }) {
                     try? await transmit(.ping, on: session)

@@ -2,6 +2,7 @@ public import Foundation
 import Logging
 import NIOConcurrencyHelpers
 public import RealtimeCore
+public import ServiceLifecycle
 
 /// Owns one Engine.IO connection and multiplexes namespace sockets over it; reconnects with backoff.
 ///
@@ -12,7 +13,7 @@ public import RealtimeCore
 /// try await chat.connect(timeout: .seconds(10))
 /// let reply = try await chat.emitWithAck("join", "room1", timeout: .seconds(5))
 /// ```
-public final class SocketManager: Sendable {
+public final class SocketManager: Service, Sendable {
     private struct State {
         var sockets: [String: SocketIOClient] = [:]
         var session: EngineIOSession?
@@ -77,6 +78,16 @@ public final class SocketManager: Sendable {
     public func disconnect() {
         for socket in state.withLockedValue({ Array($0.sockets.values) }) { socket.disconnect() }
         closeEngine()
+    }
+
+    /// Runs the manager as a `Service`: its sockets connect when they are asked to (``SocketIOClient/connect(auth:timeout:)``);
+    /// at the service group's graceful shutdown every socket disconnects (queued emits stay queued
+    /// and are reported by ``SocketIOClient/queuedEmitCount``) and this returns once the connection
+    /// is closed.
+    public func run() async throws {
+        try? await gracefulShutdown()
+        disconnect()
+        await waitUntilStopped()
     }
 
     /// Waits until the manager's run loop has stopped (after ``disconnect()`` or when reconnection gave up).

@@ -4,6 +4,7 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
 public import RealtimeCore
+public import ServiceLifecycle
 
 /// The seed's `Spreadbot`: one stream per client, WebSocket first, then Server-Sent Events, then
 /// polling, with sends over the WebSocket (or `POST`), an offline queue, reconnects and token refresh.
@@ -25,7 +26,7 @@ public import RealtimeCore
 /// - after an unexpected drop, up to ``SpreadbotConfiguration/maxReconnectAttempts`` attempts with
 ///   backoff, waiting for reachability without counting;
 /// - a 401 anywhere refreshes the token once (shared with ``rest``) and retries once.
-public final class Spreadbot: Sendable {
+public final class Spreadbot: Service, Sendable {
     public let configuration: SpreadbotConfiguration
     /// A REST client sharing this stream's tokens (one refresh serves both).
     public let rest: SpreadbotREST
@@ -214,6 +215,29 @@ public final class Spreadbot: Sendable {
         transportBox.update(nil)
         stateBox.update(.disconnected)
         finishSubscribers()
+    }
+
+    /// Runs the client as a `Service`: the stream runs as ``establishConnection(path:)`` started it;
+    /// at the service group's graceful shutdown the sends still queued get until the stream has
+    /// written them (at most ``SpreadbotConfiguration/requestTimeout``), then the connection closes
+    /// and what is left fails with `notConnected` (reported to its caller or to ``onError(_:)``).
+    public func run() async throws {
+        try? await gracefulShutdown()
+        await drainSends(within: configuration.requestTimeout)
+        closeConnection()
+        await waitUntilClosed()
+    }
+
+    /// Waits until every queued send went out, at most `limit` (nothing waits while not connected).
+    private func drainSends(within limit: Duration) async {
+        guard state == .connected, outbox.count > 0 else { return }
+        let timers = configuration.runtime.timers
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await self.outbox.waitUntilEmpty() }
+            group.addTask { try? await timers.wait(for: limit) }
+            await group.next()
+            group.cancelAll()
+        }
     }
 
     /// Waits until the connection task started by ``establishConnection(path:)`` has ended.

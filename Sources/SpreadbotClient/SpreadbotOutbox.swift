@@ -116,6 +116,9 @@ final class SpreadbotOutbox: Sendable {
         outbox.finishedWrite()
     }
 
+    /// Returns when every queued message went out (or failed), or when the waiting task is cancelled.
+    func waitUntilEmpty() async { await outbox.waitUntilEmpty() }
+
     /// Refuses new sends with `error` and fails every waiting one with it, oldest first. Returns
     /// their sequence numbers.
     @discardableResult
