@@ -9,6 +9,7 @@ package final class OneShot<Value: Sendable>: Sendable {
         /// Waiters of ``cancellableValue()``, by id.
         var cancellable: [Int: CheckedContinuation<Value, any Error>] = [:]
         var nextID = 0
+        var callbacks: [@Sendable (Result<Value, any Error>) -> Void] = []
     }
 
     private let state = NIOLockedValueBox(State())
@@ -17,16 +18,30 @@ package final class OneShot<Value: Sendable>: Sendable {
 
     /// Sets the result (the first call wins) and wakes every waiter.
     package func complete(_ result: Result<Value, any Error>) {
-        let waiters = state.withLockedValue { state -> [CheckedContinuation<Value, any Error>] in
-            guard state.result == nil else { return [] }
+        let (waiters, callbacks) = state.withLockedValue {
+            state -> ([CheckedContinuation<Value, any Error>], [@Sendable (Result<Value, any Error>) -> Void]) in
+            guard state.result == nil else { return ([], []) }
             state.result = result
             defer {
                 state.waiters.removeAll()
                 state.cancellable.removeAll()
+                state.callbacks.removeAll()
             }
-            return state.waiters + state.cancellable.values
+            return (state.waiters + state.cancellable.values, state.callbacks)
         }
         for waiter in waiters { waiter.resume(with: result) }
+        for callback in callbacks { callback(result) }
+    }
+
+    /// Calls `callback` with the result when it arrives (at once if it has), on the completing
+    /// thread: for a synchronous API that reports later, without a task that only waits.
+    package func whenComplete(_ callback: @escaping @Sendable (Result<Value, any Error>) -> Void) {
+        let ready = state.withLockedValue { state -> Result<Value, any Error>? in
+            if let result = state.result { return result }
+            state.callbacks.append(callback)
+            return nil
+        }
+        if let ready { callback(ready) }
     }
 
     /// Whether ``complete(_:)`` has been called.

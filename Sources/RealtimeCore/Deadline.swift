@@ -15,7 +15,6 @@ package enum Deadline {
         timeoutError: RealtimeError,
         _ operation: @escaping @Sendable () async throws -> T
     ) async throws -> T {
-        let operationTask = Task { try await operation() }
         let slot = NIOLockedValueBox(Slot<T>.empty)
 
         @Sendable func finish(_ result: Result<T, any Error>) {
@@ -34,12 +33,17 @@ package enum Deadline {
             continuation?.resume(with: result)
         }
 
-        let timer = Task {
+        // Unstructured on purpose: on the deadline the caller gets its error at once while the
+        // operation, which may not react to cancellation in its first phase, is left to end by itself.
+        let operationTask = Task {
             do {
-                try await runtime.sleep(for: limit)
+                finish(.success(try await operation()))
             } catch {
-                return
+                finish(.failure(error))
             }
+        }
+        let timers = runtime.timers
+        let timer = timers.schedule(after: limit) {
             if !isPastDeadlinePhase() {
                 abandon()
                 // Deliver the timeout before cancelling: cancellation makes the operation fail on
@@ -48,11 +52,7 @@ package enum Deadline {
                 operationTask.cancel()
             }
         }
-        Task {
-            let result = await operationTask.result
-            timer.cancel()
-            finish(result)
-        }
+        defer { timers.cancel(timer) }
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
                 let early = slot.withLockedValue { slot -> Result<T, any Error>? in
@@ -66,7 +66,7 @@ package enum Deadline {
                 if let early { continuation.resume(with: early) }
             }
         } onCancel: {
-            timer.cancel()
+            timers.cancel(timer)
             // Once past the first phase the operation reacts to cancellation itself: wait for it.
             if !isPastDeadlinePhase() {
                 abandon()

@@ -61,32 +61,87 @@ public enum HTTPTransport {
     /// Sends `request` and reads the whole body, up to `request.maxBodySize`, all within
     /// `headTimeout + idleTimeout` (real time): a server that sends the head and then stalls the
     /// body fails with ``RealtimeError/Code/timeout`` instead of holding the caller.
+    ///
+    /// The body is collected on the connection's event loop (async-http-client's delegate API): no
+    /// task besides the caller's, and cancelling the caller cancels the request.
     public static func execute(_ request: HTTPRequestSpec, runtime: RealtimeRuntime = .shared) async throws -> (HTTPResponseHead, ByteBuffer) {
         let total = request.headTimeout + (request.idleTimeout ?? .zero)
-        // async-http-client's deadline ends when the head arrives; the body gets the same limit
-        // here. On the real clock, as that deadline is (a test's manual clock must not stop it).
-        var realTime = runtime
-        realTime.clock = ContinuousClock()
-        return try await Deadline.run(
-            within: total, runtime: realTime, isPastDeadlinePhase: { false }, abandon: {},
-            timeoutError: RealtimeError.timeout("the response from \(Redaction.url(request.url)) did not complete within \(total)")
-        ) {
-            try await executeWithoutBodyLimit(request, total: total, runtime: runtime)
+        let (client, clientRequest) = try request.prepareForDelegate(runtime: runtime)
+        let collector = BodyCollector(limit: request.maxBodySize, cookies: request.cookies, url: request.url)
+        let task = client.execute(
+            request: clientRequest, delegate: collector, deadline: .now() + TimeAmount(total), logger: runtime.libraryLogger)
+        do {
+            let result = try await withTaskCancellationHandler {
+                try await task.futureResult.get()
+            } onCancel: {
+                task.cancel()
+            }
+            // Held until the request ended: the runtime's own HTTP clients shut down with its last copy.
+            withExtendedLifetime(runtime) {}
+            return result
+        } catch {
+            if Task.isCancelled { throw CancellationError() }
+            if let error = error as? HTTPClientError, error == .deadlineExceeded {
+                throw RealtimeError.timeout("the response from \(Redaction.url(request.url)) did not complete within \(total)")
+            }
+            if error is NIOTooManyBytesError {
+                throw RealtimeError(
+                    .messageTooLarge, "the response body from \(Redaction.url(request.url)) exceeds \(request.maxBodySize) bytes", underlying: error)
+            }
+            throw mapError(error, url: request.url)
         }
     }
 
-    private static func executeWithoutBodyLimit(_ request: HTTPRequestSpec, total: Duration, runtime: RealtimeRuntime) async throws -> (HTTPResponseHead, ByteBuffer) {
-        let (client, clientRequest) = try request.prepare(runtime: runtime)
-        do {
-            let response = try await client.execute(clientRequest, timeout: TimeAmount(total), logger: runtime.libraryLogger)
-            request.cookies?.record(response.headers, from: response.url?.absoluteString ?? request.url)
-            let head = HTTPResponseHead(status: response.status, headers: response.headers, url: response.url?.absoluteString ?? request.url)
-            let body = try await response.body.collect(upTo: request.maxBodySize)
-            return (head, body)
-        } catch let error as NIOTooManyBytesError {
-            throw RealtimeError(.messageTooLarge, "the response body from \(Redaction.url(request.url)) exceeds \(request.maxBodySize) bytes", underlying: error)
-        } catch {
-            throw mapError(error, url: request.url)
+    /// Collects a whole response on its event loop, refusing a body over the limit.
+    private final class BodyCollector: HTTPClientResponseDelegate {
+        typealias Response = (HTTPResponseHead, ByteBuffer)
+        private struct State {
+            var head: HTTPResponseHead?
+            var body: ByteBuffer?
+            var finalURL: String?
+        }
+        private let state = NIOLockedValueBox(State())
+        let limit: Int
+        let cookies: CookieStore?
+        let url: String
+
+        init(limit: Int, cookies: CookieStore?, url: String) {
+            self.limit = limit
+            self.cookies = cookies
+            self.url = url
+        }
+
+        func didVisitURL(task: HTTPClient.Task<Response>, _ request: HTTPClient.Request, _ head: NIOHTTP1.HTTPResponseHead) {
+            let visited = request.url.absoluteString
+            cookies?.record(head.headers, from: visited)
+            state.withLockedValue { $0.finalURL = visited }
+        }
+
+        func didReceiveHead(task: HTTPClient.Task<Response>, _ head: NIOHTTP1.HTTPResponseHead) -> EventLoopFuture<Void> {
+            state.withLockedValue { state in
+                state.head = HTTPResponseHead(status: head.status, headers: head.headers, url: state.finalURL ?? url)
+            }
+            return task.eventLoop.makeSucceededVoidFuture()
+        }
+
+        func didReceiveBodyPart(task: HTTPClient.Task<Response>, _ part: ByteBuffer) -> EventLoopFuture<Void> {
+            let tooLarge = state.withLockedValue { state -> Bool in
+                if state.body == nil {
+                    state.body = part
+                } else {
+                    state.body!.writeImmutableBuffer(part)
+                }
+                return state.body!.readableBytes > limit
+            }
+            if tooLarge { task.fail(reason: NIOTooManyBytesError(maxBytes: limit)) }
+            return task.eventLoop.makeSucceededVoidFuture()
+        }
+
+        func didFinishRequest(task: HTTPClient.Task<Response>) throws -> Response {
+            try state.withLockedValue { state in
+                guard let head = state.head else { throw HTTPClientError.remoteConnectionClosed }
+                return (head, state.body ?? ByteBuffer())
+            }
         }
     }
 

@@ -102,6 +102,7 @@ struct WebSocketClientChannel {
                 state = .holding(channel)
                 return nil
             }
+            // A channel nobody will use is finished off in a short task (finishing it is async).
             if let orphan { Task { await WebSocketClientChannel.discard(orphan) } }
         }
 
@@ -117,6 +118,7 @@ struct WebSocketClientChannel {
                 if case .holding(let channel) = state { return channel }
                 return nil
             }
+            // As in hold(_:): finishing the orphan is async.
             if let orphan { Task { await WebSocketClientChannel.discard(orphan) } }
         }
     }

@@ -371,6 +371,8 @@ extension HubConnection {
         logger.debug("starting to poll \(Redaction.url(url))")
         try await runSession(generation: generation, run: run, ready: ready) {
             // The handshake goes out without waiting for the first poll to return.
+            // The handshake goes out beside the first poll (whose answer carries the reply); the
+            // reader awaits it before handling that answer, and cancels it when it ends.
             let handshake = Task { try await sender.send(HubHandshake.request(options.hubProtocol)) }
             var pipeline = InboundPipeline(connection: self, session: session, run: run, ready: ready)
             self.startTimers(session: session, run: run)

@@ -505,7 +505,9 @@ public final class HubConnection: Service, Sendable {
             case .connect:
                 break  // start() opens the first transport itself
             case .reconnect(let delay, let attempt):
-                Task { await self.reconnect(after: delay, attempt: attempt) }
+                // A deadline on the runtime's clock; the attempt itself (negotiate, connect) runs as
+                // a task when it comes due (start() has returned long ago: nothing waits to own it).
+                timers.schedule(after: delay) { Task { await self.reconnect(attempt: attempt) } }
             case .failPending(let error):
                 let pending = state.withLockedValue { shared in
                     defer { shared.pending.removeAll() }
@@ -553,8 +555,7 @@ public final class HubConnection: Service, Sendable {
         }
     }
 
-    private func reconnect(after delay: Duration, attempt: Int) async {
-        if delay > .zero { try? await timeline.sleep(until: timeline.now + delay) }
+    private func reconnect(attempt: Int) async {
         guard state.withLockedValue({ $0.machine.state == .reconnecting(attempt: attempt) }) else { return }
         do {
             try await openTransport()

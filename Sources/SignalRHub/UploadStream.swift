@@ -47,6 +47,8 @@ extension HubConnection {
     /// Sends each upload stream's items and its end, concurrently with waiting for the result.
     func startUploads(_ streams: [(id: String, stream: UploadStream)], on session: Session) {
         for (id, stream) in streams {
+            // Unstructured: an upload runs beside its invocation, which the caller awaits; it ends
+            // with the stream or with the connection.
             Task {
                 do {
                     try await stream.pump { item in

@@ -366,12 +366,12 @@ final class EngineIOSession: Sendable {
         _ inbound: inout WebSocketMessages.AsyncIterator, on connection: WebSocketConnection, within limit: Duration
     ) async throws -> (message: RealtimeMessage?, timedOut: Bool) {
         let timedOut = NIOLockedValueBox(false)
-        let timer = Task {
-            try await runtime.sleep(for: limit)
+        let timer = runtime.timers.schedule(after: limit) {
             timedOut.withLockedValue { $0 = true }
-            try? await connection.close(code: 1000, reason: nil)
+            // Only when the deadline passed: closing the WebSocket is async.
+            Task { try? await connection.close(code: 1000, reason: nil) }
         }
-        defer { timer.cancel() }
+        defer { runtime.timers.cancel(timer) }
         let message = try await inbound.next()
         return (message, message == nil && timedOut.withLockedValue { $0 })
     }

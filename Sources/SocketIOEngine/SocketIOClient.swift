@@ -124,13 +124,11 @@ public final class SocketIOClient: Sendable {
     ///   `serverMessage`), `timeout`, `reconnectGaveUp`, or `notConnected` after ``disconnect()``.
     public func connect(auth: SocketIOAuth? = nil, timeout: Duration = .seconds(20)) async throws {
         let id = UUID()
-        let timer = Task { [runtime] in
-            try? await runtime.sleep(for: timeout)
-            if !Task.isCancelled {
-                self.resumeConnectWaiter(id, with: .failure(RealtimeError.timeout("namespace \(self.namespace) not connected within \(timeout)")))
-            }
+        let namespace = namespace
+        let timer = runtime.timers.schedule(after: timeout) { [weak self] in
+            self?.resumeConnectWaiter(id, with: .failure(RealtimeError.timeout("namespace \(namespace) not connected within \(timeout)")))
         }
-        defer { timer.cancel() }
+        defer { runtime.timers.cancel(timer) }
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
                 let connected = state.withLockedValue { state -> Bool in

@@ -106,11 +106,14 @@ public final class SocketManager: Service, Sendable {
             return (false, state.handler?.isOpen == true ? state.session : nil)
         }
         if start {
+            // Unstructured: a socket's connect() (the API socket.io clients have) starts the shared
+            // connection, which outlives that call; disconnect() and run() end it.
             let task = Task { await self.runLoop() }
             state.withLockedValue { state in
                 if state.runTask == nil { state.runTask = task } else { task.cancel() }
             }
         } else if let session {
+            // Short-lived: the CONNECT packet waits for the namespace's auth provider (async).
             Task { await socket.sendConnect(on: session) }
         }
     }
@@ -130,11 +133,7 @@ public final class SocketManager: Service, Sendable {
         if let session, session.handshake != nil {
             session.close()
             // A transport that cannot deliver the close packet must not keep the loop alive.
-            let runtime = runtime
-            Task {
-                try? await runtime.sleep(for: .seconds(2))
-                task.cancel()
-            }
+            runtime.timers.schedule(after: .seconds(2)) { task.cancel() }
         } else {
             task.cancel()
         }

@@ -169,8 +169,8 @@ public final class Spreadbot: Service, Sendable {
     private func submit(_ data: SpreadbotData) {
         do {
             let delivery = try outbox.enqueue(data)
-            Task {
-                do { try await delivery.delivered() } catch { self.report(error) }
+            delivery.done.whenComplete { result in
+                if case .failure(let error) = result { self.report(error) }
             }
         } catch {
             report(error)
@@ -193,6 +193,8 @@ public final class Spreadbot: Service, Sendable {
         outbox.reopen()
         stateBox.update(.connecting)
         let generation = run.withLockedValue { $0.generation }
+        // Unstructured: establishConnection(path:) (the seed's API) returns at once; closeConnection()
+        // and run() (as a Service) end it.
         let task = Task {
             await previous?.value
             await self.runConnection(path: path, generation: generation)

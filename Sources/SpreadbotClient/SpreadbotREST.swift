@@ -111,6 +111,7 @@ public final class SpreadbotREST: Sendable {
         onSuccess: @escaping @MainActor @Sendable (Any) -> Void, onError: @escaping @MainActor @Sendable (any Error) -> Void,
         _ operation: @escaping @Sendable () async throws -> SpreadbotResponse
     ) {
+        // Unstructured: the seed's callback API returns at once and reports on the main actor.
         Task {
             do {
                 let response = try await operation()
