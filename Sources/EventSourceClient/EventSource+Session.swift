@@ -10,10 +10,11 @@ import NIOHTTP1
 import RealtimeCore
 
 extension EventSource {
-    /// One connection: RealtimeCore's event stream with the EventSource rules for the head (204 ends
-    /// for good, any other status but 200 and any content type but `text/event-stream` fail), and
-    /// every event handed to the consumer's buffer on the connection's event loop.
-    func session(_ context: ReconnectDriver<Never>.SessionContext) async throws -> SessionEnd {
+    /// Opens one connection: RealtimeCore's event stream with the EventSource rules for the head
+    /// (204 ends for good, any other status but 200 and any content type but `text/event-stream`
+    /// fail), every event handed to the consumer's buffer on the connection's event loop, and the
+    /// end reported by a callback. Returns the machine's actions when the request cannot even start.
+    func openStream() -> [ReconnectMachine.Action] {
         var headers = configuration.headers
         headers.replaceOrAdd(name: "Accept", value: "text/event-stream")
         headers.replaceOrAdd(name: "Cache-Control", value: "no-cache")
@@ -28,75 +29,89 @@ extension EventSource {
             lastEventId: lastEventId,
             idleTimeout: configuration.idleTimeout)
         let urlText = url.absoluteString
-        let stream = try EventStream.open(
-            request, runtime: runtime, options: options,
-            onHead: { head in
-                self.state.withLockedValue { $0.lastStatus = Int(head.status.code) }
-                if head.status == .noContent {
-                    // The server's way to say "stop reconnecting".
-                    self.state.withLockedValue { $0.closed = true }
-                    return .finish
-                }
-                guard head.status == .ok else {
-                    let status = head.status
-                    return .refuse { excerpt in RealtimeError.badStatus(status, url: urlText, body: excerpt) }
-                }
-                guard head.mediaType == "text/event-stream" else {
-                    let error = RealtimeError(
-                        .badContentType,
-                        "expected Content-Type text/event-stream, got \(head.headers.first(name: "content-type") ?? "none")",
-                        status: head.status)
-                    return .refuse { _ in error }
-                }
-                self.opened(context)
-                return .accept
-            },
-            onOutputs: { outputs in self.receive(outputs, context) })
+        let stream: EventStream
+        do {
+            stream = try EventStream.open(
+                request, runtime: runtime, options: options,
+                onHead: { head in
+                    self.state.withLockedValue { $0.lastStatus = Int(head.status.code) }
+                    if head.status == .noContent {
+                        // The server's way to say "stop reconnecting".
+                        self.state.withLockedValue { $0.closed = true }
+                        return .finish
+                    }
+                    guard head.status == .ok else {
+                        let status = head.status
+                        return .refuse { excerpt in RealtimeError.badStatus(status, url: urlText, body: excerpt) }
+                    }
+                    guard head.mediaType == "text/event-stream" else {
+                        let error = RealtimeError(
+                            .badContentType,
+                            "expected Content-Type text/event-stream, got \(head.headers.first(name: "content-type") ?? "none")",
+                            status: head.status)
+                        return .refuse { _ in error }
+                    }
+                    self.opened()
+                    return .accept
+                },
+                onOutputs: { outputs in self.receive(outputs) })
+        } catch {
+            let now = runtime.timers.now
+            return state.withLockedValue { $0.machine.ended(.dropped(RealtimeError.wrap(error)), now: now) }
+        }
         let registered = state.withLockedValue { state -> Bool in
-            guard !state.closed, !state.restartRequested else { return false }
+            guard !state.closed else { return false }
             state.stream = stream
             return true
         }
         if !registered { stream.cancel() }
         buffer.setOnDemand { stream.resume() }
-        defer {
-            let lastEventId = stream.lastEventId
-            let bytes = stream.bytesReceived
-            state.withLockedValue { state in
-                state.stream = nil
-                state.lastEventId = lastEventId
-                state.bytesOfEndedStreams += bytes
-            }
-        }
-        let end: EventStreamEnd
-        do {
-            end = try await stream.finished()
-        } catch is CancellationError {
-            let (closed, restart) = state.withLockedValue { ($0.closed, $0.restartRequested) }
-            if closed { return .closed }
-            if restart { return .restart }
-            throw CancellationError()
-        } catch let error as RealtimeError where error.code == .timeout {
-            return .dropped(error)
-        }
-        if state.withLockedValue({ $0.closed }) { return .closed }
-        if case .finishedAtHead = end { return .closed }
-        // A clean end of the body: reconnect after the reconnection time.
-        runtime.logger.debug("event stream ended by the server")
-        return .dropped(RealtimeError(.connectionClosed, "the server ended the event stream"))
+        stream.whenFinished { result in self.streamEnded(stream, result) }
+        return []
     }
 
     /// The head was accepted (on the event loop): open, before any event of this response.
-    private func opened(_ context: ReconnectDriver<Never>.SessionContext) {
-        context.connected()
+    private func opened() {
+        let now = runtime.timers.now
+        perform(state.withLockedValue { $0.machine.opened(now: now) })
         setReadyState(.open)
         notifyOpen()
         if hasConsumer { buffer.yield(.open) }
     }
 
+    /// The response ended (a callback on its event loop): the machine decides what comes next.
+    private func streamEnded(_ stream: EventStream, _ result: Result<EventStreamEnd, any Error>) {
+        let lastEventId = stream.lastEventId
+        let bytes = stream.bytesReceived
+        let now = runtime.timers.now
+        let actions = state.withLockedValue { state -> [ReconnectMachine.Action] in
+            if state.stream === stream { state.stream = nil }
+            state.lastEventId = lastEventId
+            state.bytesOfEndedStreams += bytes
+            if state.restartRequested, !state.closed {
+                state.restartRequested = false
+                return state.machine.ended(.restart, now: now)
+            }
+            if state.closed {
+                // close() stopped the machine; a 204 ends it here.
+                return state.machine.ended(.closed, now: now)
+            }
+            switch result {
+            case .success(.finishedAtHead):
+                return state.machine.ended(.closed, now: now)
+            case .success(.ended):
+                // A clean end of the body: reconnect after the reconnection time.
+                return state.machine.ended(.dropped(RealtimeError(.connectionClosed, "the server ended the event stream")), now: now)
+            case .failure(let error):
+                return state.machine.ended(.dropped(RealtimeError.wrap(error)), now: now)
+            }
+        }
+        perform(actions)
+    }
+
     /// One body part's outputs (on the event loop): callbacks first, then the consumer's buffer.
     /// Returns false when the consumer is `bufferSize` behind: reading pauses until it catches up.
-    private func receive(_ outputs: [EventStream.Output], _ context: ReconnectDriver<Never>.SessionContext) -> Bool {
+    private func receive(_ outputs: [EventStream.Output]) -> Bool {
         let includeComments = configuration.includeComments
         let onComment = configuration.onComment
         var updates: [EventSourceUpdate] = []
@@ -110,15 +125,18 @@ extension EventSource {
                 updates.append(.event(event))
             case .retry(let milliseconds):
                 state.withLockedValue { $0.reconnectionTime = .milliseconds(milliseconds) }
+                reconnectionTimeForBackoff.withLockedValue { $0 = .milliseconds(milliseconds) }
             case .comment(let text):
                 onComment?(text)
                 if includeComments { updates.append(.comment(text)) }
             }
         }
         if let lastEventId {
-            state.withLockedValue { $0.lastEventId = lastEventId }
             // An event arrived: this connection counts as stable for the reconnect count.
-            context.progressed()
+            state.withLockedValue { state in
+                state.lastEventId = lastEventId
+                state.machine.progressed()
+            }
         }
         guard hasConsumer, !updates.isEmpty else { return true }
         return buffer.yield(contentsOf: updates)

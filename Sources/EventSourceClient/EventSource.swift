@@ -32,14 +32,18 @@ public final class EventSource: Service, Sendable {
     public let url: URL
     public let configuration: EventSourceConfiguration
     let runtime: RealtimeRuntime
-    let driver: ReconnectDriver<Never>
     let state: NIOLockedValueBox<LoopState>
     let buffer: InboundBuffer<EventSourceUpdate>
-    /// Callbacks of the IKEventSource-shaped layer (EventSource+IKEventSource.swift).
+    let stateBroadcaster = StateBroadcaster<ConnectionState>(.disconnected(nil))
+    /// Completed when the source has stopped for good (``run()`` waits for it).
+    let ended = OneShot<Void>()
+    /// Callbacks of the IKEventSource-shaped layer (EventSourceCompat), kept here.
     package let callbacks = NIOLockedValueBox(Callbacks())
 
     struct LoopState {
-        var task: Task<Void, Never>?
+        /// The reconnect rules; this class performs their actions from callbacks (the stream's end,
+        /// a deadline): no task waits while a source is connected.
+        var machine: ReconnectMachine
         var started = false
         var closed = false
         var lastEventId: String
@@ -53,6 +57,9 @@ public final class EventSource: Service, Sendable {
         var stream: EventStream?
         /// Body bytes of the responses that ended.
         var bytesOfEndedStreams = 0
+        var retryTimer: TimerQueue.Timer?
+        /// Waits for the network before a retry (only while reconnecting).
+        var reachabilityWait: Task<Void, Never>?
     }
 
     /// - Parameters:
@@ -63,26 +70,28 @@ public final class EventSource: Service, Sendable {
         self.url = url
         self.configuration = configuration
         self.runtime = runtime
-        self.state = NIOLockedValueBox(LoopState(
-            lastEventId: configuration.lastEventId ?? "", reconnectionTime: configuration.reconnectionTime))
-        let state = self.state
         let cap = configuration.maxReconnectionTime
         let factor = configuration.randomizationFactor
         let maxAttempts = configuration.maxReconnectAttempts
-        self.driver = ReconnectDriver(
-            policy: ReconnectPolicy(
-                backoff: .custom { attempt in
-                    let base = state.withLockedValue { $0.reconnectionTime }
-                    return BackoffPolicy.exponential(
-                        initial: base, maximum: max(cap, base), randomizationFactor: factor, maxAttempts: maxAttempts
-                    ).delay(forAttempt: attempt)
-                },
-                reachability: configuration.reachability,
-                shouldRetry: configuration.shouldRetry),
-            queue: OfflineQueue(capacity: 0),
-            runtime: runtime)
+        let initial = configuration.reconnectionTime
+        let reconnectionTime = NIOLockedValueBox(initial)
+        let policy = ReconnectPolicy(
+            backoff: .custom { attempt in
+                let base = reconnectionTime.withLockedValue { $0 }
+                return BackoffPolicy.exponential(
+                    initial: base, maximum: max(cap, base), randomizationFactor: factor, maxAttempts: maxAttempts
+                ).delay(forAttempt: attempt)
+            },
+            reachability: configuration.reachability,
+            shouldRetry: configuration.shouldRetry)
+        self.reconnectionTimeForBackoff = reconnectionTime
+        self.state = NIOLockedValueBox(LoopState(
+            machine: ReconnectMachine(policy: policy), lastEventId: configuration.lastEventId ?? "", reconnectionTime: initial))
         self.buffer = InboundBuffer(limit: configuration.bufferSize)
     }
+
+    /// The reconnection time the backoff starts from (the server's `retry:`), read by the policy.
+    let reconnectionTimeForBackoff: NIOLockedValueBox<Duration>
 
     /// The events, in order. Iterating starts the connection if ``run()`` has not.
     /// One consumer at a time, across ``events`` and ``updates``.
@@ -98,7 +107,7 @@ public final class EventSource: Service, Sendable {
     public var readyState: EventSourceState { state.withLockedValue { $0.readyState } }
 
     /// The connection state with reconnect attempts, current value and changes.
-    public var connectionState: StateBroadcaster<ConnectionState> { driver.state }
+    public var connectionState: StateBroadcaster<ConnectionState> { stateBroadcaster }
 
     /// The last event ID received (sent as `Last-Event-ID` when reconnecting).
     public var lastEventId: String { state.withLockedValue { $0.lastEventId } }
@@ -111,60 +120,74 @@ public final class EventSource: Service, Sendable {
     /// The reconnection time, as last set by the server's `retry:` field.
     public var reconnectionTime: Duration { state.withLockedValue { $0.reconnectionTime } }
 
-    /// Runs the connection until ``close()``, a 204, a fatal error, cancellation, or the service
-    /// group's graceful shutdown (which closes the source). When iterating ``events`` already
-    /// started it, waits for that connection to end instead.
+    /// Runs the connection until ``close()``, a 204, a fatal error, or the service group's graceful
+    /// shutdown (which closes the source). When iterating ``events`` already started it, waits for
+    /// that connection to end instead. Cancelling the task closes the source too.
     public func run() async throws {
-        let (first, running) = state.withLockedValue { state -> (Bool, Task<Void, Never>?) in
-            if state.started { return (false, state.task) }
-            state.started = true
-            return (true, nil)
-        }
-        await withGracefulShutdownHandler {
-            if first {
-                await loop()
-            } else {
-                await running?.value
-            }
-        } onGracefulShutdown: {
-            self.close()
+        startIfNeeded()
+        do {
+            try await cancelWhenGracefulShutdown { try await self.ended.cancellableValue() }
+        } catch {
+            close()
         }
     }
 
     /// Closes the connection for good; ``events`` ends normally.
     public func close() {
-        let (task, stream) = state.withLockedValue { state -> (Task<Void, Never>?, EventStream?) in
+        let (actions, stream, timer, wait) = state.withLockedValue {
+            state -> ([ReconnectMachine.Action], EventStream?, TimerQueue.Timer?, Task<Void, Never>?) in
             state.closed = true
             state.readyState = .closed
-            return (state.task, state.stream)
+            defer {
+                state.retryTimer = nil
+                state.reachabilityWait = nil
+            }
+            return (state.started ? state.machine.stop() : [], state.stream, state.retryTimer, state.reachabilityWait)
         }
         stream?.cancel()
-        task?.cancel()
+        if let timer { runtime.timers.cancel(timer) }
+        wait?.cancel()
         buffer.finish()
+        perform(actions)
+        if actions.isEmpty { ended.complete(.success(())) }
     }
 
     /// Drops the current connection and connects again at once (no backoff), sending the last event
     /// ID: for a reset the server asked for in an event, or a user's "refresh". Starts the
     /// connection if it was not running; does nothing after ``close()``.
     public func restart() {
-        let (closed, stream) = state.withLockedValue { state -> (Bool, EventStream?) in
-            if state.closed { return (true, nil) }
-            state.restartRequested = true
-            return (false, state.stream)
+        enum Step { case nothing, start, cancel(EventStream), now([ReconnectMachine.Action], TimerQueue.Timer?, Task<Void, Never>?) }
+        let step = state.withLockedValue { state -> Step in
+            if state.closed { return .nothing }
+            if !state.started { return .start }
+            if let stream = state.stream {
+                state.restartRequested = true
+                return .cancel(stream)
+            }
+            defer {
+                state.retryTimer = nil
+                state.reachabilityWait = nil
+            }
+            return .now(state.machine.restartNow(), state.retryTimer, state.reachabilityWait)
         }
-        guard !closed else { return }
-        stream?.cancel()
-        startIfNeeded()
+        switch step {
+        case .nothing: return
+        case .start: startIfNeeded()
+        case .cancel(let stream): stream.cancel()
+        case .now(let actions, let timer, let wait):
+            if let timer { runtime.timers.cancel(timer) }
+            wait?.cancel()
+            perform(actions)
+        }
     }
 
     func startIfNeeded() {
-        state.withLockedValue { state in
-            guard !state.started, !state.closed else { return }
+        let actions = state.withLockedValue { state -> [ReconnectMachine.Action] in
+            guard !state.started, !state.closed else { return [] }
             state.started = true
-            // Unstructured because the app asked for the events without running the source as a
-            // Service (`run()` is the structured way); close() cancels it.
-            state.task = Task { await self.loop() }
+            return state.machine.start()
         }
+        perform(actions)
     }
 
     func attachConsumer() {
@@ -174,26 +197,46 @@ public final class EventSource: Service, Sendable {
 
     var hasConsumer: Bool { state.withLockedValue { $0.hasConsumer } }
 
-    /// The connection loop: the reconnect driver runs one session per connection.
-    func loop() async {
-        let error = await driver.run({ context in
-            if self.state.withLockedValue({ $0.closed }) { return .closed }
-            self.setReadyState(.connecting)
-            self.state.withLockedValue { $0.restartRequested = false }
-            return try await self.session(context)
-        }, onFailure: { error, willRetry in
-            self.runtime.logger.debug(
-                "event stream failed", metadata: ["realtime.error": "\(error)", "realtime.will_retry": "\(willRetry)"])
-            self.setReadyState(willRetry ? .connecting : .closed)
-            if self.hasConsumer { self.buffer.yield(.failure(error, willRetry: willRetry)) }
-        })
-        setReadyState(.closed)
-        let status = state.withLockedValue { $0.lastStatus }
-        notifyComplete(status: status, error: error)
-        if let error, !state.withLockedValue({ $0.closed }) {
-            buffer.finish(throwing: error)
-        } else {
-            buffer.finish()
+    /// Performs the reconnect machine's actions, and those their inputs produce, in order.
+    func perform(_ initial: [ReconnectMachine.Action]) {
+        var pending = initial[...]
+        while let action = pending.popFirst() {
+            switch action {
+            case .publish(let connectionState):
+                stateBroadcaster.update(connectionState)
+            case .report(let error, let willRetry):
+                runtime.logger.debug(
+                    "event stream failed", metadata: ["realtime.error_code": "\(error.code)", "realtime.will_retry": "\(willRetry)"])
+                setReadyState(willRetry ? .connecting : .closed)
+                if hasConsumer { buffer.yield(.failure(error, willRetry: willRetry)) }
+            case .finished(let error):
+                setReadyState(.closed)
+                let (status, closed) = state.withLockedValue { ($0.lastStatus, $0.closed) }
+                notifyComplete(status: status, error: error)
+                if let error, !closed { buffer.finish(throwing: error) } else { buffer.finish() }
+                ended.complete(.success(()))
+            case .connect:
+                if state.withLockedValue({ $0.closed }) { continue }
+                setReadyState(.connecting)
+                pending += openStream()
+            case .waitForNetwork:
+                let reachability = configuration.reachability
+                // A task only while reconnecting: the reachability check is async.
+                let wait = Task {
+                    do { try await reachability.waitUntilReachable() } catch { return }
+                    self.perform(self.state.withLockedValue { $0.machine.networkReachable() })
+                }
+                state.withLockedValue { $0.reachabilityWait = wait }
+            case .scheduleRetry(let delay, _):
+                let timer = runtime.timers.schedule(after: delay) { [weak self] in
+                    guard let self else { return }
+                    self.perform(self.state.withLockedValue { state in
+                        state.retryTimer = nil
+                        return state.machine.retryDue()
+                    })
+                }
+                state.withLockedValue { $0.retryTimer = timer }
+            }
         }
     }
 

@@ -191,6 +191,23 @@ public final class EventStream: Sendable {
         return state.withLockedValue { $0.finishedAtHead } ? .finishedAtHead : .ended
     }
 
+    /// Calls `callback` once the stream has ended, with what ``finished()`` would return or throw
+    /// (`CancellationError` after ``cancel()``): for an owner that waits without a task.
+    public func whenFinished(_ callback: @escaping @Sendable (Result<EventStreamEnd, any Error>) -> Void) {
+        guard let task = state.withLockedValue({ $0.task }) else { return callback(.failure(CancellationError())) }
+        task.futureResult.whenComplete { result in
+            switch result {
+            case .success:
+                callback(.success(self.state.withLockedValue { $0.finishedAtHead } ? .finishedAtHead : .ended))
+            case .failure(let error):
+                let (recorded, finishedAtHead) = self.state.withLockedValue { ($0.failure, $0.finishedAtHead) }
+                if finishedAtHead { return callback(.success(.finishedAtHead)) }
+                if let recorded { return callback(.failure(recorded)) }
+                callback(.failure(HTTPTransport.mapError(error, url: self.url)))
+            }
+        }
+    }
+
     /// Lets a stream paused by `onOutputs` read again (may be called before the pause took hold).
     public func resume() {
         let promise = state.withLockedValue { state -> EventLoopPromise<Void>? in

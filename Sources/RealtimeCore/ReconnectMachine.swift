@@ -128,6 +128,20 @@ public struct ReconnectMachine: Sendable {
         return [.connect(attempt: attempt)]
     }
 
+    /// Connect again at once, without backoff, from wherever the machine is but stopped (a restart
+    /// asked for while waiting to retry). While connecting or connected, end the connection with
+    /// ``SessionEnd/restart`` instead.
+    public mutating func restartNow() -> [Action] {
+        switch phase {
+        case .idle, .waitingForNetwork, .waitingToRetry:
+            failedAttempts = 0
+            phase = .connecting(attempt: 0)
+            return [.publish(.reconnecting(attempt: 0)), .connect(attempt: 0)]
+        case .connecting, .connected, .stopped:
+            return []
+        }
+    }
+
     /// The owner stops: no more attempts.
     public mutating func stop() -> [Action] {
         guard phase != .stopped else { return [] }

@@ -163,6 +163,20 @@ case "stream-idle":
         return stream
     }
 
+case "stream-task-idle":
+    // EventStream plus one task per stream awaiting its end (what a task per connection costs).
+    guard let url = argument(1) else { fail("stream-task-idle URL N") }
+    try await idle("stream+task", count: number(2, 2000)) { _ in
+        let first = AsyncStream.makeStream(of: Void.self)
+        let stream = try EventStream.open(HTTPRequestSpec(url: url), onHead: { _ in .accept }, onOutputs: { _ in
+            first.continuation.finish()
+            return true
+        })
+        for await _ in first.stream {}
+        let task = Task { _ = try? await stream.finished() }
+        return [stream, task] as [any Sendable]
+    }
+
 case "socketio-idle":
     guard let url = argument(1) else { fail("socketio-idle URL N") }
     try await idle("socketio", count: number(2, 2000)) { _ in
