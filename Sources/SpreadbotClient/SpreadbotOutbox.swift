@@ -34,7 +34,8 @@ final class SpreadbotOutbox: Sendable {
         var connected = false
         var closed: RealtimeError?
         var nextSequence: UInt64 = 1
-        var inFlight = 0
+        /// Accepted and not yet delivered or failed (queued or being written).
+        var pending = 0
     }
 
     private let outbox = Outbox<Item>()
@@ -48,7 +49,7 @@ final class SpreadbotOutbox: Sendable {
     }
 
     /// Messages not delivered yet (waiting, or being written).
-    var count: Int { outbox.queuedCount + state.withLockedValue { $0.inFlight } }
+    var count: Int { state.withLockedValue { $0.pending } }
 
     /// Adds a message. Throws `queueFull` when the offline queue (or, while connected, the pending
     /// limit) is full, and `notConnected` after ``close(_:)``.
@@ -58,7 +59,8 @@ final class SpreadbotOutbox: Sendable {
                 throw RealtimeError(.notConnected, "the connection is closed; establishConnection(path:) opens it again")
             }
             let capacity = state.connected ? connectedCapacity : offlineCapacity
-            guard capacity > 0, outbox.queuedCount + state.inFlight < capacity else { throw RealtimeError.queueFull(capacity: capacity) }
+            guard capacity > 0, state.pending < capacity else { throw RealtimeError.queueFull(capacity: capacity) }
+            state.pending += 1
             let item = Item(sequence: state.nextSequence, data: data, done: OneShot())
             state.nextSequence += 1
             // Under this lock: the push is in sequence order.
@@ -82,20 +84,20 @@ final class SpreadbotOutbox: Sendable {
     /// nil when the writer's task is cancelled or the outbox closed. Hand it back with
     /// ``delivered(_:)``, ``failed(_:_:)`` or ``writeFailed(_:)``.
     func next() async -> Item? {
-        guard let item = await outbox.take(maxBytes: 1, generation: outbox.generation)?.first else { return nil }
-        state.withLockedValue { $0.inFlight += 1 }
-        return item
+        await outbox.take(maxBytes: 1, generation: outbox.generation)?.first
     }
 
     /// The message went out.
     func delivered(_ item: Item) {
-        finished()
+        state.withLockedValue { $0.pending -= 1 }
+        outbox.finishedWrite()
         item.done.complete(.success(()))
     }
 
     /// The message will never go out (the server refused it).
     func failed(_ item: Item, _ error: any Error) {
-        finished()
+        state.withLockedValue { $0.pending -= 1 }
+        outbox.finishedWrite()
         item.done.complete(.failure(error))
     }
 
@@ -103,16 +105,10 @@ final class SpreadbotOutbox: Sendable {
     func writeFailed(_ item: Item) {
         if let closed = state.withLockedValue({ $0.closed }) {
             // Closed meanwhile: nobody will write it again.
-            finished()
-            item.done.complete(.failure(closed))
+            failed(item, closed)
             return
         }
         outbox.requeueFront([item])
-        finished()
-    }
-
-    private func finished() {
-        state.withLockedValue { $0.inFlight -= 1 }
         outbox.finishedWrite()
     }
 
@@ -128,6 +124,7 @@ final class SpreadbotOutbox: Sendable {
             $0.connected = false
         }
         let items = outbox.takeUnsent().unwritten
+        state.withLockedValue { $0.pending -= items.count }
         for item in items { item.done.complete(.failure(error)) }
         return items.map(\.sequence)
     }
