@@ -459,6 +459,13 @@ final class FlushCoalescingHandler: ChannelOutboundHandler, RemovableChannelHand
         removed = true
     }
 
+    /// A close sends what was written first: a held flush goes out before the channel closes (the
+    /// writes' senders were told they were written).
+    func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
+        if flushRequested { flushNow(context) }
+        context.close(mode: mode, promise: promise)
+    }
+
     private func flushNow(_ context: ChannelHandlerContext) {
         flushRequested = false
         pendingBytes = 0

@@ -140,39 +140,44 @@ public enum WebSocketTransport {
         let libraryLogger = runtime.libraryLogger
         let closeFrame: WebSocketCloseFrame?
         do {
-            closeFrame = try await Deadline.run(
+            // Only the opening (TCP, TLS, upgrade) runs under the deadline, in a task of its own that
+            // is abandoned when the deadline passes; the open connection then runs in the caller's
+            // task (preferring the channel's event loop), so a connection costs no second task.
+            let opened = try await Deadline.run(
                 within: configuration.connectTimeout,
                 runtime: runtime,
                 isPastDeadlinePhase: { phase.withLockedValue { $0 == .open } },
                 abandon: { phase.withLockedValue { $0 = .abandoned } },
                 timeoutError: RealtimeError.timeout("the WebSocket connection to \(Redaction.url(url)) was not open within \(configuration.connectTimeout)")
-            ) {
-                try await withEventLoopPreference(eventLoop) {
-                    let (asyncChannel, response, extensions) = try await channelFactory.open(on: eventLoop)
-                    let abandoned = phase.withLockedValue { phase -> Bool in
-                        if phase == .abandoned { return true }
-                        phase = .open
-                        return false
-                    }
-                    if abandoned {
-                        await WebSocketClientChannel.discard(asyncChannel)
-                        return nil
-                    }
-                    return try await WebSocketHandler.handle(
-                        type: .client,
-                        configuration: WebSocketHandler.Configuration(
-                            extensions: extensions, autoPing: autoPing, closeTimeout: closeTimeout, validateUTF8: validateUTF8,
-                            maxFrameSize: maxMessageSize),
-                        asyncChannel: asyncChannel,
-                        context: TransportContext(logger: libraryLogger)
-                    ) { inbound, outbound, _ in
-                        let connection = WebSocketConnection(
-                            inbound: WebSocketMessages(
-                                base: inbound, outbound: outbound, maxMessageSize: maxMessageSize, validateUTF8: validateUTF8,
-                                url: url),
-                            outbound: outbound, closeRequested: closeRequested, upgradeResponse: response)
-                        try await body(connection)
-                    }
+            ) { () -> OpenedChannel? in
+                let (asyncChannel, response, extensions) = try await channelFactory.open(on: eventLoop)
+                let abandoned = phase.withLockedValue { phase -> Bool in
+                    if phase == .abandoned { return true }
+                    phase = .open
+                    return false
+                }
+                if abandoned {
+                    await WebSocketClientChannel.discard(asyncChannel)
+                    return nil
+                }
+                return OpenedChannel(asyncChannel: asyncChannel, response: response, extensions: extensions)
+            }
+            guard let opened else { throw CancellationError() }
+            closeFrame = try await withEventLoopPreference(eventLoop) {
+                try await WebSocketHandler.handle(
+                    type: .client,
+                    configuration: WebSocketHandler.Configuration(
+                        extensions: opened.extensions, autoPing: autoPing, closeTimeout: closeTimeout, validateUTF8: validateUTF8,
+                        maxFrameSize: maxMessageSize),
+                    asyncChannel: opened.asyncChannel,
+                    context: TransportContext(logger: libraryLogger)
+                ) { inbound, outbound, _ in
+                    let connection = WebSocketConnection(
+                        inbound: WebSocketMessages(
+                            base: inbound, outbound: outbound, maxMessageSize: maxMessageSize, validateUTF8: validateUTF8,
+                            url: url),
+                        outbound: outbound, closeRequested: closeRequested, upgradeResponse: opened.response)
+                    try await body(connection)
                 }
             }
         } catch {
@@ -202,6 +207,15 @@ public enum WebSocketTransport {
     }
 
     private enum ConnectPhase: Sendable { case connecting, open, abandoned }
+
+    /// An upgraded channel handed from the opening task to the caller's.
+    private struct OpenedChannel: @unchecked Sendable {
+        // @unchecked Sendable: the extensions (swift-websocket's, not Sendable) are built for this
+        // channel and only used by its handler, after the opening task is done with them.
+        let asyncChannel: NIOAsyncChannel<WebSocketFrame, WebSocketFrame>
+        let response: WebSocketUpgradeResponse
+        let extensions: [any WebSocketExtension]
+    }
 
     static func isEndOfConnection(_ error: any Error) -> Bool {
         if let error = error as? RealtimeError { return error.code == .connectionClosed }
