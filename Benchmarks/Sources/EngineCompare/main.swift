@@ -199,7 +199,7 @@ case "signalr-idle":
 case "spreadbot-idle":
     guard let url = argument(1) else { fail("spreadbot-idle URL N") }
     try await idle("spreadbot", count: number(2, 2000)) { _ in
-        var configuration = SpreadbotConfiguration(baseURL: url, accessToken: "token")
+        var configuration = SpreadbotConfiguration(baseURL: url, accessToken: "access-0")
         configuration.reachability = AlwaysReachable()
         configuration.transports = [.webSocket]
         let client = Spreadbot(configuration: configuration)
