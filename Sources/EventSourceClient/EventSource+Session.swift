@@ -32,7 +32,7 @@ extension EventSource {
         let stream: EventStream
         do {
             stream = try EventStream.open(
-                request, runtime: runtime, options: options,
+                request, runtime: runtime, options: options, metrics: metrics,
                 onHead: { head in
                     self.state.withLockedValue { $0.lastStatus = Int(head.status.code) }
                     if head.status == .noContent {
@@ -73,7 +73,9 @@ extension EventSource {
     /// The head was accepted (on the event loop): open, before any event of this response.
     private func opened() {
         let now = runtime.timers.now
-        perform(state.withLockedValue { $0.machine.opened(now: now) })
+        let actions = state.withLockedValue { $0.machine.opened(now: now) }
+        if !actions.isEmpty { metrics.opened() }
+        perform(actions)
         setReadyState(.open)
         notifyOpen()
         if hasConsumer { buffer.yield(.open) }
@@ -85,6 +87,7 @@ extension EventSource {
         let bytes = stream.bytesReceived
         let now = runtime.timers.now
         let actions = state.withLockedValue { state -> [ReconnectMachine.Action] in
+            if state.machine.phase == .connected { metrics.closed() }
             if state.stream === stream { state.stream = nil }
             state.lastEventId = lastEventId
             state.bytesOfEndedStreams += bytes
@@ -117,9 +120,11 @@ extension EventSource {
         var updates: [EventSourceUpdate] = []
         updates.reserveCapacity(outputs.count)
         var lastEventId: String?
+        var events = 0
         for output in outputs {
             switch output {
             case .event(let event):
+                events += 1
                 lastEventId = event.lastEventId
                 notifyEvent(event)
                 updates.append(.event(event))
@@ -131,6 +136,7 @@ extension EventSource {
                 if includeComments { updates.append(.comment(text)) }
             }
         }
+        metrics.received(messages: events, bytes: 0)
         if let lastEventId {
             // An event arrived: this connection counts as stable for the reconnect count.
             state.withLockedValue { state in

@@ -37,6 +37,7 @@ public final class EventSource: Service, Sendable {
     let stateBroadcaster = StateBroadcaster<ConnectionState>(.disconnected(nil))
     /// Completed when the source has stopped for good (``run()`` waits for it).
     let ended = OneShot<Void>()
+    let metrics: ClientMetrics
     /// Callbacks of the IKEventSource-shaped layer (EventSourceCompat), kept here.
     package let callbacks = NIOLockedValueBox(Callbacks())
 
@@ -88,6 +89,7 @@ public final class EventSource: Service, Sendable {
         self.state = NIOLockedValueBox(LoopState(
             machine: ReconnectMachine(policy: policy), lastEventId: configuration.lastEventId ?? "", reconnectionTime: initial))
         self.buffer = InboundBuffer(limit: configuration.bufferSize)
+        self.metrics = ClientMetrics(protocol: "sse", client: configuration.clientLabel, runtime: runtime)
     }
 
     /// The reconnection time the backoff starts from (the server's `retry:`), read by the policy.
@@ -142,6 +144,7 @@ public final class EventSource: Service, Sendable {
                 state.retryTimer = nil
                 state.reachabilityWait = nil
             }
+            if state.machine.phase == .connected { metrics.closed() }
             return (state.started ? state.machine.stop() : [], state.stream, state.retryTimer, state.reachabilityWait)
         }
         stream?.cancel()
@@ -205,6 +208,7 @@ public final class EventSource: Service, Sendable {
             case .publish(let connectionState):
                 stateBroadcaster.update(connectionState)
             case .report(let error, let willRetry):
+                metrics.failed(error)
                 runtime.logger.debug(
                     "event stream failed", metadata: ["realtime.error_code": "\(error.code)", "realtime.will_retry": "\(willRetry)"])
                 setReadyState(willRetry ? .connecting : .closed)
@@ -215,8 +219,9 @@ public final class EventSource: Service, Sendable {
                 notifyComplete(status: status, error: error)
                 if let error, !closed { buffer.finish(throwing: error) } else { buffer.finish() }
                 ended.complete(.success(()))
-            case .connect:
+            case .connect(let attempt):
                 if state.withLockedValue({ $0.closed }) { continue }
+                metrics.attempt(reconnect: attempt > 0)
                 setReadyState(.connecting)
                 pending += openStream()
             case .waitForNetwork:

@@ -39,6 +39,8 @@ public struct EventSourceConfiguration: Sendable {
     /// How many updates (events, comments, notices) wait for the consumer of ``EventSource/events``
     /// or ``EventSource/updates`` at most; when full, the client stops reading. Default 16.
     public var bufferSize: Int = 16
+    /// The `client` dimension of this source's metrics (Docs/Metrics.md). Default `default`.
+    public var clientLabel = "default"
     /// Decides whether an error is retried. The default retries network failures, clean ends of
     /// stream and idle timeouts; it does not retry a bad status, a wrong content type, an oversized
     /// event, a TLS failure or an invalid URL (the standard says fail the connection).

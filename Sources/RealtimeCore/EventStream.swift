@@ -91,15 +91,19 @@ public final class EventStream: Sendable {
     private let url: String
     private let onHead: @Sendable (HTTPResponseHead) -> EventStreamHeadDecision
     private let onOutputs: @Sendable ([EventStream.Output]) -> Bool
+    /// The owning client's metrics: body bytes are counted as they arrive.
+    private let metrics: ClientMetrics?
 
     private init(
         url: String, options: EventStreamOptions, runtime: RealtimeRuntime,
         onHead: @escaping @Sendable (HTTPResponseHead) -> EventStreamHeadDecision,
-        onOutputs: @escaping @Sendable ([EventStream.Output]) -> Bool
+        onOutputs: @escaping @Sendable ([EventStream.Output]) -> Bool,
+        metrics: ClientMetrics?
     ) {
         self.url = url
         self.options = options
         self.runtime = runtime
+        self.metrics = metrics
         self.onHead = onHead
         self.onOutputs = onOutputs
         state = NIOLockedValueBox(State(parser: SSEParser(
@@ -142,7 +146,20 @@ public final class EventStream: Sendable {
         onHead: @escaping @Sendable (HTTPResponseHead) -> EventStreamHeadDecision,
         onOutputs: @escaping @Sendable ([EventStream.Output]) -> Bool
     ) throws -> EventStream {
-        let stream = EventStream(url: request.url, options: options, runtime: runtime, onHead: onHead, onOutputs: onOutputs)
+        try open(request, runtime: runtime, options: options, metrics: nil, onHead: onHead, onOutputs: onOutputs)
+    }
+
+    /// ``open(_:runtime:options:onHead:onOutputs:)`` counting body bytes in a client's metrics.
+    package static func open(
+        _ request: HTTPRequestSpec,
+        runtime: RealtimeRuntime,
+        options: EventStreamOptions,
+        metrics: ClientMetrics?,
+        onHead: @escaping @Sendable (HTTPResponseHead) -> EventStreamHeadDecision,
+        onOutputs: @escaping @Sendable ([EventStream.Output]) -> Bool
+    ) throws -> EventStream {
+        let stream = EventStream(
+            url: request.url, options: options, runtime: runtime, onHead: onHead, onOutputs: onOutputs, metrics: metrics)
         let (client, clientRequest) = try request.prepareForDelegate(runtime: runtime)
         let delegate = Delegate(stream: stream, cookies: request.cookies)
         let task = client.execute(request: clientRequest, delegate: delegate, logger: runtime.libraryLogger)
@@ -283,6 +300,7 @@ public final class EventStream: Sendable {
             }
             state.lastActivity = timers.now
             state.bytesReceived += buffer.readableBytes
+            metrics?.received(messages: 0, bytes: buffer.readableBytes)
             state.outputs.removeAll(keepingCapacity: true)
             do {
                 try state.parser.parse(buffer) { state.outputs.append($0) }

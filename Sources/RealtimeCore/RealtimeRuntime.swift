@@ -2,6 +2,8 @@ public import AsyncHTTPClient
 public import Logging
 public import NIOCore
 public import NIOPosix
+public import CoreMetrics
+public import Tracing
 
 /// What every client of this package runs on: threads, HTTP clients, a logger and a clock.
 ///
@@ -26,6 +28,12 @@ public struct RealtimeRuntime: Sendable {
     }
     /// The deadlines of every client on this runtime, on ``clock`` (one task sleeps for all of them).
     package private(set) var timers: TimerQueue
+    /// Where clients report their metrics (Docs/Metrics.md). Nil (the default): the process's
+    /// `MetricsSystem.factory`, as bootstrapped when a client is made.
+    public var metricsFactory: (any MetricsFactory)?
+    /// The tracer of connect, call and request spans (Docs/Metrics.md, "Tracing"). Nil (the
+    /// default): the process's `InstrumentationSystem.tracer`, when a span starts.
+    public var tracer: (any Tracer)?
     /// The runtime's own HTTP clients, one per distinct TLS setting, shared by every copy of this
     /// runtime and shut down when the last copy is gone.
     let httpClients: HTTPClientCache
@@ -35,8 +43,12 @@ public struct RealtimeRuntime: Sendable {
         httpClient: HTTPClient? = nil,
         http: HTTPConnectionOptions = .init(),
         logger: Logger = Logger(label: "swift-realtime", factory: { _ in SwiftLogNoOpLogHandler() }),
-        clock: any Clock<Duration> = ContinuousClock()
+        clock: any Clock<Duration> = ContinuousClock(),
+        metricsFactory: (any MetricsFactory)? = nil,
+        tracer: (any Tracer)? = nil
     ) {
+        self.metricsFactory = metricsFactory
+        self.tracer = tracer
         self.eventLoopGroup = eventLoopGroup
         self.httpClient = httpClient
         self.http = http
@@ -67,6 +79,9 @@ public struct RealtimeRuntime: Sendable {
         capped.logLevel = .debug
         return capped
     }
+
+    /// The tracer spans go to: ``tracer``, or the process's.
+    package var activeTracer: any Tracer { tracer ?? InstrumentationSystem.tracer }
 
     /// Sleeps on the runtime's clock.
     package func sleep(for duration: Duration) async throws {

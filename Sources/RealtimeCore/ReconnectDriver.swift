@@ -55,6 +55,12 @@ public final class ReconnectDriver<Outbound: Sendable>: Sendable {
     private let onDrop: @Sendable (Outbound) -> Void
     fileprivate let box: NIOLockedValueBox<State>
     private let random: @Sendable () -> Double
+    /// Attempts, failures, reconnects and open connections, when the client reports metrics.
+    package var metrics: ClientMetrics? { metricsBox.withLockedValue { $0 } }
+    private let metricsBox = NIOLockedValueBox<ClientMetrics?>(nil)
+
+    /// Reports this driver's connections to `metrics` (a client's).
+    package func report(to metrics: ClientMetrics) { metricsBox.withLockedValue { $0 = metrics } }
 
     /// - Parameters:
     ///   - onOverflowDrop: told about every element the queue drops under ``OverflowPolicy/dropOldest``.
@@ -159,6 +165,7 @@ public final class ReconnectDriver<Outbound: Sendable>: Sendable {
             case .publish(let connectionState):
                 state.update(connectionState)
             case .report(let error, let willRetry):
+                metrics?.failed(error)
                 if willRetry {
                     runtime.logger.debug("connection dropped, reconnecting", metadata: ["realtime.error_code": "\(error.code)"])
                 }
@@ -170,6 +177,7 @@ public final class ReconnectDriver<Outbound: Sendable>: Sendable {
                 }
                 return error
             case .connect(let attempt):
+                metrics?.attempt(reconnect: attempt > 0)
                 let end: SessionEnd
                 do {
                     end = try await session(SessionContext(driver: self, attempt: attempt))
@@ -185,6 +193,7 @@ public final class ReconnectDriver<Outbound: Sendable>: Sendable {
                 }
                 let now = runtime.timers.now
                 pending += box.withLockedValue { state in
+                    if state.machine.phase == .connected { metrics?.closed() }
                     state.sender = nil
                     return state.machine.ended(end, now: now)
                 }
@@ -218,6 +227,7 @@ public final class ReconnectDriver<Outbound: Sendable>: Sendable {
     fileprivate func markOpened() {
         let now = runtime.timers.now
         let actions = box.withLockedValue { $0.machine.opened(now: now) }
+        if !actions.isEmpty { metrics?.opened() }
         for case .publish(let connectionState) in actions { state.update(connectionState) }
     }
 }

@@ -15,6 +15,8 @@ extension HubConnection {
     /// new negotiate (the failed attempt may have used up the connection token), as the reference
     /// clients do. A refused handshake or negotiate ends the start without trying others.
     func openTransport() async throws {
+        let reconnecting = state.withLockedValue { if case .reconnecting = $0.machine.state { true } else { false } }
+        metrics.attempt(reconnect: reconnecting)
         var bearer = try await options.accessTokenProvider?()
         if bearer?.isEmpty == true { bearer = nil }
         if options.skipNegotiation {
@@ -559,6 +561,7 @@ struct InboundPipeline {
                     return shared.machine.connected(now: connection.timeline.now)
                 }
                 run.markHandshakeDone()
+                connection.metrics.opened()
                 connection.armKeepAlive(session: session, run: run)
                 ready.complete(.success(()))
                 var close = false
@@ -584,6 +587,7 @@ struct InboundPipeline {
         } catch {
             throw RealtimeError(.protocolViolation, "the server sent an invalid \(connection.options.hubProtocol) message: \(error)", underlying: error)
         }
+        connection.metrics.received(messages: messages.count, bytes: bytes.count)
         var outcome = Outcome.goOn
         guard let replay = connection.state.withLockedValue({ $0.replay }) else {
             for message in messages {

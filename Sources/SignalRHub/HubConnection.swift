@@ -25,6 +25,7 @@ public final class HubConnection: Service, Sendable {
     /// Holds reading while the handlers or a stream's reader are behind (every transport, every
     /// session of this connection: a full buffer outlives the socket that filled it).
     let readGate = ReadGate()
+    let metrics: ClientMetrics
     /// Deadlines (handshake, keep-alive, server timeout, acknowledgements) on the runtime's clock.
     var timers: TimerQueue { options.runtime.timers }
 
@@ -101,6 +102,7 @@ public final class HubConnection: Service, Sendable {
         }
         self.logger = logger
         timeline = ClockTimeline(clock: options.runtime.clock)
+        metrics = ClientMetrics(protocol: "signalr", client: options.clientLabel, runtime: options.runtime)
         var timing = HubConnectionStateMachine.Timing()
         timing.keepAliveInterval = options.keepAliveInterval
         timing.serverTimeout = options.serverTimeout
@@ -184,6 +186,7 @@ public final class HubConnection: Service, Sendable {
                     try await openTransport()
                 } catch {
                     let failure = Self.realtimeError(error)
+                    metrics.failed(failure)
                     let (next, dispatcher) = state.withLockedValue { shared in
                         defer {
                             shared.dispatcher = nil
@@ -290,6 +293,7 @@ public final class HubConnection: Service, Sendable {
 
     func invokeRaw(method: String, arguments: [JSONValue], uploads: [(id: String, stream: UploadStream)]) async throws -> JSONValue? {
         let (id, session) = try reserveInvocation()
+        let started = ContinuousClock.now
         let reply = OneShot<JSONValue?>()
         let registered = state.withLockedValue { shared -> Bool in
             guard shared.session?.generation == session.generation else { return false }
@@ -305,11 +309,13 @@ public final class HubConnection: Service, Sendable {
         } catch {
             completePending(id, with: .failure(Self.sendError(error, method: method)))
         }
-        return try await withTaskCancellationHandler {
+        let value = try await withTaskCancellationHandler {
             try await reply.value()
         } onCancel: {
             self.completePending(id, with: .failure(CancellationError()))
         }
+        metrics.recordCall(since: started)
+        return value
     }
 
     /// Invokes `method` without waiting for a result (no invocation id is sent). An
@@ -560,6 +566,7 @@ public final class HubConnection: Service, Sendable {
         do {
             try await openTransport()
         } catch {
+            metrics.failed(Self.realtimeError(error))
             let actions = state.withLockedValue { shared in
                 shared.endsBeingHandled += 1
                 return shared.machine.connectFailed(Self.realtimeError(error), now: timeline.now)
@@ -573,11 +580,13 @@ public final class HubConnection: Service, Sendable {
     func transportEnded(generation: Int, error: RealtimeError?, allowReconnect: Bool) async {
         let (actions, replay, handled) = state.withLockedValue { shared -> ([HubConnectionStateMachine.Action], ReplayBuffer?, Bool) in
             guard shared.session?.generation == generation else { return ([], nil, false) }
+            if shared.machine.state == .connected || shared.machine.state == .stopping { metrics.closed() }
             shared.session = nil
             shared.endsBeingHandled += 1
             defer { shared.replay = nil }
             return (shared.machine.transportClosed(error, allowReconnect: allowReconnect, now: timeline.now), shared.replay, true)
         }
+        if handled, let error { metrics.failed(error) }
         replay?.fail(RealtimeError(.connectionClosed, "the connection was lost: \(error?.detail ?? "closed")"))
         await perform(actions)
         if handled { releaseStopWaiters() }

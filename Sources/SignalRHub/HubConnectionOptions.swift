@@ -43,6 +43,8 @@ public struct HubConnectionOptions: Sendable {
     /// Items a server-to-client stream holds for a slow consumer; when full, reading waits.
     public var streamBufferSize = 256
     public var runtime: RealtimeRuntime = .shared
+    /// The `client` dimension of this connection's metrics (Docs/Metrics.md). Default `default`.
+    public var clientLabel = "default"
     /// Told about opens, failed starts, closes and reconnects (SignalRHubCompat's delegate of the
     /// older client sits here).
     package var lifecycleObserver: (any HubLifecycleObserver)?

@@ -201,6 +201,11 @@ extension HubConnection {
     /// reconnect, numbered and kept until the server acknowledges it.
     func transmit(_ message: HubMessage, on session: Session) async throws {
         let bytes = codec.encode(message)
+        try await transmit(encoded: bytes, message, on: session)
+        metrics.sent(messages: 1, bytes: bytes.count)
+    }
+
+    private func transmit(encoded bytes: [UInt8], _ message: HubMessage, on session: Session) async throws {
         guard let replay = state.withLockedValue({ $0.replay }) else {
             try await session.send(bytes)
             state.withLockedValue { $0.machine.didSend(now: timeline.now) }

@@ -58,8 +58,12 @@ final class EngineIOSession: Sendable {
     /// The event loop the session's WebSocket runs on; its reading and writing tasks run there too.
     private let eventLoop: any EventLoop
 
-    init(url: String, options: EngineIOOptions, runtime: RealtimeRuntime, delegate: any EngineIODelegate) throws {
+    /// The manager's metrics: what the writers put on the wire.
+    private let metrics: ClientMetrics?
+
+    init(url: String, options: EngineIOOptions, runtime: RealtimeRuntime, delegate: any EngineIODelegate, metrics: ClientMetrics? = nil) throws {
         self.options = options
+        self.metrics = metrics
         self.outbox = Outbox(window: options.resendWindow, limit: options.sendQueueLimit)
         let eventLoop = runtime.eventLoopGroup.next()
         var pinned = runtime
@@ -211,6 +215,7 @@ final class EngineIOSession: Sendable {
                 throw error
             }
             outbox.finishedWrite()
+            countSent(frames)
             if packets.contains(where: { $0.type == .close }) { return .sessionOver(.closedByClient) }
         }
         return .keepGoing
@@ -479,8 +484,21 @@ final class EngineIOSession: Sendable {
             }
             outbox.wroteUnconfirmed(frames)
             outbox.finishedWrite()
+            countSent(frames)
         }
         return .keepGoing
+    }
+
+    /// Application frames written (Socket.IO packets, their attachments' bytes included).
+    private func countSent(_ frames: [EngineIOFrame]) {
+        guard let metrics else { return }
+        var messages = 0
+        var bytes = 0
+        for frame in frames where frame.isApplicationData {
+            messages += 1
+            bytes += frame.pollingSize
+        }
+        metrics.sent(messages: messages, bytes: bytes)
     }
 
     // MARK: Packets and heartbeat

@@ -229,18 +229,26 @@ public final class SocketIOClient: Sendable {
     /// Sends now when connected, or queues. Frames keep their order either way.
     private func submit(_ packet: SocketIOPacket) throws {
         let frame = frame(packet, requeue: true)
-        if let error = sizeError(frame) { throw error }
+        if let error = sizeError(frame) {
+            manager?.metrics.dropped(reason: "too_large")
+            throw error
+        }
         let session = manager?.openSession
         let result = state.withLockedValue { state -> OfflineQueue<EngineIOFrame>.EnqueueResult? in
             if state.status == .connected, state.queue.isEmpty, let session, session.trySend(frame) == .queued { return nil }
             return state.queue.enqueue(frame)
         }
         switch result {
-        case nil, .enqueued?:
+        case nil:
+            return
+        case .enqueued?:
+            manager?.reportQueueDepth()
             return
         case .rejected?:
+            manager?.metrics.dropped(reason: "queue_full")
             throw RealtimeError.queueFull(capacity: manager?.configuration.offlineQueueCapacity ?? 0)
         case .droppedOldest?:
+            manager?.metrics.dropped(reason: "queue_full")
             runtime.logger.warning("Socket.IO offline queue full; dropped the oldest emit", metadata: ["namespace": "\(namespace)"])
             fire(.error, ["the offline queue was full; the oldest queued emit was dropped"])
         }
@@ -266,9 +274,14 @@ public final class SocketIOClient: Sendable {
     ///   `connectionClosed`, `notConnected` (the socket was disconnected), or `CancellationError`.
     public func emitWithAck(_ event: String, arguments: [JSONValue], timeout: Duration = .seconds(10)) async throws -> [JSONValue] {
         let box = NIOLockedValueBox<Int?>(nil)
+        let started = ContinuousClock.now
+        let metrics = manager?.metrics
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
-                let id = registerAck(timeout: timeout, event: event) { result in continuation.resume(with: result) }
+                let id = registerAck(timeout: timeout, event: event) { result in
+                    if case .success = result { metrics?.recordCall(since: started) }
+                    continuation.resume(with: result)
+                }
                 box.withLockedValue { $0 = id }
                 do {
                     try submit(SocketIOPacket(type: .event, namespace: namespace, id: id, data: .array([.string(event)] + arguments)))
@@ -504,6 +517,7 @@ public final class SocketIOClient: Sendable {
             return (state.receiveBuffer, state.connectWaiters, changed)
         }
         publish(.connected, changed: changed)
+        manager?.reportQueueDepth()
         for (frame, error) in tooLarge { reportUnsendable(frame, error) }
         var details: [String: JSONValue] = [:]
         if let sid { details["sid"] = .string(sid) }
@@ -560,6 +574,8 @@ public final class SocketIOClient: Sendable {
             state.droppedEmits += dropped.count
             return (failed, dropped, state.queue.overflowPolicy)
         }
+        manager?.metrics.dropped(dropped.count, reason: "queue_full")
+        manager?.reportQueueDepth()
         let error = RealtimeError(
             .connectionClosed, "the connection dropped before the ack arrived; the server may or may not have handled the emit")
         for (id, entry) in failedAcks {
@@ -616,6 +632,7 @@ public final class SocketIOClient: Sendable {
     }
 
     private func reportUnsendable(_ frame: EngineIOFrame, _ error: RealtimeError) {
+        manager?.metrics.dropped(reason: "too_large")
         if let id = frame.ackID {
             failAck(id, with: error)
         } else {

@@ -22,6 +22,8 @@ public struct SocketIOConfiguration: Sendable {
     public var offlineQueueOverflow: OverflowPolicy = .rejectNewest
     /// Threads, HTTP client, logger and clock.
     public var runtime: RealtimeRuntime = .shared
+    /// The `client` dimension of this manager's metrics (Docs/Metrics.md). Default `default`.
+    public var clientLabel = "default"
 
     public init() {}
 

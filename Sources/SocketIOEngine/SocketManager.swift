@@ -28,6 +28,7 @@ public final class SocketManager: Service, Sendable {
     /// The engine options sessions use: the configuration's, with this manager's cookie store.
     private let engineOptions: EngineIOOptions
     let driver: ReconnectDriver<Never>
+    let metrics: ClientMetrics
     private let state = NIOLockedValueBox(State())
     var runtime: RealtimeRuntime { configuration.runtime }
     var logger: Logger { configuration.runtime.logger }
@@ -39,6 +40,8 @@ public final class SocketManager: Service, Sendable {
         if engineOptions.cookies == nil { engineOptions.cookies = CookieStore() }
         self.engineOptions = engineOptions
         self.driver = ReconnectDriver(policy: configuration.reconnectPolicy, runtime: configuration.runtime)
+        self.metrics = ClientMetrics(protocol: "socketio", client: configuration.clientLabel, runtime: configuration.runtime)
+        driver.report(to: metrics)
     }
 
     /// The Engine.IO connection state (connecting, connected, reconnecting(attempt), disconnected(error)).
@@ -146,6 +149,11 @@ public final class SocketManager: Service, Sendable {
 
     var sockets: [SocketIOClient] { state.withLockedValue { Array($0.sockets.values) } }
 
+    /// The emits waiting in every socket's offline queue, for the queue-depth metric.
+    func reportQueueDepth() {
+        metrics.queueDepth(sockets.reduce(0) { $0 + $1.queuedEmitCount })
+    }
+
     /// The socket for a namespace, if one was made (a dictionary lookup: this runs per packet).
     func existingSocket(_ namespace: String) -> SocketIOClient? { state.withLockedValue { $0.sockets[namespace] } }
 
@@ -172,7 +180,7 @@ public final class SocketManager: Service, Sendable {
             }
         }
         let handler = SessionHandler(manager: self, context: context)
-        let session = try EngineIOSession(url: url, options: engineOptions, runtime: runtime, delegate: handler)
+        let session = try EngineIOSession(url: url, options: engineOptions, runtime: runtime, delegate: handler, metrics: metrics)
         handler.session = session
         session.onSendQueueDrained { [weak self, weak session] in
             guard let self, let session else { return }
@@ -259,6 +267,11 @@ final class SessionHandler: EngineIODelegate {
     }
 
     func engineIOReceived(_ payload: EngineIOPacket.Payload) async throws {
+        switch payload {
+        case .text(let text): manager.metrics.received(messages: 0, bytes: text.utf8.count)
+        case .binary(let data): manager.metrics.received(messages: 0, bytes: data.count)
+        case .none: break
+        }
         let packet: SocketIOPacket?
         do {
             switch payload {
@@ -273,6 +286,7 @@ final class SessionHandler: EngineIODelegate {
             throw RealtimeError(.protocolViolation, "the server sent an invalid Socket.IO packet", underlying: error)
         }
         guard let packet else { return }
+        manager.metrics.received(messages: 1, bytes: 0)
         guard let socket = manager.existingSocket(packet.namespace) else {
             manager.logger.debug("Socket.IO packet for a namespace with no socket", metadata: ["namespace": "\(packet.namespace)"])
             return

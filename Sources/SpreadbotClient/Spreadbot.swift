@@ -33,6 +33,7 @@ public final class Spreadbot: Service, Sendable {
 
     let http: SpreadbotHTTP
     let outbox: SpreadbotOutbox
+    let metrics: ClientMetrics
     private let stateBox = StateBroadcaster<SpreadbotState>(.disconnected)
     private let transportBox = StateBroadcaster<SpreadbotTransport?>(nil)
     private let handlers = NIOLockedValueBox(Handlers())
@@ -66,6 +67,7 @@ public final class Spreadbot: Service, Sendable {
         self.http = SpreadbotHTTP(auth: auth)
         self.rest = SpreadbotREST(auth: auth)
         self.outbox = SpreadbotOutbox(offlineCapacity: configuration.offlineQueueCapacity, connectedCapacity: configuration.maxPendingSends)
+        self.metrics = ClientMetrics(protocol: "spreadbot", client: configuration.clientLabel, runtime: configuration.runtime)
     }
 
     /// The seed's form (see ``SpreadbotConfiguration/init(dictionary:runtime:)``).
@@ -151,24 +153,36 @@ public final class Spreadbot: Service, Sendable {
     /// ``RealtimeError/Code/notConnected`` after ``closeConnection()``.
     @discardableResult
     public func enqueue(_ data: SpreadbotData) throws -> SpreadbotDelivery {
-        try outbox.enqueue(data)
+        try accept(data)
+    }
+
+    /// Queues a send, counting it in the metrics (and a refusal as dropped).
+    private func accept(_ data: SpreadbotData) throws -> SpreadbotDelivery {
+        do {
+            let delivery = try outbox.enqueue(data)
+            metrics.queueDepth(outbox.count)
+            return delivery
+        } catch let error as RealtimeError {
+            metrics.dropped(reason: error.code == .queueFull ? "queue_full" : "closed")
+            throw error
+        }
     }
 
     /// Sends text and returns once it went out: written to the WebSocket, or answered 2xx by the
     /// POST. While not connected it waits in the queue. Throws what ``enqueue(_:)`` throws, and
     /// why it will not be delivered (closed, reconnects exhausted, refused by the server).
     public func send(_ text: String) async throws {
-        try await outbox.enqueue(.text(text)).delivered()
+        try await accept(.text(text)).delivered()
     }
 
     /// Sends bytes; see ``send(_:)-(String)``.
     public func send(_ data: Data) async throws {
-        try await outbox.enqueue(.binary(data)).delivered()
+        try await accept(.binary(data)).delivered()
     }
 
     private func submit(_ data: SpreadbotData) {
         do {
-            let delivery = try outbox.enqueue(data)
+            let delivery = try accept(data)
             delivery.done.whenComplete { result in
                 if case .failure(let error) = result { self.report(error) }
             }
@@ -213,7 +227,9 @@ public final class Spreadbot: Service, Sendable {
             return run.task
         }
         task?.cancel()
-        outbox.close(RealtimeError(.notConnected, "closeConnection() was called before the message was sent"))
+        let failed = outbox.close(RealtimeError(.notConnected, "closeConnection() was called before the message was sent"))
+        metrics.dropped(failed.count, reason: "closed")
+        metrics.queueDepth(0)
         transportBox.update(nil)
         stateBox.update(.disconnected)
         finishSubscribers()
@@ -267,6 +283,7 @@ public final class Spreadbot: Service, Sendable {
                 }
             })
         let driver = ReconnectDriver<Never>(policy: policy, runtime: configuration.runtime)
+        driver.report(to: metrics)
         let finalError = await driver.run({ context in
             try await self.session(path: path, context: context, generation: generation)
         }, onFailure: { error, willRetry in
@@ -278,6 +295,8 @@ public final class Spreadbot: Service, Sendable {
         let error = finalError ?? RealtimeError(.notConnected, "the connection ended")
         run.withLockedValue { $0.lastError = finalError }
         let failed = outbox.close(RealtimeError(.notConnected, "the message was not sent: the connection ended for good", underlying: error))
+        metrics.dropped(failed.count, reason: "closed")
+        metrics.queueDepth(0)
         if let finalError, finalError.code == .reconnectGaveUp { report(finalError) }
         if !failed.isEmpty { logger.log(level: level, "\(failed.count) queued messages were not sent") }
         stateBox.update(.disconnected)
@@ -522,10 +541,13 @@ public final class Spreadbot: Service, Sendable {
             }
             if let refused {
                 outbox.failed(item, refused)
+                metrics.dropped(reason: "refused")
                 report(refused)
             } else {
                 outbox.delivered(item)
+                metrics.sent(messages: 1, bytes: item.data.byteCount)
             }
+            metrics.queueDepth(outbox.count)
         }
         throw CancellationError()
     }
@@ -591,6 +613,7 @@ public final class Spreadbot: Service, Sendable {
     /// for the WebSocket and the event stream). False when an iterator is full: reading pauses on the
     /// read gate until it caught up.
     private func deliver(_ message: SpreadbotMessage) -> Bool {
+        metrics.received(messages: 1, bytes: message.data.byteCount)
         let first = run.withLockedValue { run -> ReconnectDriver<Never>.SessionContext? in
             guard !run.progressed else { return nil }
             run.progressed = true

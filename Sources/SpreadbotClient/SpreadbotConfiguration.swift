@@ -60,6 +60,14 @@ public enum SpreadbotData: Sendable, Equatable, CustomStringConvertible {
         }
     }
 
+    /// The size in bytes (text as UTF-8).
+    public var byteCount: Int {
+        switch self {
+        case .text(let text): text.utf8.count
+        case .binary(let data): data.count
+        }
+    }
+
     /// The bytes: binary data as it came, text as UTF-8.
     public var data: Data {
         switch self {
@@ -146,6 +154,8 @@ public struct SpreadbotConfiguration: Sendable, CustomStringConvertible {
     /// Extra headers on every request: the stream (WebSocket upgrade, event stream, polls), sends,
     /// REST calls. Never logged. `Authorization` is set from the tokens. Default none.
     public var headers: HTTPHeaders
+    /// The `client` dimension of this client's metrics (Docs/Metrics.md). Default `default`.
+    public var clientLabel: String
     /// Attempts per REST request (and per POST send) on network errors and 5xx. Default 3.
     public var requestAttempts: Int
     /// The delay after the first failed attempt; it doubles after each. Default 0.5 s.
@@ -186,6 +196,7 @@ public struct SpreadbotConfiguration: Sendable, CustomStringConvertible {
         self.webSocketPingInterval = .seconds(30)
         self.requestTimeout = .seconds(5)
         self.headers = [:]
+        self.clientLabel = "default"
         self.requestAttempts = 3
         self.retryDelay = .milliseconds(500)
         self.maxMessageSize = 16 << 20
