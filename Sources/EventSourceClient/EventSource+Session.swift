@@ -8,6 +8,7 @@ import NIOCore
 import Logging
 import NIOHTTP1
 import RealtimeCore
+import Tracing
 
 extension EventSource {
     /// Opens one connection: RealtimeCore's event stream with the EventSource rules for the head
@@ -20,9 +21,12 @@ extension EventSource {
         headers.replaceOrAdd(name: "Cache-Control", value: "no-cache")
         let lastEventId = state.withLockedValue { $0.lastEventId }
         if !lastEventId.isEmpty { headers.replaceOrAdd(name: "Last-Event-ID", value: lastEventId) }
-        let request = HTTPRequestSpec(
+        var request = HTTPRequestSpec(
             url: url.absoluteString, method: configuration.method, headers: headers, body: configuration.body,
             tls: configuration.tls, headTimeout: configuration.connectTimeout)
+        let span = runtime.startClientSpan("realtime.connect", protocol: "sse", client: configuration.clientLabel)
+        request.traceContext = span.context
+        state.withLockedValue { $0.connectSpan = span }
         let options = EventStreamOptions(
             maxEventSize: configuration.maxEventSize,
             emitsComments: configuration.onComment != nil || configuration.includeComments,
@@ -56,8 +60,13 @@ extension EventSource {
                 },
                 onOutputs: { outputs in self.receive(outputs) })
         } catch {
+            span.fail(error)
+            span.end()
             let now = runtime.timers.now
-            return state.withLockedValue { $0.machine.ended(.dropped(RealtimeError.wrap(error)), now: now) }
+            return state.withLockedValue { state in
+                state.connectSpan = nil
+                return state.machine.ended(.dropped(RealtimeError.wrap(error)), now: now)
+            }
         }
         let registered = state.withLockedValue { state -> Bool in
             guard !state.closed else { return false }
@@ -73,6 +82,12 @@ extension EventSource {
     /// The head was accepted (on the event loop): open, before any event of this response.
     private func opened() {
         let now = runtime.timers.now
+        let span = state.withLockedValue { state in
+            defer { state.connectSpan = nil }
+            return state.connectSpan
+        }
+        span?.addEvent("opened")
+        span?.end()
         let actions = state.withLockedValue { $0.machine.opened(now: now) }
         if !actions.isEmpty { metrics.opened() }
         perform(actions)
@@ -85,6 +100,11 @@ extension EventSource {
     private func streamEnded(_ stream: EventStream, _ result: Result<EventStreamEnd, any Error>) {
         let lastEventId = stream.lastEventId
         let bytes = stream.bytesReceived
+        // A connection that never opened ends its span here.
+        if let span = state.withLockedValue({ state in defer { state.connectSpan = nil }; return state.connectSpan }) {
+            if case .failure(let error) = result { span.fail(error) }
+            span.end()
+        }
         let now = runtime.timers.now
         let actions = state.withLockedValue { state -> [ReconnectMachine.Action] in
             if state.machine.phase == .connected { metrics.closed() }

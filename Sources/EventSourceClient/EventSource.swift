@@ -9,6 +9,7 @@ import NIOCore
 import NIOHTTP1
 public import RealtimeCore
 public import ServiceLifecycle
+import Tracing
 
 /// A WHATWG EventSource: one Server-Sent Events stream, reconnected with the last event ID.
 ///
@@ -61,6 +62,8 @@ public final class EventSource: Service, Sendable {
         var retryTimer: TimerQueue.Timer?
         /// Waits for the network before a retry (only while reconnecting).
         var reachabilityWait: Task<Void, Never>?
+        /// The span of the connection being opened, ended when its head is accepted or it fails.
+        var connectSpan: (any Span)?
     }
 
     /// - Parameters:

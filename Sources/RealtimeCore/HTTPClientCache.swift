@@ -56,6 +56,8 @@ final class HTTPClientCache: Sendable {
             decompression: .disabled
         )
         configuration.connectionPool.retryConnectionEstablishment = false
+        // Spans and propagation headers are the runtime's (its tracer), not the HTTP client's own.
+        configuration.tracing.tracer = nil
         if let pins = tls?.pinnedPublicKeySHA256, !pins.isEmpty {
             configuration.http1_1ConnectionDebugInitializer = { TLSPinning.verifyConnection($0, pins: pins) }
             configuration.http2ConnectionDebugInitializer = { TLSPinning.verifyConnection($0, pins: pins) }

@@ -1,6 +1,7 @@
 public import AsyncHTTPClient
 public import NIOCore
 public import NIOHTTP1
+package import ServiceContextModule
 
 /// One HTTP request as the protocol modules describe it; the core turns it into an
 /// async-http-client request with the TLS options and timeouts applied.
@@ -21,6 +22,9 @@ public struct HTTPRequestSpec: Sendable {
     /// A cookie store: the request sends its matching cookies and the response's `Set-Cookie` is
     /// stored. Nil (the default): no cookie handling.
     public var cookies: CookieStore?
+    /// The trace context whose propagation headers (W3C `traceparent` with a W3C tracer) the request
+    /// carries; nil: the task's current context, when a span is active.
+    package var traceContext: ServiceContext?
 
     public init(
         url: String,
@@ -51,6 +55,7 @@ public struct HTTPRequestSpec: Sendable {
         var request = HTTPClientRequest(url: url)
         request.method = method
         request.headers = headers
+        runtime.injectTraceContext(traceContext, into: &request.headers)
         cookies?.apply(to: &request.headers, url: url)
         if let body { request.body = .bytes(body) }
         // A client of the caller's carries the TLS settings per request; the runtime's own clients
@@ -66,6 +71,7 @@ public struct HTTPRequestSpec: Sendable {
         let endpoint = try Endpoint(url, allowedSchemes: ["http", "https"])
         let client = try runtime.httpClient(for: tls, secure: endpoint.isSecure)
         var requestHeaders = headers
+        runtime.injectTraceContext(traceContext, into: &requestHeaders)
         cookies?.apply(to: &requestHeaders, url: url)
         let tlsConfiguration = endpoint.isSecure && runtime.httpClient === client ? try tls.makeTLSConfiguration() : nil
         do {

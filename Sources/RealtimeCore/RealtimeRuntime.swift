@@ -4,6 +4,7 @@ public import NIOCore
 public import NIOPosix
 public import CoreMetrics
 public import Tracing
+public import NIOHTTP1
 
 /// What every client of this package runs on: threads, HTTP clients, a logger and a clock.
 ///
@@ -83,6 +84,14 @@ public struct RealtimeRuntime: Sendable {
     /// The tracer spans go to: ``tracer``, or the process's.
     package var activeTracer: any Tracer { tracer ?? InstrumentationSystem.tracer }
 
+    /// Writes the propagation headers of `context` (or of the task's current context) into
+    /// `headers`, when a span is active: the tracer decides the names (W3C `traceparent` with a W3C
+    /// propagator such as swift-otel's).
+    package func injectTraceContext(_ context: ServiceContext?, into headers: inout HTTPHeaders) {
+        guard let context = context ?? ServiceContext.current else { return }
+        activeTracer.inject(context, into: &headers, using: HTTPHeadersInjector())
+    }
+
     /// Sleeps on the runtime's clock.
     package func sleep(for duration: Duration) async throws {
         guard duration > .zero else { return }
@@ -120,5 +129,12 @@ public struct HTTPConnectionOptions: Sendable, Hashable {
         self.maxConnectionsPerHost = maxConnectionsPerHost
         self.connectTimeout = connectTimeout
         self.idleTimeout = idleTimeout
+    }
+}
+
+/// Writes trace propagation values as HTTP headers (replacing a value of the same name).
+struct HTTPHeadersInjector: Injector {
+    func inject(_ value: String, forKey key: String, into headers: inout HTTPHeaders) {
+        headers.replaceOrAdd(name: key, value: value)
     }
 }

@@ -130,6 +130,9 @@ public enum WebSocketTransport {
         runtime: RealtimeRuntime = .shared,
         _ body: @escaping @Sendable (WebSocketConnection) async throws -> Void
     ) async throws -> WebSocketCloseInfo? {
+        var configuration = configuration
+        // The upgrade request carries the active span's propagation headers, like every HTTP request.
+        runtime.injectTraceContext(nil, into: &configuration.headers)
         let channelFactory = try WebSocketClientChannel(url: url, configuration: configuration)
         let eventLoop = runtime.eventLoopGroup.next()
         let phase = NIOLockedValueBox(ConnectPhase.connecting)

@@ -53,6 +53,9 @@ public final class SignalRTestServer: Sendable {
         /// Refuse the handshake with this error.
         public var handshakeError: String?
         public var port = 0
+        /// Record this request header on every request (negotiate, upgrade, GET, POST, DELETE), for
+        /// tests of what clients send (trace propagation).
+        public var recordedHeader: String?
 
         public init() {}
     }
@@ -82,6 +85,7 @@ public final class SignalRTestServer: Sendable {
         var negotiateCount = 0
         var handshakeCount = 0
         var authorizations: [String?] = []
+        var recordedHeaders: [(request: String, value: String?)] = []
         var received: [String] = []
         var acknowledgementsHeld = false
     }
@@ -108,6 +112,13 @@ public final class SignalRTestServer: Sendable {
     public var handshakeCount: Int { state.withLockedValue { $0.handshakeCount } }
     /// The Authorization header of each negotiate and WebSocket request, in order.
     public var authorizations: [String?] { state.withLockedValue { $0.authorizations } }
+    /// Each request's value of ``Options/recordedHeader``: "negotiate", "upgrade", "GET", "POST", "DELETE".
+    public var recordedHeaders: [(request: String, value: String?)] { state.withLockedValue { $0.recordedHeaders } }
+
+    private func record(_ request: String, _ fields: HTTPFields) {
+        guard let header = options.recordedHeader, let name = HTTPField.Name(header) else { return }
+        state.withLockedValue { $0.recordedHeaders.append((request, fields[name])) }
+    }
     /// Connections open now.
     public var connectionIds: [String] { state.withLockedValue { Array($0.connections.keys) } }
     /// The transport of each connection opened, in order ("WebSockets", "ServerSentEvents", "LongPolling").
@@ -214,6 +225,7 @@ public final class SignalRTestServer: Sendable {
         let builder = HTTPServerBuilder.http1WebSocketUpgrade(configuration: .init(ws: webSocket)) { [weak server] request, channel, _ in
             guard let server, let path = request.path, path.hasPrefix(options.path) else { return .dontUpgrade }
             let query = SocketIOTestServer.query(path)
+            server.record("upgrade", request.headerFields)
             let authorization = request.headerFields[.authorization]
             server.state.withLockedValue { $0.authorizations.append(authorization) }
             if let token = options.requiredToken, authorization != "Bearer \(token)" { return .dontUpgrade }
@@ -311,6 +323,7 @@ public final class SignalRTestServer: Sendable {
     }
 
     func handleGet(_ request: Request) async -> Response {
+        record("GET", request.headers)
         guard authorized(request) else { return Response(status: .unauthorized) }
         if request.headers[.accept]?.contains("text/event-stream") == true {
             guard !options.failingTransports.contains("ServerSentEvents") else { return Response(status: .notFound) }
@@ -334,6 +347,7 @@ public final class SignalRTestServer: Sendable {
     }
 
     func handlePost(_ request: Request) async throws -> Response {
+        record("POST", request.headers)
         guard authorized(request) else { return Response(status: .unauthorized) }
         // A long-polling client may POST its handshake before its first poll arrives: the
         // negotiated connection opens on whichever comes first (an event stream opens on its GET
@@ -345,6 +359,7 @@ public final class SignalRTestServer: Sendable {
     }
 
     func handleDelete(_ request: Request) async -> Response {
+        record("DELETE", request.headers)
         guard let entry = httpConnection(request, opening: nil) else { return Response(status: .notFound) }
         entry.inbound.finish()
         await entry.connection.closeSocket()
@@ -352,6 +367,7 @@ public final class SignalRTestServer: Sendable {
     }
 
     private func negotiate(_ request: Request) -> Response {
+        record("negotiate", request.headers)
         let authorization = request.headers[.authorization]
         state.withLockedValue {
             $0.negotiateCount += 1

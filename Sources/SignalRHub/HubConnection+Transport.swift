@@ -4,6 +4,7 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
 import RealtimeCore
+import Tracing
 
 extension HubConnection {
     /// Negotiates (unless skipped), picks a transport and completes the handshake. Returns once the
@@ -17,6 +18,21 @@ extension HubConnection {
     func openTransport() async throws {
         let reconnecting = state.withLockedValue { if case .reconnecting = $0.machine.state { true } else { false } }
         metrics.attempt(reconnect: reconnecting)
+        // One span per connect: negotiate, each transport tried (and the fallbacks) and the handshake
+        // are its events; every request it makes carries its propagation headers.
+        let span = options.runtime.startClientSpan("realtime.connect", protocol: "signalr", client: options.clientLabel)
+        span.attributes["realtime.reconnect"] = reconnecting
+        defer { span.end() }
+        do {
+            try await ServiceContext.withValue(span.context) { try await openTransport(span: span) }
+            span.addEvent("handshake")
+        } catch {
+            span.fail(error)
+            throw error
+        }
+    }
+
+    private func openTransport(span: any Span) async throws {
         var bearer = try await options.accessTokenProvider?()
         if bearer?.isEmpty == true { bearer = nil }
         if options.skipNegotiation {
@@ -34,6 +50,7 @@ extension HubConnection {
         var lastError: RealtimeError?
         var tried: HttpTransportType = []
         while true {
+            span.addEvent("negotiate")
             let result = try await Negotiation.negotiate(url: options.url, options: options, accessToken: bearer, runtime: options.runtime)
             let token = result.accessToken ?? bearer
             state.withLockedValue { $0.connectionId = result.connectionId }
@@ -51,6 +68,7 @@ extension HubConnection {
                         + "\(options.transports) with \(format.rawValue) data")
             }
             tried.insert(transport)
+            span.addEvent(SpanEvent(name: "transport", attributes: ["realtime.transport": .string(transport.negotiateName)]))
             var headers = options.httpHeaders
             if let token { headers.replaceOrAdd(name: "Authorization", value: "Bearer \(token)") }
             let url = Negotiation.transportURL(result.url, connectionToken: result.connectionToken)
@@ -68,7 +86,11 @@ extension HubConnection {
                 let failure = Self.realtimeError(error)
                 // A refused handshake is the hub's answer, not the transport's failure.
                 if failure.code == .refused || failure.code == .cancelled { throw failure }
-                logger.info("the \(transport.negotiateName) transport failed, trying the next: \(failure.detail)")
+                span.addEvent(SpanEvent(
+                    name: "fallback", attributes: ["realtime.transport": .string(transport.negotiateName), "realtime.error_code": .string("\(failure.code)")]))
+                logger.debug(
+                    "transport failed, trying the next",
+                    metadata: ["realtime.transport": "\(transport.negotiateName)", "realtime.error_code": "\(failure.code)"])
                 failures.append("\(transport.negotiateName): \(failure.detail)")
                 lastError = failure
             }

@@ -1,5 +1,6 @@
 public import Foundation
 public import ServiceLifecycle
+import Tracing
 package import Logging
 import NIOConcurrencyHelpers
 import NIOCore
@@ -294,6 +295,9 @@ public final class HubConnection: Service, Sendable {
     func invokeRaw(method: String, arguments: [JSONValue], uploads: [(id: String, stream: UploadStream)]) async throws -> JSONValue? {
         let (id, session) = try reserveInvocation()
         let started = ContinuousClock.now
+        let span = options.runtime.startClientSpan("realtime.invoke", protocol: "signalr", client: options.clientLabel)
+        span.attributes["realtime.method"] = method
+        defer { span.end() }
         let reply = OneShot<JSONValue?>()
         let registered = state.withLockedValue { shared -> Bool in
             guard shared.session?.generation == session.generation else { return false }
@@ -302,20 +306,28 @@ public final class HubConnection: Service, Sendable {
         }
         guard registered else { throw RealtimeError(.connectionClosed, "the connection was lost before '\(method)' was sent") }
         do {
-            try await transmit(.invocation(HubInvocation(
-                invocationId: id, target: method, arguments: arguments, streamIds: uploads.map(\.id))), on: session)
+            // The request that carries it (a POST over SSE or long polling) carries the span's context.
+            try await ServiceContext.withValue(span.context) {
+                try await transmit(.invocation(HubInvocation(
+                    invocationId: id, target: method, arguments: arguments, streamIds: uploads.map(\.id))), on: session)
+            }
             state.withLockedValue { $0.machine.didSend(now: timeline.now) }
             startUploads(uploads, on: session)
         } catch {
             completePending(id, with: .failure(Self.sendError(error, method: method)))
         }
-        let value = try await withTaskCancellationHandler {
-            try await reply.value()
-        } onCancel: {
-            self.completePending(id, with: .failure(CancellationError()))
+        do {
+            let value = try await withTaskCancellationHandler {
+                try await reply.value()
+            } onCancel: {
+                self.completePending(id, with: .failure(CancellationError()))
+            }
+            metrics.recordCall(since: started)
+            return value
+        } catch {
+            span.fail(error)
+            throw error
         }
-        metrics.recordCall(since: started)
-        return value
     }
 
     /// Invokes `method` without waiting for a result (no invocation id is sent). An

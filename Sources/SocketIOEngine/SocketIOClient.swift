@@ -2,6 +2,7 @@ public import Foundation
 import DequeModule
 import Logging
 import OrderedCollections
+import Tracing
 import NIOConcurrencyHelpers
 public import RealtimeCore
 
@@ -276,10 +277,18 @@ public final class SocketIOClient: Sendable {
         let box = NIOLockedValueBox<Int?>(nil)
         let started = ContinuousClock.now
         let metrics = manager?.metrics
+        let span = runtime.startClientSpan(
+            "realtime.emit", protocol: "socketio", client: manager?.configuration.clientLabel ?? "default")
+        span.attributes["realtime.event"] = event
+        span.attributes["realtime.namespace"] = namespace
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
                 let id = registerAck(timeout: timeout, event: event) { result in
-                    if case .success = result { metrics?.recordCall(since: started) }
+                    switch result {
+                    case .success: metrics?.recordCall(since: started)
+                    case .failure(let error): span.fail(error)
+                    }
+                    span.end()
                     continuation.resume(with: result)
                 }
                 box.withLockedValue { $0 = id }

@@ -3,6 +3,7 @@ import Logging
 import NIOConcurrencyHelpers
 public import RealtimeCore
 public import ServiceLifecycle
+import Tracing
 
 /// Owns one Engine.IO connection and multiplexes namespace sockets over it; reconnects with backoff.
 ///
@@ -192,10 +193,18 @@ public final class SocketManager: Service, Sendable {
         }
         var failure: RealtimeError?
         var end: EngineIOSessionEnd?
+        // The connect span ends when the session opens (or fails first); the session's requests
+        // carry its propagation headers.
+        let span = runtime.startClientSpan("realtime.connect", protocol: "socketio", client: configuration.clientLabel)
+        handler.connectSpan = span
         do {
-            end = try await session.run()
+            end = try await ServiceContext.withValue(span.context) { try await session.run() }
         } catch {
             failure = RealtimeError.wrap(error)
+        }
+        if handler.takeConnectSpan() != nil {
+            if let failure { span.fail(failure) }
+            span.end()
         }
         let unsent = session.collectUnsent()
         let presumed = session.presumedDelivered
@@ -240,6 +249,21 @@ final class SessionHandler: EngineIODelegate {
     private let context: ReconnectDriver<Never>.SessionContext
     private let state = NIOLockedValueBox(State())
     private let sessionBox = NIOLockedValueBox<EngineIOSession?>(nil)
+    private let spanBox = NIOLockedValueBox<(any Span)?>(nil)
+
+    /// The session's connect span, until the session opens.
+    var connectSpan: (any Span)? {
+        get { spanBox.withLockedValue { $0 } }
+        set { spanBox.withLockedValue { $0 = newValue } }
+    }
+
+    /// Takes the connect span (once).
+    func takeConnectSpan() -> (any Span)? {
+        spanBox.withLockedValue { span in
+            defer { span = nil }
+            return span
+        }
+    }
 
     init(manager: SocketManager, context: ReconnectDriver<Never>.SessionContext) {
         self.manager = manager
@@ -257,6 +281,10 @@ final class SessionHandler: EngineIODelegate {
 
     func engineIOOpened(_ handshake: EngineIOHandshake, transport: EngineIOOptions.Transport) async throws {
         state.withLockedValue { $0.open = true }
+        if let span = takeConnectSpan() {
+            span.addEvent(SpanEvent(name: "opened", attributes: ["realtime.transport": .string(transport.rawValue)]))
+            span.end()
+        }
         manager.opened(handshake)
         try await context.connected(sender: { _ in })
         guard let session else { return }

@@ -5,6 +5,7 @@ import NIOCore
 import NIOHTTP1
 public import RealtimeCore
 public import ServiceLifecycle
+import Tracing
 
 /// The seed's `Spreadbot`: one stream per client, WebSocket first, then Server-Sent Events, then
 /// polling, with sends over the WebSocket (or `POST`), an offline queue, reconnects and token refresh.
@@ -306,13 +307,38 @@ public final class Spreadbot: Service, Sendable {
     /// One connection: the transports in order until one opens, then its life. Throws the last
     /// transport's error when none opens.
     private func session(path: String, context: ReconnectDriver<Never>.SessionContext, generation: Int) async throws -> SessionEnd {
+        // The connect span: each transport tried is an event; it ends when one opens or all failed.
+        let span = configuration.runtime.startClientSpan("realtime.connect", protocol: "spreadbot", client: configuration.clientLabel)
+        span.attributes["realtime.path"] = path
+        let spanOpen = NIOLockedValueBox(true)
+        @Sendable func endSpan(_ error: (any Error)?) {
+            guard spanOpen.withLockedValue({ open in defer { open = false }; return open }) else { return }
+            if let error { span.fail(error) }
+            span.end()
+        }
+        defer { endSpan(nil) }
+        do {
+            return try await ServiceContext.withValue(span.context) {
+                try await self.session(path: path, context: context, generation: generation, span: span, opened: { endSpan(nil) })
+            }
+        } catch {
+            endSpan(error)
+            throw error
+        }
+    }
+
+    private func session(
+        path: String, context: ReconnectDriver<Never>.SessionContext, generation: Int, span: any Span, opened onOpened: @escaping @Sendable () -> Void
+    ) async throws -> SessionEnd {
         var lastError: RealtimeError?
         for (index, transport) in configuration.transports.enumerated() {
             try Task.checkCancellation()
+            span.addEvent(SpanEvent(name: "transport", attributes: ["realtime.transport": .string(transport.rawValue)]))
             let opened = NIOLockedValueBox(false)
             // Synchronous, so an event stream can open on its event loop before its first event.
             let open: @Sendable () -> Void = {
                 opened.withLockedValue { $0 = true }
+                onOpened()
                 self.run.withLockedValue {
                     $0.context = context
                     $0.progressed = false
@@ -351,6 +377,8 @@ public final class Spreadbot: Service, Sendable {
                 lastError = wrapped
                 // The last transport's error is reported once, by the reconnect loop.
                 guard index + 1 < configuration.transports.count else { break }
+                span.addEvent(SpanEvent(
+                    name: "fallback", attributes: ["realtime.transport": .string(transport.rawValue), "realtime.error_code": .string("\(wrapped.code)")]))
                 logger.log(level: level, "the \(transport) transport could not be opened (\(wrapped.code)); trying the next one")
                 report(wrapped)
             }

@@ -1,6 +1,7 @@
 public import Foundation
 public import NIOHTTP1
 public import RealtimeCore
+import Tracing
 import NIOCore
 
 /// A REST reply: status, headers and body.
@@ -88,6 +89,23 @@ public final class SpreadbotREST: Sendable {
 
     /// Any method, path and body.
     public func request(_ method: HTTPMethod, path: String, body: Data?, contentType: String?) async throws -> SpreadbotResponse {
+        let span = configuration.runtime.startClientSpan("realtime.rest", protocol: "spreadbot", client: configuration.clientLabel)
+        span.attributes["http.request.method"] = "\(method)"
+        span.attributes["realtime.path"] = path
+        defer { span.end() }
+        do {
+            let response = try await ServiceContext.withValue(span.context) {
+                try await self.send(method, path: path, body: body, contentType: contentType)
+            }
+            span.attributes["http.response.status_code"] = Int(response.status.code)
+            return response
+        } catch {
+            span.fail(error)
+            throw error
+        }
+    }
+
+    private func send(_ method: HTTPMethod, path: String, body: Data?, contentType: String?) async throws -> SpreadbotResponse {
         var headers = HTTPHeaders()
         headers.add(name: "Accept", value: "application/json")
         if let contentType { headers.add(name: "Content-Type", value: contentType) }

@@ -1,0 +1,20 @@
+public import Tracing
+
+extension RealtimeRuntime {
+    /// Starts a span of a client's (`realtime.connect`, `realtime.invoke`...) on the runtime's tracer,
+    /// with the `realtime.protocol` and `realtime.client` attributes. The caller ends it.
+    package func startClientSpan(_ name: String, protocol protocolName: String, client: String, context: ServiceContext? = nil) -> any Span {
+        let span = activeTracer.startSpan(name, context: context ?? ServiceContext.current ?? .topLevel, ofKind: .client)
+        span.attributes["realtime.protocol"] = protocolName
+        span.attributes["realtime.client"] = client
+        return span
+    }
+}
+
+extension Span {
+    /// Records `error` as the span's failure.
+    package func fail(_ error: any Error) {
+        recordError(error)
+        setStatus(SpanStatus(code: .error))
+    }
+}
