@@ -144,7 +144,7 @@ extension HubConnection {
                 let replay = self.state.withLockedValue({ $0.replay })
             {
                 replay.disconnected()
-                self.logger.info("the WebSocket was lost (\(error.detail)); reconnecting it statefully")
+                self.logger.debug("WebSocket lost, reconnecting statefully", metadata: ["realtime.error_code": "\(error.code)", "realtime.error": "\(error.detail)"])
                 // The reference clients try once; a socket that fails while it opens (the network
                 // is still flapping) gets three more tries, well within the server's wait
                 // (30 s by default in ASP.NET Core).
@@ -158,13 +158,17 @@ extension HubConnection {
                         try await resume()
                         return
                     } catch {
-                        self.logger.info("a stateful reconnect attempt failed: \(Self.realtimeError(error).detail)")
+                        self.logger.debug("stateful reconnect attempt failed", metadata: ["realtime.error": "\(Self.realtimeError(error).detail)"])
                     }
                 }
-                self.logger.info("stateful reconnect gave up; the connection ends")
+                self.logger.debug("stateful reconnect gave up, the connection ends")
             } else if let error {
                 self.logger.debug(
-                    "the transport ended (\(error.detail)); no stateful reconnect (allowReconnect: \(allowReconnect), Close message: \(run.closedByServerMessage), stateful: \(resume != nil))")
+                    "transport ended without a stateful reconnect",
+                    metadata: [
+                        "realtime.error": "\(error.detail)", "realtime.allow_reconnect": "\(allowReconnect)",
+                        "realtime.close_message": "\(run.closedByServerMessage)", "realtime.stateful": "\(resume != nil)",
+                    ])
             }
             await self.transportEnded(generation: generation, error: error, allowReconnect: allowReconnect)
         }
@@ -189,7 +193,7 @@ extension HubConnection {
         if replay != nil {
             resume = { @Sendable in try await self.openWebSocket(url: httpURL, headers: headers, resuming: generation) }
         }
-        logger.debug("opening the WebSocket to \(Redaction.url(wsURL))")
+        logger.debug("opening the WebSocket", metadata: ["realtime.transport": "WebSockets", "realtime.url": "\(Redaction.url(wsURL))"])
         try await runSession(generation: generation, run: run, ready: ready, resume: resume) { [wsURL, resuming] in
             try await WebSocketTransport.connect(to: wsURL, configuration: configuration, runtime: self.options.runtime) { ws in
                 // One frame may carry several hub messages (0x1E-terminated JSON, length-prefixed
@@ -306,7 +310,7 @@ extension HubConnection {
             },
             run: run)
         let maximum = options.maximumReceiveMessageSize
-        logger.debug("opening the Server-Sent Events stream \(Redaction.url(url))")
+        logger.debug("opening the event stream", metadata: ["realtime.transport": "ServerSentEvents", "realtime.url": "\(Redaction.url(url))"])
         try await runSession(generation: generation, run: run, ready: ready) { [request] in
             // The pipeline lives on the stream's event loop: every event is fed there, in order.
             let pipeline = NIOLockedValueBox(InboundPipeline(connection: self, session: session, run: run, ready: ready))
@@ -392,7 +396,7 @@ extension HubConnection {
                 run.cancelTask()
             },
             run: run)
-        logger.debug("starting to poll \(Redaction.url(url))")
+        logger.debug("starting to poll", metadata: ["realtime.transport": "LongPolling", "realtime.url": "\(Redaction.url(url))"])
         try await runSession(generation: generation, run: run, ready: ready) {
             // The handshake goes out without waiting for the first poll to return.
             // The handshake goes out beside the first poll (whose answer carries the reply); the
@@ -470,7 +474,7 @@ extension HubConnection {
             }
             return .goOn
         case .streamInvocation, .cancelInvocation:
-            logger.warning("the server sent a \(message.type == 4 ? "StreamInvocation" : "CancelInvocation"), which a client does not serve; ignored")
+            logger.debug("ignored a message a client does not serve", metadata: ["realtime.message_type": "\(message.type)"])
             return .goOn
         case .close(let close):
             run.serverClosed(close)

@@ -492,14 +492,16 @@ public final class HubConnection: Service, Sendable {
         let handlers = state.withLockedValue { $0.handlers[invocation.target.lowercased()] ?? [] }
         var result: Result<JSONValue?, any Error>?
         if handlers.isEmpty {
-            logger.warning("no handler for the client method '\(invocation.target)'")
+            logger.warning("no handler for a client method the server invoked", metadata: ["realtime.method": "\(invocation.target)"])
         }
         for handler in handlers {
             do {
                 let value = try await handler.run(invocation.arguments)
                 if handler.returnsResult, result == nil { result = .success(value) }
             } catch {
-                logger.error("the handler of '\(invocation.target)' failed: \(Redaction.describe(error))")
+                logger.warning(
+                    "a client method handler threw",
+                    metadata: ["realtime.method": "\(invocation.target)", "realtime.error": "\(Redaction.describe(error))"])
                 if handler.returnsResult, result == nil { result = .failure(error) }
             }
         }
@@ -538,7 +540,7 @@ public final class HubConnection: Service, Sendable {
                     }
                 }
             case .notifyReconnecting(let error):
-                logger.info("connection lost, reconnecting: \(error.detail)")
+                logger.debug("connection lost, reconnecting", metadata: ["realtime.error_code": "\(error.code)", "realtime.error": "\(error.detail)"])
                 options.lifecycleObserver?.willReconnect(error)
                 for handler in state.withLockedValue({ $0.reconnecting }) { await handler(error) }
             case .notifyReconnected:

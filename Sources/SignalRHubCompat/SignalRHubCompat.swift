@@ -247,7 +247,7 @@ extension HubConnection {
             do {
                 try callback(ArgumentExtractor(arguments: arguments))
             } catch {
-                self.logger.error("the handler of '\(method)' failed: \(error)")
+                self.logger.warning("a client method handler threw", metadata: ["realtime.method": "\(method)", "realtime.error": "\(error)"])
             }
         })
     }

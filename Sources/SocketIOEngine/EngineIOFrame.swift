@@ -1,3 +1,5 @@
+import Foundation
+import OrderedCollections
 import RealtimeCore
 
 /// A group of Engine.IO packets that must go out together and in order (a Socket.IO packet and its
@@ -28,3 +30,21 @@ struct EngineIOFrame: OutboxMessage {
         }
     }
 }
+
+extension EngineIOFrame {
+    /// The emit this frame carries, as the `dropped` client event reports it:
+    /// `{"event": name, "data": [arguments], "ackId": id}` (`ackId` only for an emit with an ack).
+    var droppedEmitDescription: JSONValue {
+        var members: OrderedDictionary<String, JSONValue> = [:]
+        if case .text(let text)? = packets.first?.payload, let (packet, _) = try? SocketIOCodec.decode(text: text) {
+            var attachments: [Data] = []
+            for part in packets.dropFirst() { if case .binary(let data) = part.payload { attachments.append(data) } }
+            let data = (packet.data.flatMap { try? SocketIOCodec.reconstruct($0, attachments: attachments) } ?? packet.data)?.arrayValue ?? []
+            if case .string(let name)? = data.first { members["event"] = .string(name) }
+            members["data"] = .array(Array(data.dropFirst()))
+        }
+        if let ackID { members["ackId"] = .number(Double(ackID)) }
+        return .object(members)
+    }
+}
+

@@ -354,7 +354,7 @@ final class EngineIOSession: Sendable {
             decideReader(upgraded: false)
             outbox.resume(retireWriter: false)
             if error is CancellationError || Task.isCancelled { throw CancellationError() }
-            runtime.logger.debug("Engine.IO WebSocket upgrade failed; staying on polling", metadata: ["error": "\(error)"])
+            runtime.logger.debug("Engine.IO WebSocket upgrade failed; staying on polling", metadata: ["realtime.error": "\(error)"])
             return .keepGoing
         }
         let end = result.withLockedValue { $0 }

@@ -248,10 +248,14 @@ public final class SocketIOClient: Sendable {
         case .rejected?:
             manager?.metrics.dropped(reason: "queue_full")
             throw RealtimeError.queueFull(capacity: manager?.configuration.offlineQueueCapacity ?? 0)
-        case .droppedOldest?:
+        case .droppedOldest(let oldest)?:
             manager?.metrics.dropped(reason: "queue_full")
-            runtime.logger.warning("Socket.IO offline queue full; dropped the oldest emit", metadata: ["namespace": "\(namespace)"])
-            fire(.error, ["the offline queue was full; the oldest queued emit was dropped"])
+            state.withLockedValue { $0.droppedEmits += 1 }
+            let full = RealtimeError(.queueFull, "the offline queue was full; the oldest queued emit was dropped")
+            if let id = oldest.ackID { failAck(id, with: full) }
+            runtime.logger.debug("offline queue full, dropped the oldest emit", metadata: ["realtime.namespace": "\(namespace)"])
+            fire(.dropped, [oldest.droppedEmitDescription])
+            fire(.error, [.string(full.description)])
         }
     }
 
@@ -482,7 +486,7 @@ public final class SocketIOClient: Sendable {
         case .ack, .binaryAck:
             if let id = packet.id { session?.confirmDelivery(namespace: namespace, ackID: id) }
             guard let id = packet.id, let entry = state.withLockedValue({ $0.acks.removeValue(forKey: id) }) else {
-                runtime.logger.trace("dropped an ack nobody waits for (late or unknown)", metadata: ["id": "\(packet.id ?? -1)"])
+                runtime.logger.trace("dropped an ack nobody waits for (late or unknown)", metadata: ["realtime.ack_id": "\(packet.id ?? -1)"])
                 return
             }
             ackTimeouts.cancel(id)
@@ -564,22 +568,27 @@ public final class SocketIOClient: Sendable {
             for (id, entry) in state.acks where !waiting.contains(id) { failed.append((id, entry)) }
             for (id, _) in failed { state.acks.removeValue(forKey: id) }
             // Written emits that wait for an ack are reported through the ack, not sent again.
-            let resend = written.filter { $0.ackID == nil } + unwritten
-            let queued = state.queue.drain()
-            var all = resend + queued
+            var resend = written.filter { $0.ackID == nil }
+            var unsent = unwritten + state.queue.drain()
             var dropped: [EngineIOFrame] = []
             let capacity = state.queue.capacity
-            if all.count > capacity {
+            // What was written is the likeliest to have arrived: it goes first, oldest first,
+            // whatever the policy; then the policy chooses among what was never written.
+            let overWritten = min(resend.count, max(0, resend.count + unsent.count - capacity))
+            dropped += resend.prefix(overWritten)
+            resend.removeFirst(overWritten)
+            let overUnsent = max(0, resend.count + unsent.count - capacity)
+            if overUnsent > 0 {
                 switch state.queue.overflowPolicy {
                 case .dropOldest:
-                    dropped = Array(all.prefix(all.count - capacity))
-                    all.removeFirst(all.count - capacity)
+                    dropped += unsent.prefix(overUnsent)
+                    unsent.removeFirst(overUnsent)
                 default:
-                    dropped = Array(all.suffix(all.count - capacity))
-                    all.removeLast(all.count - capacity)
+                    dropped += unsent.suffix(overUnsent)
+                    unsent.removeLast(overUnsent)
                 }
             }
-            for frame in all { _ = state.queue.enqueue(frame) }
+            for frame in resend + unsent { _ = state.queue.enqueue(frame) }
             state.droppedEmits += dropped.count
             return (failed, dropped, state.queue.overflowPolicy)
         }
@@ -595,9 +604,11 @@ public final class SocketIOClient: Sendable {
         let which = policy == .dropOldest ? "oldest" : "newest"
         let full = RealtimeError(
             .queueFull,
-            "the offline queue (capacity \(state.withLockedValue { $0.queue.capacity })) could not take back \(dropped.count) unsent emits; the \(which) were dropped")
+            "the offline queue (capacity \(state.withLockedValue { $0.queue.capacity })) could not take back \(dropped.count) unsent emits; those written before the cut went first, then the \(which) of the rest (the dropped event lists them)")
         for frame in dropped where frame.ackID != nil { failAck(frame.ackID!, with: full) }
-        runtime.logger.warning("Socket.IO emits dropped after a disconnect", metadata: ["namespace": "\(namespace)", "socketio.dropped": "\(dropped.count)"])
+        runtime.logger.debug(
+            "emits dropped after a disconnect", metadata: ["realtime.namespace": "\(namespace)", "realtime.dropped": "\(dropped.count)"])
+        fire(.dropped, dropped.map(\.droppedEmitDescription))
         fire(.error, [.string(full.description)])
     }
 
@@ -646,6 +657,7 @@ public final class SocketIOClient: Sendable {
             failAck(id, with: error)
         } else {
             state.withLockedValue { $0.droppedEmits += 1 }
+            fire(.dropped, [frame.droppedEmitDescription])
             fire(.error, [.string(error.description)])
         }
     }

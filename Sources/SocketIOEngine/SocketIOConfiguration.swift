@@ -96,4 +96,8 @@ public enum SocketClientEvent: String, Sendable, CaseIterable {
     case statusChange
     /// The transport moved from polling to WebSocket.
     case websocketUpgrade
+    /// Emits were dropped unsent (the offline queue was full); data: one object per emit,
+    /// `{"event": name, "data": [arguments], "ackId": id}`, oldest first (`ackId` only for an
+    /// emit with an ack, whose ack also fails with `queueFull`).
+    case dropped
 }

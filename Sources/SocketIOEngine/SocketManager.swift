@@ -220,7 +220,7 @@ public final class SocketManager: Service, Sendable {
         case nil: failure?.code == .timeout && wasOpen ? "ping timeout" : "transport error"
         }
         if presumed > 0 {
-            logger.debug("Socket.IO frames left the resend window unconfirmed", metadata: ["socketio.presumed_delivered": "\(presumed)"])
+            logger.debug("Socket.IO frames left the resend window unconfirmed", metadata: ["realtime.presumed_delivered": "\(presumed)"])
         }
         let sockets = self.sockets
         let written = Dictionary(grouping: unsent.written.filter { $0.requeueNamespace != nil }, by: { $0.requeueNamespace! })
@@ -316,7 +316,7 @@ final class SessionHandler: EngineIODelegate {
         guard let packet else { return }
         manager.metrics.received(messages: 1, bytes: 0)
         guard let socket = manager.existingSocket(packet.namespace) else {
-            manager.logger.debug("Socket.IO packet for a namespace with no socket", metadata: ["namespace": "\(packet.namespace)"])
+            manager.logger.debug("Socket.IO packet for a namespace with no socket", metadata: ["realtime.namespace": "\(packet.namespace)"])
             return
         }
         await socket.handle(packet, session: session)

@@ -288,7 +288,9 @@ public final class Spreadbot: Service, Sendable {
         let finalError = await driver.run({ context in
             try await self.session(path: path, context: context, generation: generation)
         }, onFailure: { error, willRetry in
-            self.logger.log(level: self.level, "the Spreadbot stream failed (\(error.code)); \(willRetry ? "reconnecting" : "giving up")")
+            self.logger.log(
+                level: self.level, willRetry ? "stream failed, reconnecting" : "stream failed, giving up",
+                metadata: ["realtime.error_code": "\(error.code)"])
             self.report(error)
         })
         guard isCurrent(generation) else { return }
@@ -299,7 +301,7 @@ public final class Spreadbot: Service, Sendable {
         metrics.dropped(failed.count, reason: "closed")
         metrics.queueDepth(0)
         if let finalError, finalError.code == .reconnectGaveUp { report(finalError) }
-        if !failed.isEmpty { logger.log(level: level, "\(failed.count) queued messages were not sent") }
+        if !failed.isEmpty { logger.log(level: level, "queued messages were not sent", metadata: ["realtime.dropped": "\(failed.count)"]) }
         stateBox.update(.disconnected)
         finishSubscribers()
     }
@@ -347,7 +349,7 @@ public final class Spreadbot: Service, Sendable {
                 self.outbox.setConnected(true)
                 self.transportBox.update(transport)
                 self.stateBox.update(.connected)
-                self.logger.log(level: self.level, "the Spreadbot stream is open over \(transport)")
+                self.logger.log(level: self.level, "stream open", metadata: ["realtime.transport": "\(transport)"])
                 for handler in self.handlers.withLockedValue({ $0.open }) { handler() }
             }
             do {
@@ -379,7 +381,9 @@ public final class Spreadbot: Service, Sendable {
                 guard index + 1 < configuration.transports.count else { break }
                 span.addEvent(SpanEvent(
                     name: "fallback", attributes: ["realtime.transport": .string(transport.rawValue), "realtime.error_code": .string("\(wrapped.code)")]))
-                logger.log(level: level, "the \(transport) transport could not be opened (\(wrapped.code)); trying the next one")
+                logger.log(
+                    level: level, "transport could not be opened, trying the next",
+                    metadata: ["realtime.transport": "\(transport)", "realtime.error_code": "\(wrapped.code)"])
                 report(wrapped)
             }
         }
@@ -419,7 +423,7 @@ public final class Spreadbot: Service, Sendable {
         // A reconnect asks for what it missed while down, as polling does (`since`).
         let lastId = run.withLockedValue { $0.lastEventId }
         if !lastId.isEmpty { url += (url.contains("?") ? "&" : "?") + "since=" + SpreadbotAuth.formEncode(lastId) }
-        logger.log(level: level, "opening the WebSocket \(Redaction.url(url))")
+        logger.log(level: level, "opening the WebSocket", metadata: ["realtime.url": "\(Redaction.url(url))"])
         try await WebSocketTransport.connect(to: url, configuration: ws, runtime: configuration.runtime) { connection in
             open()
             try await withThrowingTaskGroup(of: Void.self) { group in
@@ -462,7 +466,7 @@ public final class Spreadbot: Service, Sendable {
         let url = configuration.url(for: path)
         let request = HTTPRequestSpec(url: url, headers: headers, tls: configuration.tls, headTimeout: configuration.requestTimeout)
         let maximum = configuration.maxMessageSize
-        logger.log(level: level, "opening the event stream \(Redaction.url(url))")
+        logger.log(level: level, "opening the event stream", metadata: ["realtime.url": "\(Redaction.url(url))"])
         let stream = try EventStream.open(
             request, runtime: configuration.runtime, options: EventStreamOptions(maxEventSize: maximum, lastEventId: lastId),
             onHead: { head in

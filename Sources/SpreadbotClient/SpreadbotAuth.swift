@@ -81,7 +81,7 @@ final class SpreadbotAuth: Sendable {
             throw RealtimeError(.authenticationFailed, "the server answered 401 and no token refresh is configured (authURL and refreshToken)", status: .unauthorized)
         }
         let level: Logger.Level = configuration.log ? .info : .debug
-        configuration.runtime.logger.log(level: level, "refreshing the access token at \(Redaction.url(authURL))")
+        configuration.runtime.logger.log(level: level, "refreshing the access token", metadata: ["realtime.url": "\(Redaction.url(authURL))"])
         var headers = HTTPHeaders()
         headers.add(name: "Content-Type", value: "application/x-www-form-urlencoded")
         headers.add(name: "Accept", value: "application/json")
@@ -173,7 +173,12 @@ struct SpreadbotHTTP: Sendable {
             }
             guard attempt < attempts else { throw failure }
             let delay = configuration.retryDelay * (1 << (attempt - 1))
-            configuration.runtime.logger.log(level: level, "\(method) \(Redaction.url(url)) failed (\(failure.code)), attempt \(attempt + 1) of \(attempts) in \(delay)")
+            configuration.runtime.logger.log(
+                level: level, "request failed, retrying",
+                metadata: [
+                    "realtime.method": "\(method)", "realtime.url": "\(Redaction.url(url))", "realtime.error_code": "\(failure.code)",
+                    "realtime.attempt": "\(attempt + 1)", "realtime.attempts": "\(attempts)", "realtime.delay": "\(delay)",
+                ])
             try await configuration.runtime.sleep(for: delay)
             attempt += 1
         }

@@ -68,12 +68,25 @@ struct SocketIODeliveryTests {
             let socket = manager.defaultSocket
             let errors = Recorder<String>()
             socket.on(clientEvent: .error) { errors.append($0.arguments.first?.stringValue ?? "") }
+            let reported = Recorder<Int>()  // the seq emits named by dropped events
+            let reportedAll = Recorder<String>()  // every emit they name (seq_report may be one)
+            socket.on(clientEvent: .dropped) { event in
+                for emit in event.arguments {
+                    let name = emit["event"]?.stringValue ?? "?"
+                    reportedAll.append(name)
+                    if name == "seq", let index = emit["data"]?.arrayValue?.first?.intValue { reported.append(index) }
+                }
+            }
             try await socket.connect(timeout: .seconds(10))
             _ = try await socket.emitWithAck("seq_reset", arguments: [], timeout: .seconds(5))
             proxy.inject(.cutAfter(bytes: 2_000 + run * 1_500, .clientToTarget, .reset))
             var refused = 0
+            var refusedIndexes = Set<Int>()
             for index in 0..<1_000 {
-                do { try socket.emit("seq", arguments: [.number(Double(index))]) } catch { refused += 1 }
+                do { try socket.emit("seq", arguments: [.number(Double(index))]) } catch {
+                    refused += 1
+                    refusedIndexes.insert(index)
+                }
             }
             // Wait for the reconnect to flush what was kept, then ask.
             let deadline = ContinuousClock.now + .seconds(20)
@@ -84,6 +97,13 @@ struct SocketIODeliveryTests {
             let missing = 1_000 - arrived.intersection(0..<1_000).count
             #expect(proxy.statistics.connectionsCut >= 1)
             #expect(missing <= refused + socket.droppedEmitCount, "run \(run): \(missing) missing, \(refused) refused, \(socket.droppedEmitCount) dropped")
+            // Exactly which: every emit that never arrived was refused at the call or named in a
+            // dropped event, and the dropped events name as many emits as were counted.
+            let missingIndexes = Set(0..<1_000).subtracting(arrived).subtracting(refusedIndexes)
+            let named = Set(reported.values)
+            #expect(missingIndexes.isSubset(of: named), "run \(run): \(missingIndexes.subtracting(named).sorted().prefix(10)) missing and never reported")
+            #expect(reportedAll.values.count == socket.droppedEmitCount)
+            #expect(Set(reportedAll.values).isSubset(of: ["seq", "seq_report"]))
             if socket.droppedEmitCount > 0 {
                 #expect(errors.values.contains { $0.contains("could not take back") }, "the drop was reported as an error event")
             }
