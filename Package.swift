@@ -38,6 +38,7 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/swift-websocket.git", from: "1.6.2"),
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
         .package(url: "https://github.com/hummingbird-project/hummingbird-websocket.git", from: "2.8.1"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
     ],
     targets: [
         .target(
@@ -173,19 +174,56 @@ let package = Package(
             name: "realtime",
             dependencies: [
                 "RealtimeCore", "EventSourceClient", "SocketIOEngine", "SignalRHub", "SpreadbotClient",
-                "RealtimeTesting",
+                "RealtimeTesting", "RealtimeBridge",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings
         ),
+        .target(
+            name: "RealtimeBridge",
+            dependencies: [
+                "RealtimeCore", "EventSourceClient", "SocketIOEngine", "SignalRHub", "SpreadbotClient",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ],
+            path: "Examples/RealtimeBridge/Sources/RealtimeBridge",
+        ),
+        .executableTarget(
+            name: "realtime-bridge",
+            dependencies: [
+                "RealtimeBridge", "SpreadbotClient",
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Examples/RealtimeBridge/Sources/realtime-bridge",
+        ),
         .executableTarget(
             name: "signalr-quickstart",
             dependencies: ["SignalRHub"],
             path: "Examples/SignalRQuickStart",
             swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "RealtimeBridgeTests",
+            dependencies: [
+                "RealtimeBridge", "RealtimeCore", "RealtimeTesting", "SignalRHub", "SocketIOEngine", "SpreadbotClient",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
         ),
         .testTarget(
             name: "RealtimeCoreTests",

@@ -110,7 +110,7 @@ package final class TimerQueue: Sendable {
         // Unstructured on purpose: the queue belongs to a runtime (a value shared by many clients,
         // with no run() of its own), so no client's task group can own it; it ends as soon as no
         // deadline is pending.
-        state.runner = Task { await self.run(generation: generation) }
+        state.runner = Task.detached { await self.run(generation: generation) }  // no caller's task-locals (see ownTask)
         return previous
     }
 

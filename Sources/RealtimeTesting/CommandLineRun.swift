@@ -65,9 +65,16 @@ public final class RunningCommand: Sendable {
     /// Standard output, one line at a time, as the command writes it (ends when it closes).
     public let lines: AsyncStream<String>
     private let exited: Task<Void, Never>
+    private let ended = NIOLockedValueBox<ContinuousClock.Instant?>(nil)
+    /// When the command ended, as seen by the thread that waited for it (not when a task got to
+    /// run after it: on a busy machine that can be much later).
+    public var endTime: ContinuousClock.Instant? { ended.withLockedValue { $0 } }
 
-    init(process: Process, output: Pipe, errors: Pipe) {
+    private let input: Pipe
+
+    init(process: Process, output: Pipe, errors: Pipe, input: Pipe) {
         self.process = process
+        self.input = input
         let (lines, continuation) = AsyncStream.makeStream(of: String.self)
         self.lines = lines
         let box = Data.Box()
@@ -88,11 +95,26 @@ public final class RunningCommand: Sendable {
             if !pending.isEmpty { continuation.yield(String(decoding: pending, as: UTF8.self)) }
             continuation.finish()
         }
+        let ended = self.ended
         exited = Task {
             let data = await BlockingWork.run { errors.fileHandleForReading.readDataToEndOfFile() }
             box.set(data)
-            await BlockingWork.run { process.waitUntilExit() }
+            let end = await BlockingWork.run {
+                process.waitUntilExit()
+                return ContinuousClock.now
+            }
+            ended.withLockedValue { $0 = end }
         }
+    }
+
+    /// Writes one line to the command's standard input.
+    public func send(line: String) {
+        input.fileHandleForWriting.write(Data((line + "\n").utf8))
+    }
+
+    /// Closes the command's standard input (it reads end of file).
+    public func closeInput() {
+        try? input.fileHandleForWriting.close()
     }
 
     /// Sends `signal` (SIGINT, SIGTERM) to the command.
@@ -108,20 +130,29 @@ public final class RunningCommand: Sendable {
 }
 
 extension RealtimeCommandLine {
-    /// Starts `executable <arguments>` (the `realtime` command by default) and returns at once.
-    public static func launch(executable: String = executable, _ arguments: [String]) throws -> RunningCommand {
+    /// Starts `executable <arguments>` (the `realtime` command by default) and returns at once;
+    /// `environment` is added to this process's.
+    public static func launch(executable: String = executable, _ arguments: [String], environment: [String: String] = [:]) throws -> RunningCommand {
         guard FileManager.default.isExecutableFile(atPath: executable) else {
             throw Missing(description: "\(executable) is missing: `swift build` builds it (Scripts/test.sh does)")
         }
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
+        if !environment.isEmpty {
+            process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        }
+        if !environment.isEmpty {
+            process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        }
         let output = Pipe()
         let errors = Pipe()
+        let input = Pipe()
         process.standardOutput = output
         process.standardError = errors
+        process.standardInput = input
         try process.run()
-        return RunningCommand(process: process, output: output, errors: errors)
+        return RunningCommand(process: process, output: output, errors: errors, input: input)
     }
 }
 

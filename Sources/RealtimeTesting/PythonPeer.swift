@@ -62,11 +62,6 @@ public final class PythonPeer: @unchecked Sendable {
         try await BlockingWork.run { try PythonPeer(scriptPath: scriptPath, arguments: arguments, waitForPort: waitForPort) }
     }
 
-    /// ``stop()`` on a thread of its own (see ``BlockingWork``).
-    public func shutdown() async {
-        await BlockingWork.run { self.stop() }
-    }
-
     private static func readLine(_ handle: FileHandle) -> String {
         var line = Data()
         while true {
@@ -99,8 +94,13 @@ public final class PythonPeer: @unchecked Sendable {
         return (String(decoding: collected, as: UTF8.self), process.terminationStatus)
     }
 
-    /// Asks the peer to stop, and kills it if it is still running a second later.
-    public func stop() {
+    /// Asks the peer to stop, and kills it if it is still running a second later. The waiting
+    /// happens on a thread of its own (see ``BlockingWork``), never on one that runs tasks.
+    public func stop() async {
+        await BlockingWork.run { self.stopBlocking() }
+    }
+
+    private func stopBlocking() {
         process.terminate()
         let deadline = Date().addingTimeInterval(1)
         while process.isRunning && Date() < deadline { usleep(10_000) }

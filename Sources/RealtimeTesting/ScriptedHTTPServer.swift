@@ -53,6 +53,12 @@ public final class ChunkFeed: Sendable {
     public func send(_ buffer: ByteBuffer) { continuation.yield(buffer) }
     /// Ends the response body cleanly.
     public func finish() { continuation.finish() }
+
+    /// Runs `body` once the response ends: finished, or its connection gone (the server stopped
+    /// reading the feed).
+    public func onTermination(_ body: @escaping @Sendable () -> Void) {
+        continuation.onTermination = { _ in body() }
+    }
 }
 
 /// An HTTP server on loopback whose every answer a test scripts: status codes, headers, bodies

@@ -104,6 +104,8 @@ public final class SignalRTestServer: Sendable {
     public var port: Int { serverBox.withLockedValue { $0 }?.port ?? 0 }
     /// Negotiate requests served.
     public var negotiateCount: Int { state.withLockedValue { $0.negotiateCount } }
+    /// Hub connections open now (past their handshake).
+    public var connectionCount: Int { state.withLockedValue { $0.connections.count } }
     /// Ping messages received from clients.
     public var pingsReceived: Int { state.withLockedValue { $0.pingsReceived } }
     /// WebSockets that re-attached to a stateful connection.

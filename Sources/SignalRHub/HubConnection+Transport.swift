@@ -113,12 +113,14 @@ extension HubConnection {
     /// Runs `body` (the transport's reader) in its own task; returns once the handshake is done.
     ///
     /// The task is unstructured: `start()` (the official client's shape) returns once connected,
-    /// while the reader goes on; `stop()` and the transport's end cancel it.
+    /// while the reader goes on; `stop()` and the transport's end cancel it. It is a task of its
+    /// own (``ownTask``): the graceful shutdown of whatever service called `start()` must not
+    /// close the WebSocket under the connection.
     private func runSession(
         generation: Int, run: SessionRun, ready: OneShot<Void>, resume: (@Sendable () async throws -> Void)? = nil,
         _ body: @escaping @Sendable () async throws -> WebSocketCloseInfo?
     ) async throws {
-        let task = Task {
+        let task = ownTask {
             var endError: RealtimeError?
             do {
                 let closeInfo = try await body()

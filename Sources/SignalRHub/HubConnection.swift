@@ -467,9 +467,9 @@ public final class HubConnection: Service, Sendable {
             return shared.dispatcher
         }
         guard let dispatcher else { return }
-        // Unstructured: HubConnection's API (start()/stop(), as the official client's) has no run()
-        // that could own it; it lives from start() until the connection closes for good.
-        let task = Task { [weak self] in
+        // Unstructured: start() (the official client's shape) may be called without run(); it
+        // lives from start() until the connection closes for good, in a task of its own.
+        let task = ownTask { [weak self] in
             while let batch = try? await dispatcher.nextBatch() {
                 guard let self else { return }
                 for item in batch {
@@ -527,7 +527,7 @@ public final class HubConnection: Service, Sendable {
             case .reconnect(let delay, let attempt):
                 // A deadline on the runtime's clock; the attempt itself (negotiate, connect) runs as
                 // a task when it comes due (start() has returned long ago: nothing waits to own it).
-                timers.schedule(after: delay) { Task { await self.reconnect(attempt: attempt) } }
+                timers.schedule(after: delay) { _ = ownTask { await self.reconnect(attempt: attempt) } }
             case .failPending(let error):
                 let pending = state.withLockedValue { shared in
                     defer { shared.pending.removeAll() }

@@ -111,8 +111,9 @@ public final class SocketManager: Service, Sendable {
         }
         if start {
             // Unstructured: a socket's connect() (the API socket.io clients have) starts the shared
-            // connection, which outlives that call; disconnect() and run() end it.
-            let task = Task { await self.runLoop() }
+            // connection, which outlives that call; disconnect() and run() end it. Its own task: a
+            // caller's graceful shutdown must not reach it.
+            let task = ownTask { await self.runLoop() }
             state.withLockedValue { state in
                 if state.runTask == nil { state.runTask = task } else { task.cancel() }
             }

@@ -209,8 +209,8 @@ public final class Spreadbot: Service, Sendable {
         stateBox.update(.connecting)
         let generation = run.withLockedValue { $0.generation }
         // Unstructured: establishConnection(path:) (the seed's API) returns at once; closeConnection()
-        // and run() (as a Service) end it.
-        let task = Task {
+        // and run() (as a Service) end it. Its own task: a caller's graceful shutdown must not reach it.
+        let task = ownTask {
             await previous?.value
             await self.runConnection(path: path, generation: generation)
         }

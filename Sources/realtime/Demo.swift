@@ -32,7 +32,7 @@ struct Demo: AsyncParsableCommand {
         ("HTTP streaming GET parsed as Server-Sent Events", httpStreamAsSSE),
         ("HTTP long polling with a batching POST sender", longPolling),
         ("Reconnect driver: drop, backoff, reconnect, offline queue flushed in order", reconnect),
-    ] + EventSourceDemo.steps + SocketIODemo.steps + SignalRDemo.steps + SpreadbotDemo.steps
+    ] + EventSourceDemo.steps + SocketIODemo.steps + SignalRDemo.steps + SpreadbotDemo.steps + BridgeDemo.steps
 
     static func webSocketEcho() async throws {
         let server = try await WebSocketEchoServer.start()

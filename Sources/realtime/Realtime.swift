@@ -12,6 +12,9 @@ struct Realtime: AsyncParsableCommand {
             130 / 143 interrupted by SIGINT / SIGTERM (after printing what it had).
             """,
         version: "swift-realtime 0.1.0-dev",
-        subcommands: [Demo.self, WebSocketCommand.self, SSECommand.self, SocketIOCommand.self, SignalRCommand.self, SpreadbotCommand.self]
+        subcommands: [
+            Demo.self, WebSocketCommand.self, SSECommand.self, SocketIOCommand.self, SignalRCommand.self, SpreadbotCommand.self,
+            TestServersCommand.self,
+        ]
     )
 }

@@ -237,13 +237,6 @@ struct TestFailure: Error, CustomStringConvertible {
     init(_ description: String) { self.description = description }
 }
 
-func waitUntil(_ condition: () -> Bool) async throws {
-    let deadline = ContinuousClock.now + .seconds(10)
-    while !condition() {
-        guard ContinuousClock.now < deadline else { throw TestFailure("the condition did not hold within 10 s") }
-        try await Task.sleep(for: .milliseconds(2))
-    }
-}
 
 /// The process's resident set size, from /proc/self/statm.
 func residentBytes() -> Int {

@@ -10,7 +10,7 @@ import Testing
         // Started and stopped off the concurrency pool: waiting for uvicorn on a pool thread (2 on
         // this machine) stalled every other test's async work for seconds in a full run.
         let peer = try await PythonPeer.start(scriptPath: peerScript("sse_peer.py"))
-        defer { Task { await peer.shutdown() } }
+        defer { Task { await peer.stop() } }
         let comments = NSLock()
         nonisolated(unsafe) var commentCount = 0
         let source = EventSource(
@@ -31,7 +31,7 @@ import Testing
         // Started and stopped off the concurrency pool: waiting for uvicorn on a pool thread (2 on
         // this machine) stalled every other test's async work for seconds in a full run.
         let peer = try await PythonPeer.start(scriptPath: peerScript("sse_peer.py"))
-        defer { Task { await peer.shutdown() } }
+        defer { Task { await peer.stop() } }
         let source = EventSource(url: URL(string: "http://127.0.0.1:\(peer.port)/unicode")!, configuration: fastConfiguration())
         let events = try await collect(source, count: 1)
         source.close()

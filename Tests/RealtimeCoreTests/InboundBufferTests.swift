@@ -1,3 +1,4 @@
+import RealtimeTesting
 import NIOConcurrencyHelpers
 import RealtimeCore
 import Testing

@@ -78,11 +78,3 @@ import Testing
     }
 }
 
-func waitUntil(_ limit: Duration = .seconds(5), _ condition: () -> Bool) async throws {
-    let start = ContinuousClock.now
-    while !condition() {
-        if ContinuousClock.now - start > limit { Issue.record("condition not met within \(limit)"); return }
-        // Polls a condition another thread makes true; the manual clock gives nothing to await here.
-        try await Task.sleep(for: .milliseconds(1))
-    }
-}

@@ -16,7 +16,7 @@ struct AioSignalRInteropTests {
     @Test("invoke, send, on, streams, cancel and client results, on every transport it serves", arguments: HubConnectionTests.combinations)
     func exchange(_ transport: HttpTransportType, _ kind: HubProtocolType) async throws {
         let peer = try await PythonPeer.start(scriptPath: signalRPeerScript("aiosignalr_server.py"))
-        defer { Task { await peer.shutdown() } }
+        defer { Task { await peer.stop() } }
         let connection = HubConnectionBuilder().withUrl(url: "http://127.0.0.1:\(peer.port)/hub", transport: transport).withHubProtocol(hubProtocol: kind).build()
         let received = Recorder<String>()
         connection.on("receive") { (user: String, count: Int) in received.append("\(user):\(count)") }
@@ -72,7 +72,7 @@ struct AioSignalRInteropTests {
     @Test("A cut mid-invocation fails the call at once; automatic reconnect gets a new connection")
     func cutAndReconnect() async throws {
         let peer = try await PythonPeer.start(scriptPath: signalRPeerScript("aiosignalr_server.py"))
-        defer { Task { await peer.shutdown() } }
+        defer { Task { await peer.stop() } }
         let proxy = try await FaultProxy.start(targetPort: peer.port)
         defer { Task { await proxy.stop() } }
         let connection = HubConnectionBuilder().withUrl(url: proxy.url(scheme: "http") + "/hub").withAutomaticReconnect([0, 0.5]).build()

@@ -38,9 +38,4 @@ struct HubTimersOnManualClockTests {
         #expect(try await closed.wait(count: 1) == ["timeout"])
         #expect(connection.currentState == .stopped)
     }
-
-    func waitUntil(_ condition: () -> Bool) async throws {
-        for _ in 0..<1_000 where !condition() { try await Task.sleep(for: .milliseconds(10)) }
-        #expect(condition())
-    }
 }

@@ -14,7 +14,7 @@ struct StatefulReconnectTests {
     @Test("aiosignalr: bursts both ways survive cuts with nothing lost or doubled", arguments: HubProtocolType.allCases)
     func aiosignalrBursts(_ kind: HubProtocolType) async throws {
         let peer = try await PythonPeer.start(scriptPath: signalRPeerScript("aiosignalr_server.py"), arguments: ["stateful"])
-        defer { Task { await peer.shutdown() } }
+        defer { Task { await peer.stop() } }
         let proxy = try await FaultProxy.start(targetPort: peer.port)
         defer { Task { await proxy.stop() } }
         let connection = HubConnectionBuilder().withUrl(url: proxy.url(scheme: "http") + "/hub", transport: .webSockets)
@@ -221,7 +221,7 @@ struct StatefulReconnectTests {
     @Test("Without the server's agreement the option changes nothing: a cut fails pending calls")
     func serverDeclines() async throws {
         let peer = try await PythonPeer.start(scriptPath: signalRPeerScript("aiosignalr_server.py"))
-        defer { Task { await peer.shutdown() } }
+        defer { Task { await peer.stop() } }
         let proxy = try await FaultProxy.start(targetPort: peer.port)
         defer { Task { await proxy.stop() } }
         let connection = HubConnectionBuilder().withUrl(url: proxy.url(scheme: "http") + "/hub", transport: .webSockets)

@@ -13,7 +13,7 @@ import Testing
 @Suite(.serialized, .timeLimit(.minutes(2))) struct OriginCheckingServerTests {
     @Test func theDefaultServerOpensAWebSocketWithoutOriginAndRefusesAForeignOne() async throws {
         let peer = try await PythonPeer.start(scriptPath: peerScript("sio_server.py"))
-        defer { Task { await peer.shutdown() } }
+        defer { Task { await peer.stop() } }
         let url = "ws://127.0.0.1:\(peer.port)/socket.io/?EIO=4&transport=websocket"
         let open = NIOLockedValueBox<String?>(nil)
         try await WebSocketTransport.connect(to: url) { connection in
@@ -36,7 +36,7 @@ import Testing
     @Test(arguments: [[EngineIOOptions.Transport.websocket], [.polling, .websocket]])
     func ourClientReachesWebSocketOnTheDefaultServer(transports: [EngineIOOptions.Transport]) async throws {
         let peer = try await PythonPeer.start(scriptPath: peerScript("sio_server.py"))
-        defer { Task { await peer.shutdown() } }
+        defer { Task { await peer.stop() } }
         let manager = SocketManager(url: "http://127.0.0.1:\(peer.port)", configuration: .testing(transports, upgrade: true))
         let socket = manager.defaultSocket
         try await socket.connect(timeout: .seconds(10))

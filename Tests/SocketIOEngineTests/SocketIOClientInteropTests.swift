@@ -23,7 +23,7 @@ enum ServerUnderTest: String, CaseIterable, Sendable, CustomTestStringConvertibl
         case .python:
             let arguments = maxPayload.map { ["0", "25", "20", "\($0)"] } ?? []
             let peer = try await PythonPeer.start(scriptPath: peerScript("sio_server.py"), arguments: arguments)
-            return Running(url: "http://127.0.0.1:\(peer.port)", stop: { await peer.shutdown() })
+            return Running(url: "http://127.0.0.1:\(peer.port)", stop: { await peer.stop() })
         case .inProcess:
             var options = SocketIOTestServer.Options()
             if let maxPayload { options.maxPayload = maxPayload }
@@ -166,7 +166,7 @@ struct SocketIOClientInteropTests {
         try await socket.connect(timeout: .seconds(10))
         let firstSid = socket.sid
 
-        await peer.shutdown()
+        await peer.stop()
         await disconnects.wait(for: 1)
         #expect(socket.status == .connecting)
         for index in 1...5 { try socket.emit("record", arguments: [.number(Double(index))]) }
@@ -174,7 +174,7 @@ struct SocketIOClientInteropTests {
 
         peer = try await PythonPeer.start(scriptPath: peerScript("sio_server.py"), arguments: [String(port)])
         let restarted = peer
-        defer { Task { await restarted.shutdown() } }
+        defer { Task { await restarted.stop() } }
         await connects.wait(for: 2, limit: .seconds(20))
         #expect(socket.status == .connected)
         #expect(socket.sid != firstSid)

@@ -20,7 +20,7 @@ struct SocketIODeliveryTests {
     func burstSurvivesACut(mode: Int) async throws {
         let (_, transports, upgrade) = Self.modes[mode]
         let peer = try await PythonPeer.start(scriptPath: peerScript("sio_server.py"))
-        defer { Task { await peer.shutdown() } }
+        defer { Task { await peer.stop() } }
         var duplicates = 0
         for run in 0..<20 {
             let proxy = try await FaultProxy.start(targetPort: peer.port)
@@ -58,7 +58,7 @@ struct SocketIODeliveryTests {
     func overflowAfterACutIsReported(mode: Int) async throws {
         let (_, transports, upgrade) = Self.modes[mode]
         let peer = try await PythonPeer.start(scriptPath: peerScript("sio_server.py"))
-        defer { Task { await peer.shutdown() } }
+        defer { Task { await peer.stop() } }
         var totalDropped = 0
         for run in 0..<5 {
             let proxy = try await FaultProxy.start(targetPort: peer.port)
@@ -190,7 +190,7 @@ struct SocketIODeliveryTests {
     func pendingAckFailsOnDrop(mode: Int) async throws {
         let (_, transports, upgrade) = Self.modes[mode]
         let peer = try await PythonPeer.start(scriptPath: peerScript("sio_server.py"))
-        defer { Task { await peer.shutdown() } }
+        defer { Task { await peer.stop() } }
         let proxy = try await FaultProxy.start(targetPort: peer.port)
         defer { Task { await proxy.stop() } }
         let manager = SocketManager(url: proxy.url(), configuration: .testing(transports, upgrade: upgrade))
@@ -298,7 +298,7 @@ struct SocketIODeliveryTests {
     @Test("events as an AsyncSequence: in order, bounded, overflow counted, ends with the socket")
     func eventSequences() async throws {
         let peer = try await PythonPeer.start(scriptPath: peerScript("sio_server.py"))
-        defer { Task { await peer.shutdown() } }
+        defer { Task { await peer.stop() } }
         let manager = SocketManager(url: "http://127.0.0.1:\(peer.port)", configuration: .testing())
         let socket = manager.defaultSocket
         let ticks = socket.events(named: "tick")

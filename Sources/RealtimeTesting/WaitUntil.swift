@@ -1,0 +1,19 @@
+/// A condition another thread or process makes true did not hold in time.
+public struct ConditionTimeout: Error, CustomStringConvertible {
+    public let description: String
+}
+
+/// Waits until `condition` holds, checking it every millisecond, for at most `limit`; throws
+/// ``ConditionTimeout`` naming `what` after that.
+///
+/// For state with nothing to await: a server's counters, a process's output, a count another
+/// thread moves. Where a client reports by a callback, a ``Recorder`` is woken by it instead.
+public func waitUntil(
+    _ what: @autoclosure () -> String = "the condition", limit: Duration = .seconds(10), _ condition: () -> Bool
+) async throws {
+    let deadline = ContinuousClock.now + limit
+    while !condition() {
+        guard ContinuousClock.now < deadline else { throw ConditionTimeout(description: "\(what()) did not hold within \(limit)") }
+        try await Task.sleep(for: .milliseconds(1))
+    }
+}
