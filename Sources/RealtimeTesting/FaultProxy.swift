@@ -211,47 +211,21 @@ public final class FaultProxy: Sendable {
         }
         let port = port
         return listener?.close().map { [weak self] in
-            let placeholder = Self.holdPort(port)
+            let placeholder = RefusingPort(port: port)
             let keep = self?.state.withLockedValue { state -> Bool in
                 guard state.refusing, !state.stopped, state.placeholder == nil else { return false }
                 state.placeholder = placeholder
                 return true
             } ?? false
-            if !keep, let placeholder { systemClose(placeholder) }
+            if !keep { placeholder?.release() }
         }
-    }
-
-    /// Binds a TCP socket to 127.0.0.1:`port` without listening on it (nil if the bind failed).
-    private static func holdPort(_ port: Int) -> Int32? {
-        #if canImport(Glibc)
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        #else
-        let descriptor = socket(AF_INET, SOCK_STREAM, 0)
-        #endif
-        guard descriptor >= 0 else { return nil }
-        var one: Int32 = 1
-        setsockopt(descriptor, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { systemBind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard bound == 0 else {
-            systemClose(descriptor)
-            return nil
-        }
-        return descriptor
     }
 
     private func releasePlaceholder() {
-        if let placeholder = state.withLockedValue({ state -> Int32? in
+        state.withLockedValue { state -> RefusingPort? in
             defer { state.placeholder = nil }
             return state.placeholder
-        }) {
-            systemClose(placeholder)
-        }
+        }?.release()
     }
 
     /// Cuts every open connection now (``Fault/cut(_:)``).
@@ -466,7 +440,7 @@ struct ProxyState {
     var listener: (any Channel)?
     /// While refusing: a socket bound to the port without listening, so a connect is refused by the
     /// kernel and no other server (another test's, on an ephemeral port) can take the port meanwhile.
-    var placeholder: Int32?
+    var placeholder: RefusingPort?
     var box: ProxyBox?
     var connections: [ObjectIdentifier: ProxyConnection] = [:]
     var statistics = FaultProxy.Statistics()
@@ -481,14 +455,3 @@ struct ProxyState {
     var stopped = false
     var randomFaults: Task<Void, any Error>?
 }
-
-#if canImport(Glibc)
-private let systemBind = Glibc.bind
-private let systemClose = Glibc.close
-#elseif canImport(Musl)
-private let systemBind = Musl.bind
-private let systemClose = Musl.close
-#elseif canImport(Darwin)
-private let systemBind = Darwin.bind
-private let systemClose = Darwin.close
-#endif

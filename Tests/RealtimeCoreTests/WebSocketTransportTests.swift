@@ -176,38 +176,14 @@ import Testing
         // A port bound but not listening refuses connections, and no other test's server can take
         // it meanwhile (a stopped server's port could be reused by a parallel test: a CI run once
         // got that server's 404 here).
-        let (socket, port) = try Self.boundButNotListening()
-        defer { close(socket) }
+        let closed = try RefusingPort()
         let refused = await #expect(throws: RealtimeError.self) {
-            try await WebSocketTransport.connect(to: "ws://127.0.0.1:\(port)/") { _ in }
+            try await WebSocketTransport.connect(to: "ws://127.0.0.1:\(closed.port)/") { _ in }
         }
         #expect(refused?.code == .connectFailed)
         let invalid = await #expect(throws: RealtimeError.self) {
             try await WebSocketTransport.connect(to: "ftp://127.0.0.1/") { _ in }
         }
         #expect(invalid?.code == .invalidURL)
-    }
-
-    /// A TCP socket bound to 127.0.0.1 on an ephemeral port, not listening: connecting to it is refused.
-    static func boundButNotListening() throws -> (Int32, Int) {
-        #if canImport(Glibc)
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        #else
-        let fd = socket(AF_INET, SOCK_STREAM, 0)
-        #endif
-        guard fd >= 0 else { throw RealtimeError(.connectFailed, "socket() failed") }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = 0
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
-        }
-        guard bound else {
-            close(fd)
-            throw RealtimeError(.connectFailed, "bind() failed")
-        }
-        return (fd, Int(UInt16(bigEndian: address.sin_port)))
     }
 }

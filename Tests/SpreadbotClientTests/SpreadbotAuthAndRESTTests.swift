@@ -186,11 +186,13 @@ struct SpreadbotAuthAndRESTTests {
 
     /// Network errors are retried too; with the server gone, the last one is reported.
     @Test func networkErrorsAreRetriedThenReported() async throws {
+        // A port that refuses for certain (a stopped server's port could be taken by a parallel
+        // test's server, whose answer never came: no retry slept, and waitForSleepers timed out).
         let server = try await SpreadbotTestServer.start()
-        let url = server.baseURL
         await server.stop()
+        let closed = try RefusingPort()
         let clock = ManualClock()
-        var configuration = spreadbotConfiguration(server, baseURL: url, runtime: RealtimeRuntime(clock: clock))
+        var configuration = spreadbotConfiguration(server, baseURL: "http://127.0.0.1:\(closed.port)", runtime: RealtimeRuntime(clock: clock))
         configuration.retryDelay = .milliseconds(500)
         let failure = Task { try await SpreadbotREST(configuration: configuration).getData(path: "x") }
         try await clock.waitForSleepers(1)
