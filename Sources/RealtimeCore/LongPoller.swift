@@ -10,24 +10,31 @@ public enum PollDecision: Sendable {
     case stop
 }
 
-/// The long-polling loop: one GET in flight at a time, each answer handed to the protocol, until
-/// the protocol says stop, a request fails, or the task is cancelled.
+/// The long-polling loop every protocol runs (Engine.IO's polling transport, SignalR's Long
+/// Polling, Spreadbot's polling): one GET in flight at a time, each answer handed to the protocol,
+/// until the protocol says stop, a request fails, or the task is cancelled.
 ///
-/// The protocol supplies the policy: how to build each request (URL, query, headers) and what each
-/// response means (status codes, body framing). A failed request ends the loop with its error; the
-/// caller's reconnect driver decides what happens next.
+/// The protocol supplies the policy: how to build each request (URL, query, headers; nil stops the
+/// loop before polling, e.g. once the session moved to another transport), how to send it (by
+/// default ``HTTPTransport/execute(_:runtime:)``; a protocol with its own authentication passes its
+/// own) and what each response means (status codes, body framing, pacing). A failed request ends
+/// the loop with its error; the caller's reconnect logic decides what happens next.
 public struct LongPoller: Sendable {
-    public var makeRequest: @Sendable () async throws -> HTTPRequestSpec
+    public typealias Response = (head: HTTPResponseHead, body: ByteBuffer)
+    public var makeRequest: @Sendable () async throws -> HTTPRequestSpec?
+    public var execute: @Sendable (HTTPRequestSpec) async throws -> Response
     public var handleResponse: @Sendable (HTTPResponseHead, ByteBuffer) async throws -> PollDecision
     let runtime: RealtimeRuntime
 
     public init(
         runtime: RealtimeRuntime = .shared,
-        makeRequest: @escaping @Sendable () async throws -> HTTPRequestSpec,
+        makeRequest: @escaping @Sendable () async throws -> HTTPRequestSpec?,
+        execute: (@Sendable (HTTPRequestSpec) async throws -> Response)? = nil,
         handleResponse: @escaping @Sendable (HTTPResponseHead, ByteBuffer) async throws -> PollDecision
     ) {
         self.runtime = runtime
         self.makeRequest = makeRequest
+        self.execute = execute ?? { request in try await HTTPTransport.execute(request, runtime: runtime) }
         self.handleResponse = handleResponse
     }
 
@@ -36,8 +43,8 @@ public struct LongPoller: Sendable {
     public func run() async throws {
         while true {
             try Task.checkCancellation()
-            let request = try await makeRequest()
-            let (head, body) = try await HTTPTransport.execute(request, runtime: runtime)
+            guard let request = try await makeRequest() else { return }
+            let (head, body) = try await execute(request)
             switch try await handleResponse(head, body) {
             case .next: continue
             case .nextAfter(let pause): try await runtime.sleep(for: pause)

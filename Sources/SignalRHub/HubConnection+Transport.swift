@@ -410,37 +410,52 @@ extension HubConnection {
                 run.cancelTimers(self.timers)
                 handshake.cancel()
             }
-            var first = true
-            while true {
-                try Task.checkCancellation()
-                let pollURL = url + "&_=\(Int(Date().timeIntervalSince1970 * 1000))"
-                var request = HTTPRequestSpec(
-                    url: pollURL, method: .GET, headers: headers, tls: options.tls, headTimeout: options.serverTimeout + .seconds(30),
-                    maxBodySize: options.maximumReceiveMessageSize)
-                request.cookies = options.cookies
-                let (head, body) = try await HTTPTransport.execute(request, runtime: options.runtime)
-                if first {
-                    first = false
-                    if case .failure(let error) = await handshake.result { throw error }
-                }
-                switch head.status.code {
-                case 200:
-                    guard body.readableBytes > 0 else { continue }
-                    switch try body.withUnsafeReadableBytes({ try pipeline.feed($0) }) {
-                    case .goOn: break
-                    case .close: return nil
-                    case .paused: await self.waitForConsumers()
+            // The pipeline is fed on one poll at a time (the loop has one in flight).
+            let pipelineBox = NIOLockedValueBox(pipeline)
+            let first = NIOLockedValueBox(true)
+            let poller = LongPoller(
+                runtime: options.runtime,
+                makeRequest: {
+                    let pollURL = url + "&_=\(Int(Date().timeIntervalSince1970 * 1000))"
+                    var request = HTTPRequestSpec(
+                        url: pollURL, method: .GET, headers: headers, tls: options.tls, headTimeout: options.serverTimeout + .seconds(30),
+                        maxBodySize: options.maximumReceiveMessageSize)
+                    request.cookies = options.cookies
+                    return request
+                },
+                handleResponse: { head, body in
+                    let isFirst = first.withLockedValue { value in
+                        defer { value = false }
+                        return value
                     }
-                case 204:
-                    // The server ended the connection.
-                    if run.closeRequest == nil { run.serverTerminated() }
-                    return nil
-                case 404:
-                    throw RealtimeError(.connectionClosed, "the server no longer knows this connection (poll answered 404)", status: head.status)
-                default:
-                    throw RealtimeError.badStatus(head.status, url: url, body: String(buffer: body))
-                }
-            }
+                    if isFirst {
+                        if case .failure(let error) = await handshake.result { throw error }
+                    }
+                    switch head.status.code {
+                    case 200:
+                        guard body.readableBytes > 0 else { return .next }
+                        let outcome = try pipelineBox.withLockedValue { pipeline in
+                            try body.withUnsafeReadableBytes { try pipeline.feed($0) }
+                        }
+                        switch outcome {
+                        case .goOn: return .next
+                        case .close: return .stop
+                        case .paused:
+                            await self.waitForConsumers()
+                            return .next
+                        }
+                    case 204:
+                        // The server ended the connection.
+                        if run.closeRequest == nil { run.serverTerminated() }
+                        return .stop
+                    case 404:
+                        throw RealtimeError(.connectionClosed, "the server no longer knows this connection (poll answered 404)", status: head.status)
+                    default:
+                        throw RealtimeError.badStatus(head.status, url: url, body: String(buffer: body))
+                    }
+                })
+            try await poller.run()
+            return nil
         }
     }
 

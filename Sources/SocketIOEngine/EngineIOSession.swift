@@ -187,15 +187,24 @@ final class EngineIOSession: Sendable {
         }
     }
 
+    /// The polling GETs, on the core's poll loop: one in flight; it parks while an upgrade is being
+    /// probed and stops when the session moved to the WebSocket.
     private func pollingReader(_ handshake: EngineIOHandshake) async throws -> ChildEnd {
-        while true {
-            try Task.checkCancellation()
-            if await parkIfPaused() { return .keepGoing }
-            let (head, body) = try await HTTPTransport.execute(pollingRequest(method: .GET, handshake: handshake), runtime: runtime)
-            for packet in try decodePolling(head, body) {
-                if let end = try await handle(packet) { return .sessionOver(end) }
-            }
-        }
+        let ended = NIOLockedValueBox<EngineIOSessionEnd?>(nil)
+        let poller = LongPoller(
+            runtime: runtime,
+            makeRequest: { await self.parkIfPaused() ? nil : self.pollingRequest(method: .GET, handshake: handshake) },
+            handleResponse: { head, body in
+                for packet in try self.decodePolling(head, body) {
+                    if let end = try await self.handle(packet) {
+                        ended.withLockedValue { $0 = end }
+                        return .stop
+                    }
+                }
+                return .next
+            })
+        try await poller.run()
+        return ended.withLockedValue { $0 }.map { .sessionOver($0) } ?? .keepGoing
     }
 
     private func pollingWriter(_ handshake: EngineIOHandshake, generation: Int) async throws -> ChildEnd {

@@ -518,43 +518,61 @@ public final class Spreadbot: Service, Sendable {
     }
 
     private func runPolling(path: String, open: @escaping @Sendable () -> Void) async throws {
-        // The first poll opens the transport; after it, polls and POST sends run side by side and
-        // whichever fails first ends the session.
-        let first = try await poll(path: path)
+        // The first poll opens the transport; after it, polls (the core's poll loop, one GET in
+        // flight, pollInterval apart) and POST sends run side by side and whichever fails first
+        // ends the session.
+        let first = try await pollEnvelopes(try await execute(pollRequest(path: path)), path: path)
         open()
+        for envelope in first { _ = receiveEnvelope(envelope, path: path, transport: .polling) }
+        let poller = LongPoller(
+            runtime: configuration.runtime,
+            makeRequest: {
+                // The next poll waits for the iterators that are behind, then for the interval.
+                await self.readGate.waitUntilOpen()
+                try await self.configuration.runtime.sleep(for: self.configuration.pollInterval)
+                return self.pollRequest(path: path)
+            },
+            execute: { try await self.execute($0) },
+            handleResponse: { head, body in
+                for envelope in try self.pollEnvelopes((head, body), path: path) {
+                    _ = self.receiveEnvelope(envelope, path: path, transport: .polling)
+                }
+                return .next
+            })
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await self.writeLoop(path: path) { try await self.post($0, path: path) } }
-            group.addTask {
-                var envelopes = first
-                while true {
-                    for envelope in envelopes { _ = self.receiveEnvelope(envelope, path: path, transport: .polling) }
-                    // The next poll waits for the iterators that are behind.
-                    await self.readGate.waitUntilOpen()
-                    try await self.configuration.runtime.sleep(for: self.configuration.pollInterval)
-                    envelopes = try await self.poll(path: path)
-                }
-            }
+            group.addTask { try await poller.run() }
             defer { group.cancelAll() }
             try await group.next()
         }
     }
 
-    /// One `GET <path>?since=<last id>`: the envelopes it returned.
-    private func poll(path: String) async throws -> [JSONValue] {
+    /// `GET <path>?since=<last id>`.
+    private func pollRequest(path: String) -> HTTPRequestSpec {
         let lastId = run.withLockedValue { $0.lastEventId }
         var url = configuration.url(for: path)
         if !lastId.isEmpty { url += "?since=" + SpreadbotAuth.formEncode(lastId) }
         var headers = HTTPHeaders()
         headers.add(name: "Accept", value: "application/json")
-        let (head, body) = try await http.send(method: .GET, url: url, headers: headers)
+        return HTTPRequestSpec(url: url, headers: headers)
+    }
+
+    /// Sends a poll with the tokens (and the refresh on a 401).
+    private func execute(_ poll: HTTPRequestSpec) async throws -> LongPoller.Response {
+        try await http.send(method: .GET, url: poll.url, headers: poll.headers)
+    }
+
+    /// The envelopes a poll returned.
+    private func pollEnvelopes(_ response: LongPoller.Response, path: String) throws -> [JSONValue] {
+        let (head, body) = response
         guard head.status == .ok else {
-            throw RealtimeError.badStatus(head.status, url: url, body: String(decoding: body.readableBytesView.prefix(512), as: UTF8.self))
+            throw RealtimeError.badStatus(head.status, url: head.url, body: String(decoding: body.readableBytesView.prefix(512), as: UTF8.self))
         }
         do {
             guard let array = try JSONValue(parsing: String(buffer: body)).arrayValue else { throw JSONParseError(reason: "not an array", offset: 0) }
             return array
         } catch {
-            throw RealtimeError(.protocolViolation, "a poll of \(Redaction.url(url)) answered something other than a JSON array of envelopes", underlying: error)
+            throw RealtimeError(.protocolViolation, "a poll of \(Redaction.url(head.url)) answered something other than a JSON array of envelopes", underlying: error)
         }
     }
 
