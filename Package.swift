@@ -215,6 +215,22 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "DocSnippetTests",
+            dependencies: [
+                "RealtimeCore", "EventSourceClient", "EventSourceCompat", "SocketIOEngine", "SocketIOCompat", "SignalRHub",
+                "SignalRHubCompat", "SpreadbotClient", "RealtimeTesting",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            // Doc samples bind values they never use (`let count: Int = try await ...`): those
+            // warnings say nothing about the API, so they are silenced here only.
+            swiftSettings: [.unsafeFlags(["-suppress-warnings"])]
+        ),
+        .testTarget(
             name: "RealtimeBridgeTests",
             dependencies: [
                 "RealtimeBridge", "RealtimeCore", "RealtimeTesting", "SignalRHub", "SocketIOEngine", "SpreadbotClient",

@@ -36,6 +36,12 @@ if [ -f Scripts/requirements.txt ]; then
   export REALTIME_PYTHON="$PWD/.venv/bin/python"
 fi
 
+log "Scripts/docs.py check (the documentation's Swift blocks are compiled as Tests/DocSnippetTests)"
+if ! python3 Scripts/docs.py check; then
+  echo "0 passed, 1 failed"
+  exit 1
+fi
+
 log "swift build --build-tests (the first build on a fresh machine takes several minutes)"
 build_log=$(mktemp)
 if ! swift build --build-tests >"$build_log" 2>&1; then
