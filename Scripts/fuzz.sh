@@ -3,6 +3,7 @@
 #
 #   Scripts/fuzz.sh                 # every target, 60 s each
 #   Scripts/fuzz.sh sse 600         # one target, 600 s
+#   Scripts/fuzz.sh "" 20           # every target, 20 s each (what .ci/run does after the tests)
 #
 # Targets: json msgpack signalr-json signalr-msgpack signalr-handshake signalr-negotiate sse
 # engineio socketio hubvalue (Fuzz/RealtimeFuzz/RealtimeFuzz.swift says what each checks). The build goes to
@@ -51,6 +52,7 @@ seed() {
 
 mkdir -p .build-fuzz/crashes
 status=0
+crashed=()
 for target in "${targets[@]}"; do
     corpus=.build-fuzz/corpus/$target
     mkdir -p "$corpus"
@@ -59,6 +61,8 @@ for target in "${targets[@]}"; do
     if ! SWIFT_BACKTRACE=enable=no REALTIME_FUZZ_TARGET=$target "$binary" "$corpus" -max_total_time="$seconds" -max_len=4096 \
         -artifact_prefix=".build-fuzz/crashes/$target-" -print_final_stats=1 2>&1 | tail -n 25; then
         status=1
+        crashed+=("$target")
     fi
 done
+echo "fuzz.sh: ${#targets[@]} targets, ${seconds} s each, ${#crashed[@]} crashed${crashed:+ (${crashed[*]})}"
 exit $status

@@ -237,7 +237,7 @@ func agreeAsTyped<T: Codable & Equatable>(_ value: JSONValue, _ type: T.Type) {
 /// number is already rounded when read; `HubValueDecoder` then gives the Double's exact integer,
 /// `JSONDecoder` the integer of the shortest text that names the Double (1.111211111111111e+19 as
 /// UInt64: 11112111111111110656 against 11112111111111110000). Neither is the sender's number: a
-/// documented limit (Docs/SignalR.md, "Known gaps"), not a disagreement to report.
+/// documented limit (Sources/SignalRHub/SignalRHub.docc/SignalRGuide.md, "Known gaps"), not a disagreement to report.
 func hasWideInteger(_ value: JSONValue) -> Bool {
     containsNumber(value) { $0.rounded() == $0 && abs($0) >= 9_007_199_254_740_992 }
 }

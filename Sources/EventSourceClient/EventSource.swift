@@ -19,7 +19,7 @@ import Tracing
 /// ```
 /// Iterating ``events`` (or ``updates``) starts the connection (or run it as a `Service` with
 /// ``run()``). ``events`` ends when ``close()`` is called or the server answers 204; it throws a
-/// ``RealtimeError`` when the connection fails for good (a status other than 200, a content type
+/// `RealtimeError` when the connection fails for good (a status other than 200, a content type
 /// other than `text/event-stream`, an event over `maxEventSize`, or the reconnect policy giving up).
 /// ``updates`` carries the same events in the same order, with the comments (on request) and a
 /// notice for every open and every failure, saying whether it will be retried.
@@ -30,7 +30,9 @@ import Tracing
 /// does not count that time. Callbacks (`onMessage`, `onComment`...) are called before the event is
 /// buffered, in order, and never buffer anything.
 public final class EventSource: Service, Sendable {
+    /// The stream's URL.
     public let url: URL
+    /// The configuration the source was made with.
     public let configuration: EventSourceConfiguration
     let runtime: RealtimeRuntime
     let state: NIOLockedValueBox<LoopState>
@@ -267,14 +269,17 @@ public enum EventSourceUpdate: Sendable {
 
 /// The events of an ``EventSource``.
 public struct EventSourceEvents: AsyncSequence, Sendable {
+    /// The type of the sequence's elements.
     public typealias Element = ServerSentEvent
     package let source: EventSource
 
+    /// The sequence's iterator.
     public struct AsyncIterator: AsyncIteratorProtocol {
         let source: EventSource
 
         var base: InboundBuffer<EventSourceUpdate>.Iterator
 
+        /// The next element, or `nil` once the sequence has ended.
         public mutating func next() async throws -> ServerSentEvent? {
             try await next(isolation: nil)
         }
@@ -288,6 +293,7 @@ public struct EventSourceEvents: AsyncSequence, Sendable {
         }
     }
 
+    /// Makes an iterator over the sequence.
     public func makeAsyncIterator() -> AsyncIterator {
         source.attachConsumer()
         return AsyncIterator(source: source, base: InboundBuffer.Iterator(source.buffer))
@@ -296,9 +302,11 @@ public struct EventSourceEvents: AsyncSequence, Sendable {
 
 /// Everything an ``EventSource`` says (``EventSource/updates``).
 public struct EventSourceUpdates: AsyncSequence, Sendable {
+    /// The type of the sequence's elements.
     public typealias Element = EventSourceUpdate
     let source: EventSource
 
+    /// The sequence's iterator.
     public struct AsyncIterator: AsyncIteratorProtocol {
         let source: EventSource
 
@@ -319,6 +327,7 @@ public struct EventSourceUpdates: AsyncSequence, Sendable {
         }
     }
 
+    /// Makes an iterator over the sequence.
     public func makeAsyncIterator() -> AsyncIterator {
         source.attachConsumer()
         return AsyncIterator(source: source, base: InboundBuffer.Iterator(source.buffer))

@@ -9,6 +9,7 @@ public struct EventSourceConfiguration: Sendable {
     public var headers: HTTPHeaders
     /// GET by default; POST, REPORT or any other method with ``body``.
     public var method: HTTPMethod
+    /// The request body, for a `method` that takes one (nil: none).
     public var body: ByteBuffer?
     /// The last event ID to send on the first connection (`Last-Event-ID`), for resuming.
     public var lastEventId: String?
@@ -28,6 +29,7 @@ public struct EventSourceConfiguration: Sendable {
     public var connectTimeout: Duration
     /// Consulted before every reconnect attempt.
     public var reachability: any Reachability
+    /// How TLS is checked: trust roots, a client certificate, pins (the system's trust roots by default).
     public var tls: TLSOptions
     /// The largest event held in memory; a larger one ends the stream with `messageTooLarge`.
     /// Default 64 MiB (browsers set no limit; this keeps a runaway stream from taking all memory).
@@ -46,6 +48,7 @@ public struct EventSourceConfiguration: Sendable {
     /// event, a TLS failure or an invalid URL (the standard says fail the connection).
     public var shouldRetry: @Sendable (RealtimeError) -> Bool
 
+    /// Makes a configuration; every parameter is the property of the same name.
     public init(
         headers: HTTPHeaders = [:],
         method: HTTPMethod = .GET,
@@ -80,6 +83,9 @@ public struct EventSourceConfiguration: Sendable {
         self.shouldRetry = shouldRetry
     }
 
+    /// The default ``shouldRetry``: retries network errors, drops and timeouts, as a WHATWG
+    /// EventSource does; gives up on a bad status or content type, an oversized event, an invalid URL,
+    /// a TLS or pinning failure and a cancellation.
     public static let defaultShouldRetry: @Sendable (RealtimeError) -> Bool = { error in
         switch error.code {
         case .badStatus, .badContentType, .messageTooLarge, .invalidURL, .tlsFailure, .certificatePinMismatch, .cancelled:

@@ -2,7 +2,7 @@ public import Foundation
 @_exported public import EventSourceClient
 import NIOConcurrencyHelpers
 import NIOHTTP1
-public import RealtimeCore
+import RealtimeCore
 
 /// The call shapes of IKEventSource (inaka/EventSource), over EventSourceClient's client: code
 /// written for it works with `import EventSourceCompat` in place of `import IKEventSource`.
@@ -21,7 +21,7 @@ public import RealtimeCore
 /// source.connect()
 /// ```
 /// Callbacks run on the connection's event loop (keep them short) and buffer nothing: an app that
-/// never iterates ``EventSourceClient/EventSource/events`` keeps no events.
+/// never iterates `EventSourceClient/EventSource/events` keeps no events.
 extension EventSource {
     /// An IKEventSource-style source: these headers, no automatic reconnection.
     public convenience init(url: URL, headers: [String: String] = [:]) {

@@ -43,8 +43,10 @@ public struct BackoffPolicy: Sendable {
         BackoffPolicy(kind: .custom(delay))
     }
 
-    /// The delay before reconnect attempt `attempt` (1-based), or `nil` to stop trying.
-    /// - Parameter random: a number in `0..<1` that drives the jitter.
+    /// The delay before a reconnect attempt, or `nil` to stop trying.
+    /// - Parameters:
+    ///   - attempt: the attempt's number, from 1.
+    ///   - random: a number in `0..<1` that drives the jitter.
     public func delay(forAttempt attempt: Int, random: Double) -> Duration? {
         precondition(attempt >= 1, "attempts are counted from 1")
         switch kind {

@@ -7,16 +7,19 @@ public enum ConnectionState: Sendable, CustomStringConvertible {
     /// Stopped. `error` is nil when the user closed the connection, else what ended it.
     case disconnected(RealtimeError?)
 
+    /// Whether a connection is open.
     public var isConnected: Bool {
         if case .connected = self { return true }
         return false
     }
 
+    /// Whether no connection is open or being made.
     public var isDisconnected: Bool {
         if case .disconnected = self { return true }
         return false
     }
 
+    /// A readable summary, for logs and messages.
     public var description: String {
         switch self {
         case .connecting: "connecting"

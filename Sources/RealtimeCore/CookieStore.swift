@@ -44,6 +44,7 @@ public final class CookieStore: Sendable {
     public let capacity: Int
     private let now: @Sendable () -> Date
 
+    /// Makes an empty store that keeps at most `capacity` cookies (the oldest go first).
     public init(capacity: Int = 300) {
         self.capacity = capacity
         self.now = { Date() }

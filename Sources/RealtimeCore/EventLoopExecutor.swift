@@ -14,12 +14,15 @@ public import NIOCore
 /// hop is a context switch saved per message.
 @available(macOS 15, iOS 18, tvOS 18, watchOS 11, *)
 public final class EventLoopTaskExecutor: TaskExecutor {
+    /// The event loop the jobs run on.
     public let eventLoop: any EventLoop
 
+    /// Makes an executor that runs its jobs on `eventLoop`.
     public init(_ eventLoop: any EventLoop) {
         self.eventLoop = eventLoop
     }
 
+    /// Runs `job` on the event loop.
     public func enqueue(_ job: consuming ExecutorJob) {
         let job = UnownedJob(job)
         eventLoop.execute {

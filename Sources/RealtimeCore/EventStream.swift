@@ -41,6 +41,7 @@ public struct EventStreamOptions: Sendable {
     /// spends paused for a slow consumer does not count. Nil (the default): no limit.
     public var idleTimeout: Duration?
 
+    /// Makes options; every parameter is the property of the same name.
     public init(maxEventSize: Int = 8 << 20, emitsComments: Bool = false, lastEventId: String = "", idleTimeout: Duration? = nil) {
         self.maxEventSize = maxEventSize
         self.emitsComments = emitsComments
@@ -53,7 +54,7 @@ public struct EventStreamOptions: Sendable {
 ///
 /// The head goes to `onHead` and every body part's events go to `onOutputs` in one array, both on
 /// the event loop and in stream order, with no task in between: a consumer that reads from an
-/// ``InboundBuffer`` fed by `onOutputs` is woken once per read, however many events the read
+/// `InboundBuffer` fed by `onOutputs` is woken once per read, however many events the read
 /// carried. `onOutputs` answers whether to go on reading; after `false`, reading waits (the server's
 /// writes wait on TCP, and the idle timeout does not count) until ``resume()`` is called. The caller
 /// supplies the protocol's rules: what a status or content type means, what the events mean.
@@ -120,6 +121,9 @@ public final class EventStream: Sendable {
     /// Sends `request` and reads its response as an event stream until it ends.
     ///
     /// - Parameters:
+    ///   - request: the streaming GET (headers, timeouts, TLS).
+    ///   - runtime: the runtime whose HTTP client and event loops carry the stream.
+    ///   - options: size limits and the idle timeout.
     ///   - onHead: decides on the response head (status, content type), on the event loop.
     ///   - onOutputs: takes the events, `retry` values and comments of one body part, on the event
     ///     loop, in order; returns false to pause reading until ``resume()``.

@@ -6,11 +6,15 @@ package import ServiceContextModule
 /// One HTTP request as the protocol modules describe it; the core turns it into an
 /// async-http-client request with the TLS options and timeouts applied.
 public struct HTTPRequestSpec: Sendable {
+    /// The absolute `http://` or `https://` URL.
     public var url: String
+    /// The request method.
     public var method: HTTPMethod
     /// Request headers. Never logged.
     public var headers: HTTPHeaders
+    /// The request body (nil: none).
     public var body: ByteBuffer?
+    /// How TLS is checked for an `https://` URL.
     public var tls: TLSOptions
     /// Limit for receiving the response head (connect, TLS, request, status line and headers).
     public var headTimeout: Duration
@@ -26,6 +30,7 @@ public struct HTTPRequestSpec: Sendable {
     /// carries; nil: the task's current context, when a span is active.
     package var traceContext: ServiceContext?
 
+    /// Makes a request; every parameter is the property of the same name.
     public init(
         url: String,
         method: HTTPMethod = .GET,
@@ -86,7 +91,9 @@ public struct HTTPRequestSpec: Sendable {
 
 /// A response whose head has arrived.
 public struct HTTPResponseHead: Sendable {
+    /// The response status.
     public let status: HTTPResponseStatus
+    /// The response headers.
     public let headers: HTTPHeaders
     /// The URL that answered, after redirects.
     public let url: String

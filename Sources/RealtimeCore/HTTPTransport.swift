@@ -201,14 +201,17 @@ final class BodyProgress: Sendable {
 
 /// Body chunks of a streamed response, exactly as they arrive.
 public struct HTTPBodyChunks: AsyncSequence, Sendable {
+    /// The type of the sequence's elements.
     public typealias Element = ByteBuffer
     let base: HTTPClientResponse.Body
     let progress: BodyProgress?
 
+    /// The sequence's iterator.
     public struct AsyncIterator: AsyncIteratorProtocol {
         var base: HTTPClientResponse.Body.AsyncIterator
         let progress: BodyProgress?
 
+        /// The next element, or `nil` once the sequence has ended.
         public mutating func next() async throws -> ByteBuffer? {
             let chunk: ByteBuffer?
             do {
@@ -221,6 +224,7 @@ public struct HTTPBodyChunks: AsyncSequence, Sendable {
         }
     }
 
+    /// Makes an iterator over the sequence.
     public func makeAsyncIterator() -> AsyncIterator {
         AsyncIterator(base: base.makeAsyncIterator(), progress: progress)
     }

@@ -138,6 +138,7 @@ public struct JSONParseError: Error, Sendable, Equatable, CustomStringConvertibl
         self.offset = offset
     }
 
+    /// A readable summary, for logs and messages.
     public var description: String { "\(reason) at byte \(offset)" }
 }
 

@@ -17,17 +17,24 @@ public enum JSONValue: Sendable {
     case object(OrderedDictionary<String, JSONValue>)
     case binary(Data)
 
+    /// The string, if this is a string.
     public var stringValue: String? { if case .string(let value) = self { value } else { nil } }
+    /// The boolean, if this is a boolean.
     public var boolValue: Bool? { if case .bool(let value) = self { value } else { nil } }
+    /// The number, if this is a number.
     public var doubleValue: Double? { if case .number(let value) = self { value } else { nil } }
     /// The number as an `Int` when it is integral and in range.
     public var intValue: Int? {
         guard case .number(let value) = self, value.rounded() == value, abs(value) < 9.007_199_254_740_992e15 else { return nil }
         return Int(value)
     }
+    /// The elements, if this is an array.
     public var arrayValue: [JSONValue]? { if case .array(let value) = self { value } else { nil } }
+    /// The members in their received order, if this is an object.
     public var objectValue: OrderedDictionary<String, JSONValue>? { if case .object(let value) = self { value } else { nil } }
+    /// The bytes, if this is binary data (MessagePack `bin`, Socket.IO attachments).
     public var binaryValue: Data? { if case .binary(let value) = self { value } else { nil } }
+    /// Whether this is `null`.
     public var isNull: Bool { self == .null }
 
     /// The member `key` of an object, nil otherwise.
@@ -68,6 +75,7 @@ extension JSONValue: Hashable {
         }
     }
 
+    /// Hashes the value; equal values hash alike.
     public func hash(into hasher: inout Hasher) {
         switch self {
         case .null: hasher.combine(0)
@@ -95,12 +103,19 @@ extension JSONValue: ExpressibleByNilLiteral, ExpressibleByBooleanLiteral, Expre
     ExpressibleByFloatLiteral, ExpressibleByStringLiteral, ExpressibleByArrayLiteral,
     ExpressibleByDictionaryLiteral
 {
+    /// `nil` is `null`.
     public init(nilLiteral: ()) { self = .null }
+    /// `true` and `false` are JSON booleans.
     public init(booleanLiteral value: Bool) { self = .bool(value) }
+    /// An integer literal is a JSON number.
     public init(integerLiteral value: Int) { self = .number(Double(value)) }
+    /// A floating-point literal is a JSON number.
     public init(floatLiteral value: Double) { self = .number(value) }
+    /// A string literal is a JSON string.
     public init(stringLiteral value: String) { self = .string(value) }
+    /// An array literal is a JSON array.
     public init(arrayLiteral elements: JSONValue...) { self = .array(elements) }
+    /// A dictionary literal is a JSON object, its keys in the literal's order.
     public init(dictionaryLiteral elements: (String, JSONValue)...) {
         self = .object(OrderedDictionary(elements, uniquingKeysWith: { _, last in last }))
     }
@@ -138,6 +153,7 @@ extension JSONValue {
 }
 
 extension JSONValue: Codable {
+    /// Decodes a value from any `Decoder`.
     public init(from decoder: any Decoder) throws {
         let container = try decoder.singleValueContainer()
         if container.decodeNil() { self = .null }
@@ -152,6 +168,7 @@ extension JSONValue: Codable {
         }
     }
 
+    /// Encodes the value to any `Encoder`.
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.singleValueContainer()
         switch self {

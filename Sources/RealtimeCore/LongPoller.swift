@@ -20,12 +20,22 @@ public enum PollDecision: Sendable {
 /// own) and what each response means (status codes, body framing, pacing). A failed request ends
 /// the loop with its error; the caller's reconnect logic decides what happens next.
 public struct LongPoller: Sendable {
+    /// A poll's answer: its head and its whole body.
     public typealias Response = (head: HTTPResponseHead, body: ByteBuffer)
+    /// Builds the next poll; nil stops the loop without polling.
     public var makeRequest: @Sendable () async throws -> HTTPRequestSpec?
+    /// Sends one poll and collects its answer.
     public var execute: @Sendable (HTTPRequestSpec) async throws -> Response
+    /// Says what an answer means: poll again now, later, or stop. A thrown error ends the loop.
     public var handleResponse: @Sendable (HTTPResponseHead, ByteBuffer) async throws -> PollDecision
     let runtime: RealtimeRuntime
 
+    /// Makes a poll loop.
+    /// - Parameters:
+    ///   - runtime: the runtime whose HTTP client and clock the loop uses.
+    ///   - makeRequest: builds each poll; nil stops the loop.
+    ///   - execute: sends a poll; nil: ``HTTPTransport/execute(_:runtime:)``.
+    ///   - handleResponse: reads each answer and decides what comes next.
     public init(
         runtime: RealtimeRuntime = .shared,
         makeRequest: @escaping @Sendable () async throws -> HTTPRequestSpec?,

@@ -19,6 +19,7 @@ public struct OverflowPolicy: Hashable, Sendable {
 /// A value type: the owner decides what to do with each ``EnqueueResult``; nothing is dropped
 /// without the caller being told.
 public struct OfflineQueue<Element> {
+    /// What ``enqueue(_:)`` did.
     public enum EnqueueResult {
         case enqueued
         /// The queue was full and the policy is ``OverflowPolicy/rejectNewest``: the element was not stored.
@@ -27,19 +28,26 @@ public struct OfflineQueue<Element> {
         case droppedOldest(Element)
     }
 
+    /// How many elements the queue keeps.
     public let capacity: Int
+    /// What an enqueue does when the queue is full.
     public let overflowPolicy: OverflowPolicy
     private var storage: Deque<Element> = []
 
-    /// - Parameter capacity: how many elements are kept; 100 by default, at least 0.
+    /// - Parameters:
+    ///   - capacity: how many elements are kept; 100 by default, at least 0.
+    ///   - overflowPolicy: what an enqueue does when the queue is full.
     public init(capacity: Int = 100, overflowPolicy: OverflowPolicy = .rejectNewest) {
         self.capacity = Swift.max(0, capacity)
         self.overflowPolicy = overflowPolicy
     }
 
+    /// The number of queued elements.
     public var count: Int { storage.count }
+    /// Whether nothing is queued.
     public var isEmpty: Bool { storage.isEmpty }
 
+    /// Adds `element` at the end, or applies the overflow policy when the queue is full.
     public mutating func enqueue(_ element: Element) -> EnqueueResult {
         if storage.count < capacity {
             storage.append(element)

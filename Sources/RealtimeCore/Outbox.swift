@@ -25,6 +25,7 @@ public struct ResendWindow: Sendable, Hashable {
     /// Bytes kept at most.
     public var bytes: Int
 
+    /// A window of at most `frames` frames and `bytes` bytes.
     public init(frames: Int, bytes: Int) {
         self.frames = max(0, frames)
         self.bytes = max(0, bytes)

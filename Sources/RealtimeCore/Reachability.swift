@@ -25,14 +25,17 @@ public protocol Reachability: Sendable {
 /// Polls the operating system every `interval` until an up, non-loopback interface has an address,
 /// and, if a probe target is set, a TCP connection to it succeeds.
 public struct PollingReachability: Reachability {
+    /// How often the interfaces (and the probe) are checked.
     public var interval: Duration
     /// A host and port to open (and close) a TCP connection to, as a stronger check than interfaces.
     public var probe: (host: String, port: Int)?
     /// Accept loopback interfaces as a usable network (for machines and tests with nothing else).
     public var acceptLoopback: Bool
+    /// How long a probe connection may take before it counts as unreachable.
     public var probeTimeout: Duration
     let runtime: RealtimeRuntime
 
+    /// Makes a polling check; every parameter is the property of the same name.
     public init(
         interval: Duration = .seconds(2),
         probe: (host: String, port: Int)? = nil,
@@ -47,6 +50,7 @@ public struct PollingReachability: Reachability {
         self.runtime = runtime
     }
 
+    /// Whether an interface is up with an address (and the probe connects, if set).
     public func isReachable() async -> Bool {
         guard Self.hasUsableInterface(acceptLoopback: acceptLoopback || Self.isLoopbackHost(probe?.host)) else {
             return false
@@ -55,6 +59,7 @@ public struct PollingReachability: Reachability {
         return await tcpProbe(host: probe.host, port: probe.port)
     }
 
+    /// Checks every ``interval`` until ``isReachable()`` is true; throws `CancellationError` when cancelled.
     public func waitUntilReachable() async throws {
         while true {
             try Task.checkCancellation()
@@ -114,6 +119,7 @@ public final class ManualReachability: Reachability {
     }
     private let state: NIOLockedValueBox<State>
 
+    /// Makes a reachability that answers `reachable` until ``set(reachable:)`` changes it.
     public init(reachable: Bool = true) {
         state = NIOLockedValueBox(State(reachable: reachable))
     }
@@ -121,6 +127,7 @@ public final class ManualReachability: Reachability {
     /// How many times a reconnect loop has asked.
     public var checkCount: Int { state.withLockedValue { $0.checks } }
 
+    /// Switches the answer; waiters resume when it becomes reachable.
     public func set(reachable: Bool) {
         let waiters = state.withLockedValue { state -> [CheckedContinuation<Void, Never>] in
             state.reachable = reachable
@@ -131,6 +138,7 @@ public final class ManualReachability: Reachability {
         for waiter in waiters { waiter.resume() }
     }
 
+    /// The last value given to ``set(reachable:)``.
     public func isReachable() async -> Bool {
         state.withLockedValue {
             $0.checks += 1
@@ -138,6 +146,7 @@ public final class ManualReachability: Reachability {
         }
     }
 
+    /// Returns once ``set(reachable:)`` made it reachable; throws `CancellationError` when cancelled.
     public func waitUntilReachable() async throws {
         let isReachable = state.withLockedValue {
             $0.checks += 1
@@ -171,7 +180,10 @@ public final class ManualReachability: Reachability {
 
 /// Always reachable: for loopback-only use.
 public struct AlwaysReachable: Reachability {
+    /// Makes a value with every default.
     public init() {}
+    /// Always true.
     public func isReachable() async -> Bool { true }
+    /// Returns at once.
     public func waitUntilReachable() async throws {}
 }

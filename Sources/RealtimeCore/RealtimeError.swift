@@ -33,21 +33,37 @@ public struct RealtimeError: Error, Sendable, CustomStringConvertible {
         }
         let base: Base
 
+        /// The URL cannot be used (no host, an unsupported scheme).
         public static let invalidURL = Code(base: .invalidURL)
+        /// No TCP connection could be made (refused, unreachable, DNS failure, connect timeout).
         public static let connectFailed = Code(base: .connectFailed)
+        /// The TLS handshake failed (an untrusted certificate, a wrong host name, no shared cipher).
         public static let tlsFailure = Code(base: .tlsFailure)
+        /// The server's key matches none of `TLSOptions.pinnedPublicKeySHA256`.
         public static let certificatePinMismatch = Code(base: .certificatePinMismatch)
+        /// The server answered with a status the protocol does not accept; ``RealtimeError/status`` holds it.
         public static let badStatus = Code(base: .badStatus)
+        /// The server answered with a content type the protocol does not accept.
         public static let badContentType = Code(base: .badContentType)
+        /// The server broke the protocol (a malformed frame, packet or message).
         public static let protocolViolation = Code(base: .protocolViolation)
+        /// A message is larger than the configured limit (received, or to be sent).
         public static let messageTooLarge = Code(base: .messageTooLarge)
+        /// A text message is not valid UTF-8.
         public static let invalidUTF8 = Code(base: .invalidUTF8)
+        /// Something did not happen in time (a connect, a handshake, an ack, silence from the server).
         public static let timeout = Code(base: .timeout)
+        /// The connection ended unexpectedly.
         public static let connectionClosed = Code(base: .connectionClosed)
+        /// The server closed the WebSocket; ``RealtimeError/closeCode`` holds its code.
         public static let webSocketClosed = Code(base: .webSocketClosed)
+        /// A send queue is full; the message was not accepted (or an older one was dropped for it).
         public static let queueFull = Code(base: .queueFull)
+        /// The reconnect policy stopped trying; the underlying error is the last failure.
         public static let reconnectGaveUp = Code(base: .reconnectGaveUp)
+        /// The operation was cancelled (by the app, or because the client was stopped).
         public static let cancelled = Code(base: .cancelled)
+        /// The client is not connected and does not queue this call.
         public static let notConnected = Code(base: .notConnected)
         /// The server refused the session at the protocol level (a Socket.IO CONNECT_ERROR, a
         /// SignalR handshake error); ``RealtimeError/serverMessage`` says why.
@@ -56,9 +72,11 @@ public struct RealtimeError: Error, Sendable, CustomStringConvertible {
         /// refresh, or a 401 that persists after one); ``RealtimeError/status`` holds the last status.
         public static let authenticationFailed = Code(base: .authenticationFailed)
 
+        /// A readable summary, for logs and messages.
         public var description: String { base.rawValue }
     }
 
+    /// What kind of failure this is; stable across versions, for `switch` and metrics.
     public let code: Code
     /// The HTTP status the server answered with, where there was one.
     public let status: HTTPResponseStatus?
@@ -88,6 +106,7 @@ public struct RealtimeError: Error, Sendable, CustomStringConvertible {
         self.underlying = underlying
     }
 
+    /// A readable summary, for logs and messages.
     public var description: String {
         var text = "RealtimeError.\(code): \(detail)"
         if let status { text += " (HTTP \(status.code))" }

@@ -5,6 +5,7 @@ public enum RealtimeMessage: Sendable, Equatable, CustomStringConvertible {
     case text(String)
     case binary(ByteBuffer)
 
+    /// A readable summary, for logs and messages.
     public var description: String {
         switch self {
         case .text(let text): "text(\(text.utf8.count) bytes)"

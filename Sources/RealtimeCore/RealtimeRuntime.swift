@@ -4,7 +4,7 @@ public import NIOCore
 public import NIOPosix
 public import CoreMetrics
 public import Tracing
-public import NIOHTTP1
+package import NIOHTTP1
 
 /// What every client of this package runs on: threads, HTTP clients, a logger and a clock.
 ///
@@ -39,6 +39,15 @@ public struct RealtimeRuntime: Sendable {
     /// runtime and shut down when the last copy is gone.
     let httpClients: HTTPClientCache
 
+    /// Makes a runtime.
+    /// - Parameters:
+    ///   - eventLoopGroup: the event loops connections run on (the process's shared group by default).
+    ///   - httpClient: an HTTP client to use instead of the runtime's own (it keeps its own limits).
+    ///   - http: the connection limits of the runtime's own HTTP clients.
+    ///   - logger: where the clients log (nothing by default; the clients log at debug at most).
+    ///   - clock: the clock of every timer (a manual clock in tests).
+    ///   - metricsFactory: where the clients report metrics (nil: `MetricsSystem.factory`).
+    ///   - tracer: the tracer of the clients' spans (nil: `InstrumentationSystem.tracer`).
     public init(
         eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
         httpClient: HTTPClient? = nil,
@@ -125,6 +134,7 @@ public struct HTTPConnectionOptions: Sendable, Hashable {
     /// How long an unused connection stays in the pool. Default 60 s.
     public var idleTimeout: Duration
 
+    /// Makes options; every parameter is the property of the same name.
     public init(maxConnectionsPerHost: Int = 1 << 20, connectTimeout: Duration = .seconds(10), idleTimeout: Duration = .seconds(60)) {
         self.maxConnectionsPerHost = maxConnectionsPerHost
         self.connectTimeout = connectTimeout

@@ -15,11 +15,12 @@ public enum SessionEnd: Sendable {
 /// The reusable reconnect loop every client runs: connection state, backoff, reachability and the
 /// offline send queue in one place.
 ///
-/// A protocol module calls ``run(_:)`` with a closure that opens one connection, calls
+/// A protocol module calls `run(_:)` with a closure that opens one connection, calls
 /// ``SessionContext/connected(sender:)`` once its handshake is done, and returns or throws when the
 /// connection ends. Messages given to ``send(_:)`` go straight to the live connection, or into the
 /// offline queue while there is none; the queue is flushed in order on the next `connected`.
 public final class ReconnectDriver<Outbound: Sendable>: Sendable {
+    /// Sends one outgoing message on the open connection.
     public typealias Sender = @Sendable (Outbound) async throws -> Void
 
     /// Handed to each session.
@@ -48,6 +49,7 @@ public final class ReconnectDriver<Outbound: Sendable>: Sendable {
         var machine: ReconnectMachine
     }
 
+    /// The rules the driver follows.
     public let policy: ReconnectPolicy
     /// The connection state, current and as a sequence of changes.
     public let state: StateBroadcaster<ConnectionState>
@@ -63,6 +65,9 @@ public final class ReconnectDriver<Outbound: Sendable>: Sendable {
     package func report(to metrics: ClientMetrics) { metricsBox.withLockedValue { $0 = metrics } }
 
     /// - Parameters:
+    ///   - policy: attempts, backoff and stability rules.
+    ///   - queue: the offline queue that holds outgoing messages while no connection is open.
+    ///   - runtime: the runtime whose clock and timers the driver uses.
     ///   - onOverflowDrop: told about every element the queue drops under ``OverflowPolicy/dropOldest``.
     ///   - random: the jitter source, a number in `0..<1`; fixed in tests.
     public init(
@@ -147,7 +152,7 @@ public final class ReconnectDriver<Outbound: Sendable>: Sendable {
     ///
     /// The rules (attempts, backoff, stability, giving up) are ``ReconnectMachine``'s; this loop
     /// performs its actions: runs a session, waits for reachability, waits the backoff delay as a
-    /// deadline on the runtime's ``TimerQueue``. `onFailure` is told about every failure once, in
+    /// deadline on the runtime's `TimerQueue`. `onFailure` is told about every failure once, in
     /// order, with whether the loop will retry.
     @discardableResult
     public func run(

@@ -10,6 +10,7 @@
 /// (``progressed()``). A server that accepts and drops at once is therefore retried the policy's
 /// number of times, not forever.
 public struct ReconnectMachine: Sendable {
+    /// Where the machine is in a connection's life.
     public enum Phase: Sendable, Equatable {
         case idle
         /// Connecting, for attempt `attempt` (0: the first connection, or a restart).
@@ -22,6 +23,7 @@ public struct ReconnectMachine: Sendable {
         case stopped
     }
 
+    /// What the owner must do after an input.
     public enum Action: Sendable {
         /// Open one connection (`attempt` 0 is a first connection or a restart).
         case connect(attempt: Int)
@@ -37,6 +39,7 @@ public struct ReconnectMachine: Sendable {
         case finished(RealtimeError?)
     }
 
+    /// The rules the machine follows.
     public let policy: ReconnectPolicy
     private let random: @Sendable () -> Double
     public private(set) var phase: Phase = .idle
@@ -46,6 +49,10 @@ public struct ReconnectMachine: Sendable {
     private var stable = false
     private var pendingDelay: Duration = .zero
 
+    /// Makes an idle machine.
+    /// - Parameters:
+    ///   - policy: attempts, backoff and stability rules.
+    ///   - random: the jitter source, a number in `0..<1`; fixed in tests.
     public init(policy: ReconnectPolicy, random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) }) {
         self.policy = policy
         self.random = random

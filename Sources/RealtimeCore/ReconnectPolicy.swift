@@ -12,6 +12,7 @@ public struct ReconnectPolicy: Sendable {
     /// not retried forever. Default 5 s.
     public var stableAfter: Duration
 
+    /// Makes a policy; every parameter is the property of the same name.
     public init(
         backoff: BackoffPolicy = .exponential(),
         reachability: any Reachability = PollingReachability(),
@@ -27,6 +28,8 @@ public struct ReconnectPolicy: Sendable {
     /// No reconnection at all.
     public static var disabled: ReconnectPolicy { ReconnectPolicy(backoff: .never, reachability: AlwaysReachable()) }
 
+    /// The default ``shouldRetry``: retries everything but an invalid URL, a TLS or pinning failure
+    /// and a cancellation.
     public static let defaultShouldRetry: @Sendable (RealtimeError) -> Bool = { error in
         switch error.code {
         case .invalidURL, .tlsFailure, .certificatePinMismatch, .cancelled: false

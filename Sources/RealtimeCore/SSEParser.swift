@@ -16,12 +16,14 @@ public import NIOCore
 /// without rescanning. Invalid UTF-8 becomes U+FFFD. An event (or line) larger than
 /// ``Configuration/maxEventSize`` fails with ``RealtimeError/Code/messageTooLarge``.
 public struct SSEParser: Sendable {
+    /// The parser's limits and options.
     public struct Configuration: Sendable {
         /// The largest event (its data plus the line being read) the parser holds. Default 8 MiB.
         public var maxEventSize: Int
         /// Hand comment lines (`: text`) to the closure as ``Output/comment(_:)``.
         public var emitsComments: Bool
 
+        /// Makes a configuration; every parameter is the property of the same name.
         public init(maxEventSize: Int = 8 << 20, emitsComments: Bool = false) {
             self.maxEventSize = maxEventSize
             self.emitsComments = emitsComments
@@ -37,6 +39,7 @@ public struct SSEParser: Sendable {
         case comment(String)
     }
 
+    /// The limits and options the parser was made with.
     public let configuration: Configuration
     /// The last event ID as of the latest dispatch.
     public private(set) var lastEventId: String
@@ -51,6 +54,10 @@ public struct SSEParser: Sendable {
     private var sawFirstLine = false
     private var skipLeadingLF = false
 
+    /// Makes a parser.
+    /// - Parameters:
+    ///   - configuration: limits and options.
+    ///   - lastEventId: the last event ID to start from (a resumed stream's).
     public init(configuration: Configuration = .init(), lastEventId: String = "") {
         self.configuration = configuration
         self.lastEventId = lastEventId

@@ -7,6 +7,7 @@ public struct ServerSentEvent: Sendable, Equatable, CustomStringConvertible {
     /// The last event ID at dispatch time (it persists across events until an `id:` changes it).
     public var lastEventId: String
 
+    /// Makes an event; every parameter is the property of the same name.
     public init(type: String = "message", data: String, lastEventId: String = "") {
         self.type = type
         self.data = data
@@ -16,5 +17,6 @@ public struct ServerSentEvent: Sendable, Equatable, CustomStringConvertible {
     /// The same as ``lastEventId`` (the name IKEventSource and LaunchDarkly users know).
     public var id: String { lastEventId }
 
+    /// A readable summary, for logs and messages.
     public var description: String { "ServerSentEvent(type: \(type), id: \(lastEventId), \(data.utf8.count) bytes)" }
 }

@@ -18,6 +18,7 @@ public final class StateBroadcaster<Value: Sendable>: Sendable {
 
     private let state: NIOLockedValueBox<State>
 
+    /// Makes a broadcaster whose current value is `initial`.
     public init(_ initial: Value) {
         state = NIOLockedValueBox(State(value: initial))
     }
@@ -60,7 +61,7 @@ public final class StateBroadcaster<Value: Sendable>: Sendable {
         return stream
     }
 
-    /// Ends every observer's sequence; later ``updates()`` yield the last value and end.
+    /// Ends every observer's sequence; later `updates()` yield the last value and end.
     public func finish() {
         let continuations = state.withLockedValue { state -> [AsyncStream<Value>.Continuation] in
             state.finished = true

@@ -42,9 +42,11 @@ public struct TLSOptions: Sendable, Hashable {
         }
     }
 
+    /// The certificates that may sign the server's chain.
     public var trustRoots: TrustRoots
     /// Certificates trusted in addition to ``trustRoots`` (a private CA next to the public ones).
     public var additionalTrustRootsPEM: [String]
+    /// The certificate presented when the server asks for one (mutual TLS).
     public var clientCertificate: ClientCertificate?
     /// Base64 SHA-256 digests of acceptable server SubjectPublicKeyInfo (as in HPKP `pin-sha256`).
     /// Empty: no pinning. Non-empty: the server's leaf key must match one of them. The check runs
@@ -57,6 +59,7 @@ public struct TLSOptions: Sendable, Hashable {
     public var serverName: String?
     var verificationDisabled: Bool
 
+    /// Makes options; every parameter is the property of the same name.
     public init(
         trustRoots: TrustRoots = .system,
         additionalTrustRootsPEM: [String] = [],

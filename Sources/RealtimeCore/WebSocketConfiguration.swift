@@ -28,8 +28,10 @@ public struct WebSocketConfiguration: Sendable {
     public var closeTimeout: Duration
     /// Reject text messages that are not valid UTF-8 (with code 1007) instead of repairing them.
     public var validateUTF8: Bool
+    /// How TLS is checked for a `wss://` URL.
     public var tls: TLSOptions
 
+    /// Makes a configuration; every parameter is the property of the same name.
     public init(
         headers: HTTPHeaders = [:],
         origin: String? = nil,
@@ -61,6 +63,7 @@ public struct WebSocketConfiguration: Sendable {
 public struct WebSocketCloseInfo: Sendable, Equatable {
     /// The close code (1000 normal, 1001 going away, 1009 too big, 4000-4999 application codes...).
     public let code: UInt16
+    /// The close reason, if the server sent one.
     public let reason: String?
 }
 

@@ -4,7 +4,7 @@ import Logging
 import NIOHTTP1
 import NIOConcurrencyHelpers
 import NIOWebSocket
-@_spi(WSInternal) public import WSCore
+@_spi(WSInternal) import WSCore
 
 /// A live WebSocket connection, valid inside the closure given to ``WebSocketTransport/connect(to:configuration:runtime:_:)``.
 public struct WebSocketConnection: Sendable {
@@ -23,7 +23,9 @@ public struct WebSocketConnection: Sendable {
         }
     }
 
+    /// Sends a text frame; returns once it was written to the socket (waits while the socket is full).
     public func send(text: String) async throws { try await outbound.write(.text(text)) }
+    /// Sends a binary frame; returns once it was written to the socket (waits while the socket is full).
     public func send(binary: ByteBuffer) async throws { try await outbound.write(.binary(binary)) }
 
     /// Starts the closing handshake. The inbound sequence ends when the server answers.
@@ -39,6 +41,7 @@ public struct WebSocketConnection: Sendable {
 /// that grows past ``WebSocketConfiguration/maxMessageSize`` closes the connection with 1009 and
 /// fails with `messageTooLarge`) and text checked for UTF-8 (1007 and `invalidUTF8`).
 public struct WebSocketMessages: AsyncSequence, Sendable {
+    /// The type of the sequence's elements.
     public typealias Element = RealtimeMessage
     let base: WebSocketInboundStream
     let outbound: WebSocketOutboundWriter
@@ -46,6 +49,7 @@ public struct WebSocketMessages: AsyncSequence, Sendable {
     let validateUTF8: Bool
     let url: String
 
+    /// The sequence's iterator.
     public struct AsyncIterator: AsyncIteratorProtocol {
         var base: WebSocketInboundStream.AsyncIterator
         let outbound: WebSocketOutboundWriter
@@ -53,6 +57,7 @@ public struct WebSocketMessages: AsyncSequence, Sendable {
         let validateUTF8: Bool
         let url: String
 
+        /// The next element, or `nil` once the sequence has ended.
         public mutating func next() async throws -> RealtimeMessage? {
             var message: (opcode: WebSocketDataFrame.Opcode, data: ByteBuffer)?
             while true {
@@ -102,6 +107,7 @@ public struct WebSocketMessages: AsyncSequence, Sendable {
         }
     }
 
+    /// Makes an iterator over the sequence.
     public func makeAsyncIterator() -> AsyncIterator {
         AsyncIterator(
             base: base.makeAsyncIterator(), outbound: outbound, maxMessageSize: maxMessageSize, validateUTF8: validateUTF8, url: url)
@@ -111,7 +117,7 @@ public struct WebSocketMessages: AsyncSequence, Sendable {
 /// WebSocket client connections: ws and wss, headers, subprotocols, permessage-deflate, cookies,
 /// message size limits, automatic ping, and close codes surfaced as errors.
 ///
-/// The handshake is ours (``WebSocketClientChannel``, on swift-nio's upgrader and frame codec and
+/// The handshake is ours (`WebSocketClientChannel`, on swift-nio's upgrader and frame codec and
 /// swift-nio-ssl); after the upgrade, swift-websocket's `WSCore` handler runs the frame protocol
 /// (control frames, the closing handshake, fragmentation, UTF-8 checks, extensions). See
 /// Docs/Architecture.md, "WebSocket", for why and what that costs.

@@ -10,12 +10,14 @@ import Foundation
 /// watchdog in a full test run measured tasks waiting 0.7-4.8 s to be scheduled in its first
 /// seconds, which is when 5-second connect and request timeouts failed in unrelated tests.
 public enum BlockingWork {
+    /// Runs `body` on a thread of its own and returns its result, leaving the concurrency pool free.
     public static func run<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
         await withCheckedContinuation { continuation in
             Thread { continuation.resume(returning: body()) }.start()
         }
     }
 
+    /// Runs throwing `body` on a thread of its own and returns its result or rethrows its error.
     public static func run<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { continuation in
             Thread { continuation.resume(with: Result { try body() }) }.start()

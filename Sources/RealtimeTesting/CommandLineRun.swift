@@ -4,7 +4,9 @@ import NIOConcurrencyHelpers
 /// Runs an executable of this package (`realtime`, an example) that the same build made, for the
 /// command-line tests.
 public enum RealtimeCommandLine {
+    /// The executable has not been built.
     public struct Missing: Error, CustomStringConvertible {
+        /// What is missing and how to build it.
         public let description: String
     }
 
@@ -57,7 +59,7 @@ public enum RealtimeCommandLine {
     }
 }
 
-/// A command started by ``RealtimeCommandLine/launch(executable:_:)``: its standard output line by
+/// A command started by `RealtimeCommandLine/launch(executable:_:)`: its standard output line by
 /// line as the command writes it, a signal to send, and its end.
 public final class RunningCommand: Sendable {
     private let process: Process

@@ -48,20 +48,25 @@ public final class FaultProxy: Sendable {
     public let port: Int
     /// Where connections are forwarded.
     public let targetHost: String
+    /// The port of the server behind the proxy.
     public let targetPort: Int
 
     let state: NIOLockedValueBox<ProxyState>
 
     /// Directions of traffic through the proxy.
     public struct Directions: OptionSet, Sendable, Hashable, CustomStringConvertible {
+        /// The set's raw bits.
         public let rawValue: Int
+        /// Makes the set from its raw bits.
         public init(rawValue: Int) { self.rawValue = rawValue }
         /// Bytes the client sends to the target.
         public static let clientToTarget = Directions(rawValue: 1)
         /// Bytes the target sends to the client.
         public static let targetToClient = Directions(rawValue: 2)
+        /// Both directions.
         public static let both: Directions = [.clientToTarget, .targetToClient]
 
+        /// A readable summary, for logs and messages.
         public var description: String {
             switch self {
             case .clientToTarget: "clientToTarget"
@@ -91,6 +96,7 @@ public final class FaultProxy: Sendable {
         /// `nil`: until ``FaultProxy/acceptConnections()``.
         case refuse(for: Duration?)
 
+        /// A readable summary, for logs and messages.
         public var description: String {
             switch self {
             case .cut(let mode): "cut(\(mode))"
@@ -145,6 +151,7 @@ public final class FaultProxy: Sendable {
     /// `http://127.0.0.1:<port>` (or another scheme, such as `ws`).
     public func url(scheme: String = "http") -> String { "\(scheme)://127.0.0.1:\(port)" }
 
+    /// Connections and bytes so far.
     public var statistics: Statistics {
         state.withLockedValue {
             var statistics = $0.statistics
@@ -418,9 +425,13 @@ public final class FaultProxy: Sendable {
     }
 }
 
+/// The proxy could not start or reach its target.
 public struct FaultProxyError: Error, CustomStringConvertible {
+    /// What went wrong.
     public let message: String
+    /// Makes the error with its message.
     public init(message: String) { self.message = message }
+    /// A readable summary, for logs and messages.
     public var description: String { message }
 }
 

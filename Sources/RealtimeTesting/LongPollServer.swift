@@ -13,7 +13,9 @@ public final class LongPollServer: Sendable {
         var received: [String] = []
     }
     private let state = NIOLockedValueBox(State())
+    /// The HTTP server underneath, for its request log and other routes.
     public let http: ScriptedHTTPServer
+    /// How long a poll waits for a message before answering empty.
     public let holdTime: Duration
 
     private init(http: ScriptedHTTPServer, holdTime: Duration) {
@@ -21,6 +23,7 @@ public final class LongPollServer: Sendable {
         self.holdTime = holdTime
     }
 
+    /// Starts a server on 127.0.0.1 with an ephemeral port (`tls`: HTTPS).
     public static func start(holdTime: Duration = .seconds(2), tls: TLSConfiguration? = nil) async throws -> LongPollServer {
         let server = LongPollServer(http: try await ScriptedHTTPServer.start(tls: tls), holdTime: holdTime)
         server.http.route("/poll") { [weak server] request in
@@ -35,6 +38,7 @@ public final class LongPollServer: Sendable {
         return server
     }
 
+    /// The URL to poll.
     public var url: String { http.baseURL + "/poll" }
 
     /// Queues a message for the next poll.
@@ -50,6 +54,7 @@ public final class LongPollServer: Sendable {
     /// Bodies the client posted, oldest first.
     public var received: [String] { state.withLockedValue { $0.received } }
 
+    /// Stops the server and closes its connections; waits until they are closed.
     public func stop() async {
         let waiters = state.withLockedValue { state -> [CheckedContinuation<Void, Never>] in
             defer { state.waiters.removeAll() }

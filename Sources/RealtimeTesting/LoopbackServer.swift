@@ -160,7 +160,10 @@ final class ConnectionTracker: ChannelDuplexHandler, Sendable {
     }
 }
 
+/// The server could not start.
 public struct LoopbackServerError: Error, CustomStringConvertible {
+    /// What went wrong.
     public let message: String
+    /// A readable summary, for logs and messages.
     public var description: String { message }
 }

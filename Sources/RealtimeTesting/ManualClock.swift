@@ -3,11 +3,17 @@ import NIOConcurrencyHelpers
 /// A clock that moves only when a test says so, so timers (backoff, heartbeats, timeouts) are
 /// tested without sleeping.
 public final class ManualClock: Clock, Sendable {
+    /// A point on the manual clock: the time advanced since it was made.
     public struct Instant: InstantProtocol, Sendable {
+        /// Time since the clock was made.
         public var offset: Duration
+        /// The instant `offset` after the clock was made.
         public init(offset: Duration) { self.offset = offset }
+        /// The instant `duration` later.
         public func advanced(by duration: Duration) -> Instant { Instant(offset: offset + duration) }
+        /// The time from this instant to `other`.
         public func duration(to other: Instant) -> Duration { other.offset - offset }
+        /// Whether `lhs` comes before `rhs`.
         public static func < (lhs: Instant, rhs: Instant) -> Bool { lhs.offset < rhs.offset }
     }
 
@@ -24,9 +30,12 @@ public final class ManualClock: Clock, Sendable {
     }
     private let state = NIOLockedValueBox(State())
 
+    /// Makes a value with every default.
     public init() {}
 
+    /// The current instant; it moves only when a test advances the clock.
     public var now: Instant { state.withLockedValue { $0.now } }
+    /// One nanosecond.
     public var minimumResolution: Duration { .nanoseconds(1) }
 
     /// Every duration anyone slept for, in order.
@@ -34,6 +43,8 @@ public final class ManualClock: Clock, Sendable {
     /// How many sleepers are waiting now.
     public var sleeperCount: Int { state.withLockedValue { $0.sleepers.count } }
 
+    /// Returns once the clock was advanced to `deadline` (at once if it is past); throws
+    /// `CancellationError` when cancelled.
     public func sleep(until deadline: Instant, tolerance: Duration? = nil) async throws {
         let id = state.withLockedValue { state -> Int in
             defer { state.nextID += 1 }

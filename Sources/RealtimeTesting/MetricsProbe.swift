@@ -4,9 +4,13 @@ import NIOConcurrencyHelpers
 /// Reads one client's metrics from a swift-metrics `TestMetrics` factory (a runtime's
 /// `metricsFactory` in tests), by the names Docs/Metrics.md documents.
 public struct MetricsProbe: Sendable {
+    /// The factory the client reports to.
     public let metrics: TestMetrics
+    /// The `protocol` and `client` dimensions that select this client's metrics.
     public let dimensions: [(String, String)]
 
+    /// Reads the metrics of the client with this protocol name (`sse`, `socketio`, `signalr`,
+    /// `spreadbot`) and client label.
     public init(_ metrics: TestMetrics, protocol name: String, client: String = "default") {
         self.metrics = metrics
         dimensions = [("protocol", name), ("client", client)]

@@ -1,12 +1,13 @@
 public import Foundation
 
+// @unchecked Sendable: every stored property is a `let` set in init. `Process` is safe to
+// terminate and wait on from any thread; the output `Pipe` is read by one caller at a time
+// (`nextLine` then `waitForExit`, awaited in sequence by the test that owns the peer).
+
 /// Runs a Python interop peer (a server or a client script) with the project's virtual environment.
 /// Fails with instructions when the environment is missing: it never skips silently.
 ///
 /// The interpreter is `$REALTIME_PYTHON` (set by `Scripts/test.sh`) or `<repo>/.venv/bin/python`.
-// @unchecked Sendable: every stored property is a `let` set in init. `Process` is safe to
-// terminate and wait on from any thread; the output `Pipe` is read by one caller at a time
-// (`nextLine` then `waitForExit`, awaited in sequence by the test that owns the peer).
 public final class PythonPeer: @unchecked Sendable {
 
     /// The port a server peer printed (`PORT <n>`), or 0 for peers that print none.
@@ -17,10 +18,13 @@ public final class PythonPeer: @unchecked Sendable {
     /// The peer's process id (benchmarks read its CPU time from /proc).
     public var processIdentifier: Int32 { process.processIdentifier }
 
+    /// The virtual environment or a peer package is missing.
     public struct Missing: Error, CustomStringConvertible {
+        /// What is missing and the command that installs it (`Scripts/test.sh`).
         public let description: String
     }
 
+    /// The Python interpreter: `$REALTIME_PYTHON`, or the package's `.venv/bin/python`.
     public static var python: String {
         if let configured = ProcessInfo.processInfo.environment["REALTIME_PYTHON"] { return configured }
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()

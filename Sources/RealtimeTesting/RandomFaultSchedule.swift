@@ -19,13 +19,16 @@ public struct RandomFaultSchedule: Sendable, Hashable {
         case refuse(ClosedRange<Duration>)
     }
 
+    /// The seed: the same seed gives the same faults at the same offsets.
     public var seed: UInt64
     /// How many faults to apply.
     public var count: Int
     /// The time between two faults is drawn from this range.
     public var interval: ClosedRange<Duration>
+    /// The kinds of fault drawn from.
     public var kinds: [Kind]
 
+    /// Makes a schedule; every parameter is the property of the same name.
     public init(
         seed: UInt64,
         count: Int = 10,
@@ -64,8 +67,10 @@ public struct RandomFaultSchedule: Sendable, Hashable {
 public struct SplitMix64: RandomNumberGenerator, Sendable {
     private var state: UInt64
 
+    /// Makes a generator whose sequence is fixed by `seed`.
     public init(seed: UInt64) { state = seed }
 
+    /// The next number of the sequence.
     public mutating func next() -> UInt64 {
         state &+= 0x9E37_79B9_7F4A_7C15
         var z = state

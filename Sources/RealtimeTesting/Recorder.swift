@@ -10,8 +10,10 @@ public final class Recorder<Value: Sendable>: Sendable {
 
     private let state = NIOLockedValueBox(State())
 
+    /// Makes an empty recorder.
     public init() {}
 
+    /// Records `value` after those recorded before it.
     public func append(_ value: Value) {
         let ready = state.withLockedValue { state -> [CheckedContinuation<Void, Never>] in
             state.values.append(value)

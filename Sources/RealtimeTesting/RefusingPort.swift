@@ -12,6 +12,7 @@ import NIOConcurrencyHelpers
 /// parallel test's, on an ephemeral port) can take it meanwhile, so a connect is refused for
 /// certain.
 public final class RefusingPort: Sendable {
+    /// The port, on 127.0.0.1.
     public let port: Int
     private let descriptor: NIOLockedValueBox<Int32?>
 

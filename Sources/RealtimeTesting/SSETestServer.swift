@@ -46,6 +46,7 @@ public final class SSETestServer: Sendable {
 
     /// The stream's URL.
     public var url: String { server.baseURL + path }
+    /// The port the server listens on, on 127.0.0.1 (0 before it started).
     public var port: Int { server.port }
 
     /// Streams open now.
@@ -87,6 +88,7 @@ public final class SSETestServer: Sendable {
         state.withLockedValue { $0.refusals += Array(repeating: status, count: count) }
     }
 
+    /// Stops the server and closes its connections; waits until they are closed.
     public func stop() async {
         dropAll()
         await server.stop()

@@ -8,32 +8,42 @@ public import NIOSSL
 
 /// A request the scripted server received.
 public struct ScriptedRequest: Sendable {
+    /// The request method (`GET`, `POST`...).
     public let method: String
+    /// The request path, without the query.
     public let path: String
+    /// The query (after `?`), if any.
     public let query: String?
     /// Header names in lower case; repeated headers joined with ", ".
     public let headers: [String: String]
+    /// The whole request body.
     public let body: ByteBuffer
 }
 
 /// What the scripted server answers.
 public struct ScriptedResponse: Sendable {
+    /// The response body: whole, or streamed.
     public enum Body: Sendable {
         case bytes(ByteBuffer)
         /// Chunks written as the feed produces them; the response ends when the feed finishes.
         case feed(ChunkFeed)
     }
 
+    /// The status code.
     public var status: Int
+    /// The response headers, in order.
     public var headers: [(String, String)]
+    /// The response body.
     public var body: Body
 
+    /// Makes a response; every parameter is the property of the same name.
     public init(status: Int = 200, headers: [(String, String)] = [], body: Body = .bytes(ByteBuffer())) {
         self.status = status
         self.headers = headers
         self.body = body
     }
 
+    /// A text response with its content type.
     public static func text(_ text: String, status: Int = 200, contentType: String = "text/plain") -> ScriptedResponse {
         ScriptedResponse(status: status, headers: [("Content-Type", contentType)], body: .bytes(ByteBuffer(string: text)))
     }
@@ -44,12 +54,16 @@ public final class ChunkFeed: Sendable {
     let stream: AsyncStream<ByteBuffer>
     private let continuation: AsyncStream<ByteBuffer>.Continuation
 
+    /// Makes a feed with nothing written yet.
     public init() {
         (stream, continuation) = AsyncStream<ByteBuffer>.makeStream()
     }
 
+    /// Writes `text` as UTF-8.
     public func send(_ text: String) { continuation.yield(ByteBuffer(string: text)) }
+    /// Writes `bytes`.
     public func send(_ bytes: [UInt8]) { continuation.yield(ByteBuffer(bytes: bytes)) }
+    /// Writes `buffer`.
     public func send(_ buffer: ByteBuffer) { continuation.yield(buffer) }
     /// Ends the response body cleanly.
     public func finish() { continuation.finish() }
@@ -64,6 +78,7 @@ public final class ChunkFeed: Sendable {
 /// An HTTP server on loopback whose every answer a test scripts: status codes, headers, bodies
 /// streamed chunk by chunk, redirects, stalls. It records every request it receives.
 public final class ScriptedHTTPServer: Sendable {
+    /// Answers one request on a route.
     public typealias Handler = @Sendable (ScriptedRequest) async throws -> ScriptedResponse
 
     private let routes = NIOLockedValueBox<[String: Handler]>([:])
@@ -95,7 +110,9 @@ public final class ScriptedHTTPServer: Sendable {
         return scripted
     }
 
+    /// `http://127.0.0.1:<port>` (or `https://`).
     public var baseURL: String { server.withLockedValue { $0?.baseURL ?? "" } }
+    /// The port the server listens on, on 127.0.0.1 (0 before it started).
     public var port: Int { server.withLockedValue { $0?.port ?? 0 } }
     /// The same address with `ws`/`wss`: a WebSocket upgrade to it gets the scripted answer, so a
     /// test can refuse an upgrade with any status and body.
@@ -112,6 +129,7 @@ public final class ScriptedHTTPServer: Sendable {
     /// The requests received for one path.
     public func requests(to path: String) -> [ScriptedRequest] { requests.filter { $0.path == path } }
 
+    /// Stops the server and closes its connections; waits until they are closed.
     public func stop() async {
         await server.withLockedValue { $0 }?.stop()
     }

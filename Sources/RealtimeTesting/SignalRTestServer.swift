@@ -25,6 +25,7 @@ public import SignalRHub
 /// - Streams: `countTo(n)` yields 1...n then completes; `countForever()` yields until cancelled.
 /// - Upload streams: `collect(streams...)` returns every item of its upload streams, in order.
 public final class SignalRTestServer: Sendable {
+    /// How the server behaves.
     public struct Options: Sendable {
         /// The hub's path.
         public var path = "/hub"
@@ -32,6 +33,7 @@ public final class SignalRTestServer: Sendable {
         public var requiredToken: String?
         /// Negotiate answers with a redirect to this URL (and `redirectAccessToken`).
         public var redirectURL: String?
+        /// The access token sent with ``redirectURL``.
         public var redirectAccessToken: String?
         /// Negotiate answers `{"error": ...}`.
         public var negotiateError: String?
@@ -52,18 +54,23 @@ public final class SignalRTestServer: Sendable {
         public var keepAliveInterval: Duration? = .seconds(15)
         /// Refuse the handshake with this error.
         public var handshakeError: String?
+        /// The port to listen on; 0 picks an ephemeral one.
         public var port = 0
         /// Record this request header on every request (negotiate, upgrade, GET, POST, DELETE), for
         /// tests of what clients send (trace propagation).
         public var recordedHeader: String?
 
+        /// Makes a value with every default.
         public init() {}
     }
 
     /// One client invocation as a hub method sees it.
     public struct Call: Sendable {
+        /// The connection the invocation came on.
         public let connectionId: String
+        /// The invocation's arguments.
         public let arguments: [JSONValue]
+        /// The invocation's headers.
         public let headers: HubHeaders
         /// The invocation's upload streams, in `streamIds` order.
         public var streams: [AsyncThrowingStream<JSONValue, any Error>] = []
@@ -90,6 +97,7 @@ public final class SignalRTestServer: Sendable {
         var acknowledgementsHeld = false
     }
 
+    /// The options the server was started with.
     public let options: Options
     let state = NIOLockedValueBox(State())
     private let serverBox = NIOLockedValueBox<LoopbackServer?>(nil)
@@ -101,6 +109,7 @@ public final class SignalRTestServer: Sendable {
 
     /// `http://127.0.0.1:<port><path>`.
     public var url: String { (serverBox.withLockedValue { $0 }?.baseURL ?? "") + options.path }
+    /// The port the server listens on, on 127.0.0.1 (0 before it started).
     public var port: Int { serverBox.withLockedValue { $0 }?.port ?? 0 }
     /// Negotiate requests served.
     public var negotiateCount: Int { state.withLockedValue { $0.negotiateCount } }
@@ -192,6 +201,7 @@ public final class SignalRTestServer: Sendable {
         for connection in state.withLockedValue({ Array($0.connections.values) }) { connection.stalled.withLockedValue { $0 = true } }
     }
 
+    /// Answers and pings again after ``stallAll()``.
     public func resumeAll() {
         for connection in state.withLockedValue({ Array($0.connections.values) }) { connection.stalled.withLockedValue { $0 = false } }
     }
@@ -204,6 +214,7 @@ public final class SignalRTestServer: Sendable {
 
     var acknowledgementsHeld: Bool { state.withLockedValue { $0.acknowledgementsHeld } }
 
+    /// Starts a server on 127.0.0.1 (an ephemeral port unless `options.port` is set).
     public static func start(options: Options = Options()) async throws -> SignalRTestServer {
         let server = SignalRTestServer(options: options)
         let router = Router()
@@ -284,6 +295,7 @@ public final class SignalRTestServer: Sendable {
         return server
     }
 
+    /// Stops the server and closes its connections; waits until they are closed.
     public func stop() async {
         for connection in state.withLockedValue({ Array($0.connections.values) }) { await connection.closeFinally() }
         await dropAll()
@@ -477,9 +489,13 @@ public final class SignalRTestServer: Sendable {
     }
 }
 
+/// A test server's check failed (no such connection, a sequence with a gap).
 public struct SignalRTestServerError: Error, CustomStringConvertible, Sendable {
+    /// What went wrong.
     public let message: String
+    /// Makes the error with its message.
     public init(message: String) { self.message = message }
+    /// A readable summary, for logs and messages.
     public var description: String { message }
 }
 

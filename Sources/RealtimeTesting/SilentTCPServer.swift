@@ -4,6 +4,7 @@ import NIOPosix
 /// A TCP listener on 127.0.0.1 that accepts connections and never says anything: for testing that
 /// clients time out instead of hanging on a server that stalls.
 public final class SilentTCPServer: Sendable {
+    /// The port, on 127.0.0.1.
     public let port: Int
     private let channel: any Channel
 
@@ -12,6 +13,7 @@ public final class SilentTCPServer: Sendable {
         self.channel = channel
     }
 
+    /// Starts listening on 127.0.0.1 with an ephemeral port.
     public static func start() async throws -> SilentTCPServer {
         let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -19,6 +21,7 @@ public final class SilentTCPServer: Sendable {
         return SilentTCPServer(port: channel.localAddress?.port ?? 0, channel: channel)
     }
 
+    /// Stops the server and closes its connections; waits until they are closed.
     public func stop() async {
         try? await channel.close()
     }

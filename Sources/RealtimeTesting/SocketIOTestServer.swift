@@ -30,14 +30,19 @@ public import SocketIOEngine
 /// - Namespace `/chat`: refuses unless the auth is `{"token": "secret"}`; `echo`, `whoami` (acks the auth).
 /// - Any other namespace: CONNECT_ERROR `{"message": "Invalid namespace"}`, as the Node server does.
 public final class SocketIOTestServer: Sendable {
+    /// How the server behaves.
     public struct Options: Sendable {
+        /// The `pingInterval` announced in the handshake; the server pings this often.
         public var pingInterval: Duration = .seconds(25)
+        /// The `pingTimeout` announced in the handshake; a client silent for longer is dropped.
         public var pingTimeout: Duration = .seconds(20)
+        /// The `maxPayload` announced in the handshake, in bytes.
         public var maxPayload: Int = 1_000_000
         /// Offer the WebSocket upgrade to polling clients.
         public var allowUpgrade = true
         /// Connection state recovery (socket.io 4.6+): pids, offsets on broadcasts, replay on reconnect.
         public var connectionStateRecovery = false
+        /// How long a disconnected session can be recovered (connection state recovery).
         public var maxDisconnectionDuration: Duration = .seconds(120)
         /// The port to listen on; 0 picks an ephemeral one (pass the old port to simulate a restart).
         public var port = 0
@@ -50,6 +55,7 @@ public final class SocketIOTestServer: Sendable {
         public var probeAnswer: ProbeAnswer = .immediately
         /// Where Engine.IO is mounted (a server behind a prefix: `/prefix/socket.io/`).
         public var path = "/socket.io/"
+        /// Makes a value with every default.
         public init() {}
     }
 
@@ -88,6 +94,7 @@ public final class SocketIOTestServer: Sendable {
         var connectCount = 0
     }
 
+    /// The options the server was started with.
     public let options: Options
     let state = NIOLockedValueBox(State())
     private let serverBox = NIOLockedValueBox<LoopbackServer?>(nil)
@@ -96,6 +103,7 @@ public final class SocketIOTestServer: Sendable {
         self.options = options
     }
 
+    /// The port the server listens on, on 127.0.0.1 (0 before it started).
     public var port: Int { serverBox.withLockedValue { $0?.port ?? 0 } }
     /// `http://127.0.0.1:<port>`, or `https://localhost:<port>` with TLS (the test certificates name localhost).
     public var url: String { options.tls == nil ? "http://127.0.0.1:\(port)" : "https://localhost:\(port)" }
@@ -112,6 +120,7 @@ public final class SocketIOTestServer: Sendable {
     /// Open Engine.IO sessions.
     public var sessionCount: Int { state.withLockedValue { $0.sessions.count } }
 
+    /// Starts a server on 127.0.0.1 (an ephemeral port unless `options.port` is set).
     public static func start(options: Options = Options()) async throws -> SocketIOTestServer {
         let server = SocketIOTestServer(options: options)
         let router = Router()
@@ -149,6 +158,7 @@ public final class SocketIOTestServer: Sendable {
         return server
     }
 
+    /// Stops the server and closes its connections; waits until they are closed.
     public func stop() async {
         let sessions = state.withLockedValue { state -> [ServerEngineSession] in
             defer { state.sessions = [:] }

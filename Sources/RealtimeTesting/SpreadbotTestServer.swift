@@ -10,7 +10,7 @@ import NIOCore
 import OrderedCollections
 public import RealtimeCore
 
-/// A Spreadbot server on loopback implementing Docs/Spreadbot.md: the stream over WebSocket, SSE
+/// A Spreadbot server on loopback implementing Sources/SpreadbotClient/SpreadbotClient.docc/SpreadbotGuide.md: the stream over WebSocket, SSE
 /// and polling on any path, POST sends, REST resources, and OAuth token refresh at ``authPath``,
 /// with switches to refuse transports, expire tokens, fail with 5xx and stall. Put a
 /// ``FaultProxy`` in front of it for cuts.
@@ -19,18 +19,23 @@ public import RealtimeCore
 /// and polling `since`. POSTed sends with a `Spreadbot-Message-Id` already seen are answered 200 and
 /// not recorded again.
 public final class SpreadbotTestServer: Sendable {
+    /// How the server behaves.
     public struct Options: Sendable {
         /// The client credentials the token endpoint accepts, as `base64(id:secret)`.
         public var base64Credentials = "Y2xpZW50OnNlY3JldA=="  // client:secret
+        /// The access token the server accepts first.
         public var accessToken = "access-0"
+        /// The refresh token the server accepts first.
         public var refreshToken = "refresh-0"
         /// Where the token endpoint listens.
         public var authPath = "/oauth/token"
         /// Refuse every request whose bearer token is not the current one (default true).
         public var requireToken = true
+        /// The port to listen on; 0 picks an ephemeral one.
         public var port = 0
         /// Serve HTTPS and WSS with this configuration.
         public var tls: TLSConfiguration?
+        /// Makes a value with every default.
         public init() {}
     }
 
@@ -39,6 +44,7 @@ public final class SpreadbotTestServer: Sendable {
         case text(String)
         case binary([UInt8])
 
+        /// A readable summary, for logs and messages.
         public var description: String {
             switch self {
             case .text(let text): "\"\(text)\""
@@ -77,6 +83,7 @@ public final class SpreadbotTestServer: Sendable {
     }
 
     private let state: NIOLockedValueBox<State>
+    /// The options the server was started with.
     public let options: Options
     private let serverBox = NIOLockedValueBox<LoopbackServer?>(nil)
 
@@ -85,9 +92,13 @@ public final class SpreadbotTestServer: Sendable {
         state = NIOLockedValueBox(State(accessToken: options.accessToken, refreshToken: options.refreshToken))
     }
 
+    /// The port the server listens on, on 127.0.0.1 (0 before it started).
     public var port: Int { serverBox.withLockedValue { $0?.port ?? 0 } }
+    /// The base URL of the stream and REST paths.
     public var baseURL: String { "\(options.tls == nil ? "http" : "https")://127.0.0.1:\(port)" }
+    /// The token endpoint's URL.
     public var authURL: String { baseURL + options.authPath }
+    /// The token endpoint's path.
     public var authPath: String { options.authPath }
 
     // MARK: Switches
@@ -102,6 +113,7 @@ public final class SpreadbotTestServer: Sendable {
     /// The token endpoint rotates the tokens as usual but holds its answers until
     /// ``releaseRefreshReplies()``: the server has a new refresh token the client has not seen yet.
     public func holdRefreshReplies() { state.withLockedValue { $0.holdRefresh = true } }
+    /// Sends the refresh answers held since ``holdRefreshReplies()``.
     public func releaseRefreshReplies() {
         let waiters = state.withLockedValue { state -> [CheckedContinuation<Void, Never>] in
             state.holdRefresh = false
@@ -118,6 +130,7 @@ public final class SpreadbotTestServer: Sendable {
     public func fail(next count: Int, status: Int = 503) { state.withLockedValue { $0.failures.append((status, count)) } }
     /// Every new request (and WebSocket upgrade) waits, unanswered, until ``resume()``.
     public func stall() { state.withLockedValue { $0.stalled = true } }
+    /// Answers the requests held since ``stall()``, and new ones at once.
     public func resume() {
         let waiters = state.withLockedValue { state -> [CheckedContinuation<Void, Never>] in
             state.stalled = false
@@ -139,6 +152,7 @@ public final class SpreadbotTestServer: Sendable {
 
     // MARK: Observing
 
+    /// Refresh requests received (the same count as ``refreshRequests``).
     public var refreshCount: Int { state.withLockedValue { $0.refreshCount } }
     /// The access token the server accepts now.
     public var currentAccessToken: String? { state.withLockedValue { $0.accessToken } }
@@ -180,6 +194,7 @@ public final class SpreadbotTestServer: Sendable {
 
     // MARK: Running
 
+    /// Starts a server on 127.0.0.1 (an ephemeral port unless `options.port` is set).
     public static func start(options: Options = Options()) async throws -> SpreadbotTestServer {
         let server = SpreadbotTestServer(options: options)
         let router = Router()
@@ -256,6 +271,7 @@ public final class SpreadbotTestServer: Sendable {
         return server
     }
 
+    /// Stops the server and closes its connections; waits until they are closed.
     public func stop() async {
         dropStreams()
         resume()

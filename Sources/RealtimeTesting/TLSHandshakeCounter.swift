@@ -13,6 +13,7 @@ public import NIOSSL
 public final class TLSHandshakeCounter: Sendable {
     private let clientRandoms = NIOLockedValueBox<Set<String>>([])
 
+    /// Makes a value with every default.
     public init() {}
 
     /// Makes `configuration` report its handshakes to this counter.

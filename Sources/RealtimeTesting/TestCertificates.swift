@@ -7,19 +7,31 @@ import Foundation
 /// for 127.0.0.1 and localhost, a self-signed one for the same names, one the CA signed for a wrong
 /// host, and a client certificate for mutual TLS.
 public struct TestCertificates: Sendable {
+    /// A certificate and its private key, as PEM files.
     public struct Pair: Sendable {
+        /// The certificate's PEM file.
         public let certificatePath: String
+        /// The private key's PEM file.
         public let keyPath: String
+        /// The certificate as PEM text.
         public var certificatePEM: String { (try? String(contentsOfFile: certificatePath, encoding: .utf8)) ?? "" }
+        /// The private key as PEM text.
         public var keyPEM: String { (try? String(contentsOfFile: keyPath, encoding: .utf8)) ?? "" }
     }
 
+    /// The folder holding the files.
     public let directory: String
+    /// The test certificate authority.
     public let ca: Pair
+    /// A server certificate for `localhost` and 127.0.0.1, signed by ``ca``.
     public let server: Pair
+    /// A self-signed server certificate (no client trusts it).
     public let selfSigned: Pair
+    /// A certificate signed by ``ca`` for another host name.
     public let wrongHost: Pair
+    /// Another certificate authority, unrelated to ``ca``.
     public let otherCA: Pair
+    /// A client certificate signed by ``ca`` (mutual TLS).
     public let client: Pair
 
     /// ``generate()`` on a thread of its own (it runs `openssl` nine times and waits for each; see

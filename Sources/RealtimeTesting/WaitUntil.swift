@@ -1,5 +1,6 @@
 /// A condition another thread or process makes true did not hold in time.
 public struct ConditionTimeout: Error, CustomStringConvertible {
+    /// The condition that did not become true, and the limit.
     public let description: String
 }
 

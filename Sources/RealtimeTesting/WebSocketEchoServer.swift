@@ -20,6 +20,11 @@ import RealtimeCore
 ///   throughput: the client's burst is over when that arrives).
 /// The server selects the first subprotocol the client offers.
 public enum WebSocketEchoServer {
+    /// Starts the server on 127.0.0.1 with an ephemeral port.
+    /// - Parameters:
+    ///   - tls: serve `wss://` with this configuration.
+    ///   - compression: offer permessage-deflate.
+    ///   - maxMessageSize: the largest message accepted, in bytes.
     public static func start(
         tls: TLSConfiguration? = nil,
         compression: Bool = false,

@@ -81,9 +81,12 @@ public enum HubValueCoding {
 
 /// Why the arguments of an invocation from the server do not fit a handler's parameters.
 public struct HubBindingError: Error, Sendable, CustomStringConvertible {
+    /// The client method the invocation named.
     public let target: String
+    /// What did not fit: the count, or the argument that failed to decode and why.
     public let reason: String
 
+    /// A readable summary, for logs and messages.
     public var description: String { "cannot bind the arguments of '\(target)': \(reason)" }
 
     package init(target: String, reason: String) {
@@ -94,6 +97,8 @@ public struct HubBindingError: Error, Sendable, CustomStringConvertible {
 
 /// Binds invocation arguments to typed parameters: the count must match and each value must decode.
 public enum HubArgumentBinder {
+    /// Decodes `arguments` as the given types, one each; throws when the count differs or a value
+    /// does not decode.
     public static func bind<each T: Decodable>(
         _ arguments: [JSONValue], target: String = "", as types: repeat (each T).Type
     ) throws(HubBindingError) -> (repeat each T) {

@@ -18,6 +18,7 @@ public import RealtimeCore
 /// The lifecycle rules live in a value state machine (`HubConnectionStateMachine`); this class
 /// performs its actions: sockets, tasks, timers and callbacks.
 public final class HubConnection: Service, Sendable {
+    /// The options the connection was made with.
     public let options: HubConnectionOptions
     let codec: HubProtocolCodec
     package let logger: Logger
@@ -89,6 +90,10 @@ public final class HubConnection: Service, Sendable {
         }
     }
 
+    /// Makes a connection; ``HubConnectionBuilder`` is the usual way.
+    /// - Parameters:
+    ///   - options: the URL, transports, protocol, timeouts and limits.
+    ///   - logLevel: the lowest level the connection logs (nil: the runtime logger's own level).
     public init(options: HubConnectionOptions, logLevel: LogLevel? = nil) {
         self.options = options
         codec = HubProtocolCodec(options.hubProtocol, maximumMessageSize: options.maximumReceiveMessageSize)
@@ -638,5 +643,6 @@ public struct HubInvocationError: Error, Sendable, CustomStringConvertible {
     /// The server's message (by default .NET sends a generic text unless detailed errors are on).
     public let message: String
 
+    /// A readable summary, for logs and messages.
     public var description: String { "the hub method failed: \(message)" }
 }

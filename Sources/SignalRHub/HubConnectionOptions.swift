@@ -8,8 +8,9 @@ public struct HubConnectionOptions: Sendable {
     /// The hub's URL (`http(s)://host/hub`); its query is kept on every request.
     public var url: String
     /// The transports the client may use. WebSockets is the one implemented in this version; see
-    /// Docs/SignalR.md, "Status".
+    /// Sources/SignalRHub/SignalRHub.docc/SignalRGuide.md, "Status".
     public var transports: HttpTransportType = .all
+    /// The hub protocol: JSON (default) or MessagePack.
     public var hubProtocol: HubProtocolType = .json
     /// Send a Ping when nothing was sent for this long (default 15 s).
     public var keepAliveInterval: Duration = .seconds(15)
@@ -17,6 +18,7 @@ public struct HubConnectionOptions: Sendable {
     public var serverTimeout: Duration = .seconds(30)
     /// The server must answer the handshake within this time (default 15 s).
     public var handshakeTimeout: Duration = .seconds(15)
+    /// The negotiate request must be answered within this time (default 30 s).
     public var negotiateTimeout: Duration = .seconds(30)
     /// Connect straight to the WebSocket without negotiating (only with `transports == .webSockets`).
     public var skipNegotiation = false
@@ -33,7 +35,10 @@ public struct HubConnectionOptions: Sendable {
     /// Bytes of unacknowledged messages kept for replay (default 100,000, as the reference
     /// clients); a send past it waits for the server's acknowledgements.
     public var statefulReconnectBufferSize = 100_000
+    /// How TLS is checked: trust roots, a client certificate, pins (the system's trust roots by default).
     public var tls: TLSOptions = .default
+    /// Cookies kept between requests (negotiate sets them, the transport sends them back), for
+    /// sticky sessions; nil: none.
     public var cookies: CookieStore?
     /// The largest message accepted from the server (default 32 MiB); a larger one ends the
     /// connection with `messageTooLarge`.
@@ -42,6 +47,7 @@ public struct HubConnectionOptions: Sendable {
     public var handlerQueueSize = 1_024
     /// Items a server-to-client stream holds for a slow consumer; when full, reading waits.
     public var streamBufferSize = 256
+    /// The runtime whose event loops, HTTP clients, metrics factory and tracer the client uses.
     public var runtime: RealtimeRuntime = .shared
     /// The `client` dimension of this connection's metrics (Docs/Metrics.md). Default `default`.
     public var clientLabel = "default"
@@ -52,6 +58,7 @@ public struct HubConnectionOptions: Sendable {
     /// it answers them): the older client's `httpClientFactory` (SignalRHubCompat).
     package var negotiateRequest: (@Sendable (URL) async throws -> (status: Int, body: [UInt8]))?
 
+    /// Makes options for the hub at `url` with every default.
     public init(url: String) {
         self.url = url
     }
@@ -79,6 +86,7 @@ public struct RetryContext: Sendable {
 
 /// A fixed list of delays; stops when the list is used up.
 public struct DefaultRetryPolicy: RetryPolicy {
+    /// The delays, in seconds, before each reconnect attempt.
     public let retryDelays: [TimeInterval]
 
     /// 0, 2, 10 and 30 seconds, as the reference clients.
@@ -86,6 +94,7 @@ public struct DefaultRetryPolicy: RetryPolicy {
         self.retryDelays = retryDelays
     }
 
+    /// The delay before the next attempt, or nil once the list is used up.
     public func nextRetryInterval(retryContext: RetryContext) -> TimeInterval? {
         retryContext.retryCount < retryDelays.count ? retryDelays[retryContext.retryCount] : nil
     }

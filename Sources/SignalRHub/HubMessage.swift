@@ -46,15 +46,20 @@ public enum HubMessage: Sendable, Equatable {
     public var isSequenced: Bool { (1...5).contains(type) }
 }
 
+/// A call of a method: the server's call of a client method, or the client's of a hub method.
 public struct HubInvocation: Sendable, Equatable {
+    /// The message's headers.
     public var headers: HubHeaders
     /// Absent for a fire-and-forget invocation (`send`).
     public var invocationId: String?
+    /// The method's name.
     public var target: String
+    /// The arguments.
     public var arguments: [JSONValue]
     /// Ids of the upload streams that follow this invocation.
     public var streamIds: [String]
 
+    /// Makes an invocation; every parameter is the property of the same name.
     public init(
         invocationId: String? = nil, target: String, arguments: [JSONValue] = [], streamIds: [String] = [],
         headers: HubHeaders = [:]
@@ -67,11 +72,16 @@ public struct HubInvocation: Sendable, Equatable {
     }
 }
 
+/// One item of a stream.
 public struct HubStreamItem: Sendable, Equatable {
+    /// The message's headers.
     public var headers: HubHeaders
+    /// The stream's invocation ID.
     public var invocationId: String
+    /// The item.
     public var item: JSONValue
 
+    /// Makes a stream item; every parameter is the property of the same name.
     public init(invocationId: String, item: JSONValue, headers: HubHeaders = [:]) {
         self.headers = headers
         self.invocationId = invocationId
@@ -79,7 +89,9 @@ public struct HubStreamItem: Sendable, Equatable {
     }
 }
 
+/// The end of an invocation or a stream: a result, an error, or nothing.
 public struct HubCompletion: Sendable, Equatable {
+    /// How the invocation ended.
     public enum Outcome: Sendable, Equatable {
         /// No result (a `void` hub method, or the end of a stream).
         case void
@@ -89,10 +101,14 @@ public struct HubCompletion: Sendable, Equatable {
         case error(String)
     }
 
+    /// The message's headers.
     public var headers: HubHeaders
+    /// The invocation it completes.
     public var invocationId: String
+    /// How it ended.
     public var outcome: Outcome
 
+    /// Makes a completion; every parameter is the property of the same name.
     public init(invocationId: String, outcome: Outcome, headers: HubHeaders = [:]) {
         self.headers = headers
         self.invocationId = invocationId
@@ -100,20 +116,28 @@ public struct HubCompletion: Sendable, Equatable {
     }
 }
 
+/// Asks the other side to stop a stream.
 public struct HubCancelInvocation: Sendable, Equatable {
+    /// The message's headers.
     public var headers: HubHeaders
+    /// The stream's invocation ID.
     public var invocationId: String
 
+    /// Makes a cancellation; every parameter is the property of the same name.
     public init(invocationId: String, headers: HubHeaders = [:]) {
         self.headers = headers
         self.invocationId = invocationId
     }
 }
 
+/// The server is closing the connection.
 public struct HubClose: Sendable, Equatable {
+    /// Why, if the close is an error.
     public var error: String?
+    /// Whether the server allows the client to reconnect.
     public var allowReconnect: Bool
 
+    /// Makes a close message; every parameter is the property of the same name.
     public init(error: String? = nil, allowReconnect: Bool = false) {
         self.error = error
         self.allowReconnect = allowReconnect
@@ -121,11 +145,14 @@ public struct HubClose: Sendable, Equatable {
 }
 
 /// Why bytes from the server are not a valid hub message. The connection ends with
-/// ``SignalRError/Code/protocolViolation`` carrying this error.
+/// `SignalRError/Code/protocolViolation` carrying this error.
 public struct HubProtocolError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// What is wrong with the message.
     public let reason: String
 
+    /// Makes the error with its reason.
     public init(_ reason: String) { self.reason = reason }
 
+    /// A readable summary, for logs and messages.
     public var description: String { reason }
 }

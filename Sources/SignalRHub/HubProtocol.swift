@@ -20,11 +20,13 @@ public enum TransferFormat: String, Sendable, Hashable {
 
 /// Encodes and decodes hub messages for one hub protocol, and splits the byte stream into messages.
 public struct HubProtocolCodec: Sendable {
+    /// The protocol: JSON or MessagePack.
     public let kind: HubProtocolType
     /// The largest message accepted from the server, in bytes (the framer refuses a longer one
     /// before buffering it).
     public var maximumMessageSize: Int
 
+    /// Makes a codec for `kind` that refuses messages over `maximumMessageSize` bytes.
     public init(_ kind: HubProtocolType, maximumMessageSize: Int = 32 << 20) {
         self.kind = kind
         self.maximumMessageSize = maximumMessageSize
@@ -60,10 +62,13 @@ public struct HubProtocolCodec: Sendable {
 /// Splits a byte stream into framed messages, keeping an incomplete tail for the next call. One
 /// per connection; JSON frames end with 0x1E, MessagePack frames start with a VarInt length.
 public struct HubMessageFramer: Sendable {
+    /// The protocol whose framing is used.
     public let kind: HubProtocolType
+    /// The longest message accepted, in bytes.
     public let maximumMessageSize: Int
     private var pending: [UInt8] = []
 
+    /// Makes a framer for `kind` that refuses messages over `maximumMessageSize` bytes.
     public init(_ kind: HubProtocolType, maximumMessageSize: Int = 32 << 20) {
         self.kind = kind
         self.maximumMessageSize = maximumMessageSize
@@ -130,6 +135,7 @@ public struct HubMessageFramer: Sendable {
 /// The MessagePack protocol's length prefix: 7 bits per byte, least significant group first, high
 /// bit set while more bytes follow, at most 5 bytes, at most 2^31 - 1.
 public enum VarInt {
+    /// Appends `length`'s encoding to `out`.
     public static func write(_ length: Int, into out: inout [UInt8]) {
         var value = UInt32(length)
         repeat {

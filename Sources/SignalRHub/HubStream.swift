@@ -15,6 +15,7 @@ public protocol StreamResult<Element>: Sendable {
 /// batches (all that one read from the socket carried), so a consumer that keeps up is woken once
 /// per read, not once per item.
 public struct HubRawStream: AsyncSequence, Sendable {
+    /// The type of the sequence's elements.
     public typealias Element = JSONValue
     let buffer: InboundBuffer<JSONValue>
     let cancelAction: @Sendable () async -> Void
@@ -24,8 +25,10 @@ public struct HubRawStream: AsyncSequence, Sendable {
         cancelAction = cancel
     }
 
+    /// The sequence's iterator.
     public struct AsyncIterator: AsyncIteratorProtocol {
         var base: InboundBuffer<JSONValue>.Iterator
+        /// The next element, or `nil` once the sequence has ended.
         public mutating func next() async throws -> JSONValue? { try await base.next(isolation: nil) }
         /// The next item, in the caller's isolation (no hop off the caller's actor per item).
         public mutating func next(isolation actor: isolated (any Actor)?) async throws -> JSONValue? {
@@ -33,6 +36,7 @@ public struct HubRawStream: AsyncSequence, Sendable {
         }
     }
 
+    /// Makes an iterator over the sequence.
     public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(base: InboundBuffer.Iterator(buffer)) }
 
     /// Sends CancelInvocation (when the stream is still running) and ends the sequence.
@@ -44,9 +48,11 @@ public struct HubRawStream: AsyncSequence, Sendable {
 public struct HubStream<Element: Decodable & Sendable>: StreamResult, AsyncSequence {
     let raw: HubRawStream
 
+    /// The sequence's iterator.
     public struct AsyncIterator: AsyncIteratorProtocol {
         var base: HubRawStream.AsyncIterator
 
+        /// The next element, or `nil` once the sequence has ended.
         public mutating func next() async throws -> Element? { try await next(isolation: nil) }
 
         /// The next item, decoded, in the caller's isolation.
@@ -56,6 +62,7 @@ public struct HubStream<Element: Decodable & Sendable>: StreamResult, AsyncSeque
         }
     }
 
+    /// Makes an iterator over the sequence.
     public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(base: raw.makeAsyncIterator()) }
 
     /// The items as the official client's `AsyncThrowingStream`. Iterating the ``HubStream`` itself
@@ -72,5 +79,6 @@ public struct HubStream<Element: Decodable & Sendable>: StreamResult, AsyncSeque
         })
     }
 
+    /// Stops the stream: the server is asked to cancel it and iteration ends.
     public func cancel() async { await raw.cancel() }
 }

@@ -32,6 +32,7 @@ package struct MessagePackPair: Hashable, Sendable {
 
 /// Why bytes are not valid MessagePack, with the offset where the reader stopped.
 public struct MessagePackError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The kind of failure.
     public enum Kind: Sendable, Equatable {
         /// The input ends inside a value.
         case truncated
@@ -39,14 +40,17 @@ public struct MessagePackError: Error, Sendable, Equatable, CustomStringConverti
         case invalidFormat
         /// A str value whose bytes are not UTF-8.
         case invalidUTF8
-        /// Arrays and maps nested deeper than ``MessagePackReader/maxDepth``.
+        /// Arrays and maps nested deeper than `MessagePackReader/maxDepth`.
         case tooDeep
         /// A value of another type than the protocol needs at this place.
         case unexpectedType
     }
 
+    /// The kind of failure.
     public let kind: Kind
+    /// What the reader found.
     public let reason: String
+    /// The byte offset where reading stopped.
     public let offset: Int
 
     package init(_ kind: Kind, _ reason: String, offset: Int) {
@@ -55,6 +59,7 @@ public struct MessagePackError: Error, Sendable, Equatable, CustomStringConverti
         self.offset = offset
     }
 
+    /// A readable summary, for logs and messages.
     public var description: String { "MessagePack: \(reason) at byte \(offset)" }
 }
 

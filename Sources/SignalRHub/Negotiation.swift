@@ -6,12 +6,18 @@ import RealtimeCore
 /// The transports a connection may use, tried in the order WebSockets, Server-Sent Events, Long
 /// Polling.
 public struct HttpTransportType: OptionSet, Sendable, Hashable, CustomStringConvertible {
+    /// The set's raw bits.
     public let rawValue: Int
+    /// Makes the set from its raw bits.
     public init(rawValue: Int) { self.rawValue = rawValue }
 
+    /// WebSockets.
     public static let webSockets = HttpTransportType(rawValue: 1)
+    /// Server-Sent Events (reads) with POSTs (sends).
     public static let serverSentEvents = HttpTransportType(rawValue: 2)
+    /// Long polling.
     public static let longPolling = HttpTransportType(rawValue: 4)
+    /// Every transport, WebSockets first.
     public static let all: HttpTransportType = [.webSockets, .serverSentEvents, .longPolling]
 
     /// The transports' names, e.g. "[WebSockets, LongPolling]".

@@ -13,6 +13,8 @@ import NIOConcurrencyHelpers
 public struct UploadStream: Encodable, Sendable {
     let pump: @Sendable (_ send: @escaping @Sendable (JSONValue) async throws -> Void) async throws -> Void
 
+    /// Wraps `items`; each is encoded and sent as a stream item as it is produced, and the stream is
+    /// completed when the sequence ends (with the error if it throws).
     public init<Items: AsyncSequence & Sendable>(_ items: Items) where Items.Element: Encodable & Sendable {
         pump = { send in
             for try await item in items { try await send(try HubValueCoding.encode(item)) }

@@ -21,18 +21,24 @@ public protocol HubConnectionDelegate: AnyObject {
 }
 
 extension HubConnectionDelegate {
+    /// Does nothing unless the delegate implements it.
     public func connectionWillReconnect(error: any Error) {}
+    /// Does nothing unless the delegate implements it.
     public func connectionDidReconnect() {}
 }
 
 /// The older client's lower-level options, set through
-/// ``HubConnectionBuilder/withHttpConnectionOptions(configureHttpOptions:)``.
+/// `HubConnectionBuilder/withHttpConnectionOptions(configureHttpOptions:)`.
 // @unchecked Sendable: filled in by the configure closure, then read once by the builder; the
 // provider closure is only called, never mutated, after that.
+/// The older client's HTTP options (headers, token, negotiation), applied by
+/// `withHttpConnectionOptions(configureHttpOptions:)`.
 public final class HttpConnectionOptions: @unchecked Sendable {
     /// Asked before every connect and reconnect; the token goes in `Authorization: Bearer`.
     public var accessTokenProvider: () -> String? = { nil }
+    /// Connect straight to the WebSocket without negotiating.
     public var skipNegotiation = false
+    /// Headers sent on negotiate and on the transport's requests.
     public var headers: [String: String] = [:]
     /// Seconds to wait for the server's handshake.
     public var requestTimeout: TimeInterval = 120
@@ -42,6 +48,7 @@ public final class HttpConnectionOptions: @unchecked Sendable {
     /// The app's client sets its own headers: `headers` and the access token are not passed to it.
     public var httpClientFactory: ((HttpConnectionOptions) -> any HttpClientProtocol)?
 
+    /// Makes a value with every default.
     public init() {}
 }
 
@@ -56,9 +63,12 @@ public protocol HttpClientProtocol {
 
 /// A response from an ``HttpClientProtocol`` client.
 public final class HttpResponse: Sendable {
+    /// The HTTP status.
     public let statusCode: Int
+    /// The response body.
     public let contents: Data?
 
+    /// Makes a response; every parameter is the property of the same name.
     public init(statusCode: Int, contents: Data?) {
         self.statusCode = statusCode
         self.contents = contents
@@ -68,10 +78,12 @@ public final class HttpResponse: Sendable {
 /// Reads a server invocation's arguments one at a time, for handlers whose argument count varies.
 // @unchecked Sendable: made for one handler call and used only inside it (the older client's API
 // hands it to a synchronous callback).
+/// Reads a server invocation's arguments one by one, in order, as the older client's handlers did.
 public final class ArgumentExtractor: @unchecked Sendable {
     private let arguments: [JSONValue]
     private var index = 0
 
+    /// Makes an extractor over `arguments`, starting at the first.
     public init(arguments: [JSONValue]) {
         self.arguments = arguments
     }
@@ -85,6 +97,7 @@ public final class ArgumentExtractor: @unchecked Sendable {
         return try HubValueCoding.decode(arguments[index], as: T.self)
     }
 
+    /// Whether an argument is left to read.
     public func hasMoreArgs() -> Bool { index < arguments.count }
 }
 
@@ -164,7 +177,7 @@ struct UncheckedBox<Value>: @unchecked Sendable {
 }
 
 extension LogLevel {
-    /// The older client's name for ``LogLevel/information``.
+    /// The older client's name for `LogLevel/information`.
     public static var info: LogLevel { .information }
 }
 
@@ -220,6 +233,7 @@ extension HubConnection {
         }
     }
 
+    /// Calls a hub method without waiting; the callback hears its completion or error.
     public func invoke(method: String, _ arguments: any Encodable..., invocationDidComplete: @escaping @Sendable ((any Error)?) -> Void) {
         invoke(method: method, arguments: arguments, invocationDidComplete: invocationDidComplete)
     }
@@ -237,6 +251,7 @@ extension HubConnection {
         }
     }
 
+    /// Sends without waiting for the server; the callback hears whether it was written.
     public func send(method: String, _ arguments: any Encodable..., sendDidComplete: @escaping @Sendable ((any Error)?) -> Void) {
         send(method: method, arguments: arguments, sendDidComplete: sendDidComplete)
     }

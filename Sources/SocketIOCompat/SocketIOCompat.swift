@@ -2,7 +2,7 @@ public import Foundation
 import Logging
 import NIOConcurrencyHelpers
 import NIOHTTP1
-public import RealtimeCore
+import RealtimeCore
 @_exported public import SocketIOEngine
 
 // The shape of socket.io-client-swift (v15/v16), so its documented usage compiles with only the
@@ -14,6 +14,8 @@ public import RealtimeCore
 // `[String: Any]` (the original API's type). Its values are read once, when `SocketManager`'s
 // initializer turns the options into a configuration (`apply(to:)`, which only describes each value
 // as a string), so nothing in it is touched from another thread afterwards.
+/// One of socket.io-client-swift's connection options; each sets the `SocketIOConfiguration`
+/// or `EngineIOOptions` property of the same meaning.
 public enum SocketIOClientOption: @unchecked Sendable {
     case log(Bool)
     case compress
@@ -39,8 +41,11 @@ public enum SocketIOClientOption: @unchecked Sendable {
 
 /// A list of ``SocketIOClientOption``, written as an array literal.
 public struct SocketIOClientConfiguration: ExpressibleByArrayLiteral, Sendable {
+    /// The options, in order; a later one overrides an earlier one.
     public var options: [SocketIOClientOption]
+    /// The options of an array literal.
     public init(arrayLiteral elements: SocketIOClientOption...) { options = elements }
+    /// The options of an array.
     public init(_ options: [SocketIOClientOption]) { self.options = options }
 
     /// The Objective-C style dictionary (`["log": true, "connectParams": [...]]`).
@@ -143,11 +148,14 @@ public final class SocketAckEmitter: Sendable {
     /// Whether the server asked for an ack.
     public var expected: Bool { event.expectsAck }
 
+    /// Answers the server's ack with these values (once; values without a JSON form answer nothing).
     public func with(_ items: any SocketData...) {
         guard let values = try? items.map({ try $0.socketRepresentation() }) else { return }
         event.ack(arguments: values)
     }
 
+    /// Answers the server's ack with these Foundation values (once; values without a JSON form answer
+    /// nothing).
     public func with(_ items: [Any]) {
         guard let values = try? items.map({ try JSONValue(any: $0) }) else { return }
         event.ack(arguments: values)
@@ -195,11 +203,13 @@ extension SocketIOClient {
         addHandler(event, once: false) { event in callback(event.arguments.map(\.anyValue), SocketAckEmitter(event: event)) }
     }
 
+    /// Callback-style handler run for the next `event` only.
     @discardableResult
     public func once(_ event: String, callback: @escaping @Sendable ([Any], SocketAckEmitter) -> Void) -> UUID {
         addHandler(event, once: true) { event in callback(event.arguments.map(\.anyValue), SocketAckEmitter(event: event)) }
     }
 
+    /// Callback-style handler of a client event (`connect`, `disconnect`, `error`...).
     @discardableResult
     public func on(clientEvent event: SocketClientEvent, callback: @escaping @Sendable ([Any], SocketAckEmitter) -> Void) -> UUID {
         on(event.rawValue, callback: callback)
@@ -210,11 +220,13 @@ extension SocketIOClient {
         OnAckCallback(socket: self, event: event, arguments: Result { try items.map { try $0.socketRepresentation() } })
     }
 
+    /// Callback-style emit with an ack, with Foundation values: call `.timingOut(after:callback:)` on
+    /// the result to send it.
     public func emitWithAck(_ event: String, with items: [Any]) -> OnAckCallback {
         OnAckCallback(socket: self, event: event, arguments: Result { try items.map { try JSONValue(any: $0) } })
     }
 
-    /// Starts connecting this namespace and returns at once; watch ``SocketIOClient/status`` or the
+    /// Starts connecting this namespace and returns at once; watch `SocketIOClient/status` or the
     /// `connect` event. Emits made meanwhile are queued.
     public func connect() { requestConnection(auth: nil) }
 

@@ -4,6 +4,7 @@ public import RealtimeCore
 
 /// How an Engine.IO v4 connection is made.
 public struct EngineIOOptions: Sendable {
+    /// An Engine.IO transport.
     public enum Transport: String, Sendable, CaseIterable {
         case polling
         case websocket
@@ -48,14 +49,17 @@ public struct EngineIOOptions: Sendable {
     /// offline queue (bounded by `offlineQueueCapacity`, overflow reported), and move on to the
     /// session in order as it drains. Default 8 MiB.
     public var sendQueueLimit: Int = 8 << 20
+    /// Makes a value with every default.
     public init() {}
 
+    /// WebSocket from the start, no polling.
     public static var websocketOnly: EngineIOOptions {
         var options = EngineIOOptions()
         options.transports = [.websocket]
         return options
     }
 
+    /// Long polling only, no upgrade.
     public static var pollingOnly: EngineIOOptions {
         var options = EngineIOOptions()
         options.transports = [.polling]
@@ -66,10 +70,15 @@ public struct EngineIOOptions: Sendable {
 
 /// What the server said in its open packet.
 public struct EngineIOHandshake: Sendable, Equatable {
+    /// The session ID.
     public var sid: String
+    /// The transports the server allows an upgrade to.
     public var upgrades: [String]
+    /// How often the server pings.
     public var pingInterval: Duration
+    /// How long after a ping's due time the server may still be heard from.
     public var pingTimeout: Duration
+    /// The largest payload the server accepts, in bytes.
     public var maxPayload: Int
 
     init(json: JSONValue) throws(SocketIOParseError) {

@@ -9,21 +9,27 @@ public enum EngineIOPacketType: UInt8, Sendable, CaseIterable {
 
 /// One Engine.IO v4 packet: a type and an optional text or binary payload.
 public struct EngineIOPacket: Sendable, Hashable {
+    /// A packet's data: none, text or binary.
     public enum Payload: Sendable, Hashable {
         case none
         case text(String)
         case binary(Data)
     }
 
+    /// The packet type.
     public var type: EngineIOPacketType
+    /// The packet's data.
     public var payload: Payload
 
+    /// Makes a packet of `type` carrying `payload`.
     public init(_ type: EngineIOPacketType, _ payload: Payload = .none) {
         self.type = type
         self.payload = payload
     }
 
+    /// A message packet carrying text.
     public static func message(_ text: String) -> EngineIOPacket { EngineIOPacket(.message, .text(text)) }
+    /// A message packet carrying binary data.
     public static func message(_ data: Data) -> EngineIOPacket { EngineIOPacket(.message, .binary(data)) }
 
     /// The bytes this packet takes in a polling payload (binary as base64), which is what counts
@@ -41,6 +47,7 @@ public struct EngineIOPacket: Sendable, Hashable {
 /// text; binary messages as raw WebSocket frames, or `b` + base64 where only text can travel (polling);
 /// polling payloads joined with the record separator 0x1E.
 public enum EngineIOCodec {
+    /// The separator of packets in a polling payload (0x1E).
     public static let recordSeparator: UInt8 = 0x1E
 
     /// How one packet travels.
@@ -111,6 +118,7 @@ public enum EngineIOCodec {
         return packets
     }
 
+    /// Splits a polling payload into its packets.
     public static func decodePayload(_ text: String) throws(SocketIOParseError) -> [EngineIOPacket] {
         return try withUTF8Bytes(text) { bytes throws(SocketIOParseError) in try decodePayload(bytes) }
     }

@@ -47,6 +47,7 @@ public final class SocketIOClient: Sendable {
         var connectWaiters: [UUID: CheckedContinuation<Void, any Error>] = [:]
     }
 
+    /// The namespace (`/` by default).
     public let namespace: String
     package weak let manager: SocketManager?
     private let state: NIOLockedValueBox<State>
@@ -69,6 +70,7 @@ public final class SocketIOClient: Sendable {
 
     // MARK: State
 
+    /// Where the namespace is: not connected, connecting, connected, disconnected.
     public var status: SocketIOStatus { state.withLockedValue { $0.status } }
     /// Status changes as a sequence (the current value first).
     public var statusUpdates: AsyncStream<SocketIOStatus> { statusBroadcaster.updates() }
@@ -121,7 +123,7 @@ public final class SocketIOClient: Sendable {
     /// - Parameters:
     ///   - auth: the CONNECT payload, kept for reconnects; nil keeps the one set before.
     ///   - timeout: how long to wait (20 s by default, as the JavaScript client's `timeout`).
-    /// - Throws: ``RealtimeCore/RealtimeError`` `refused` (CONNECT_ERROR, with the server's message in
+    /// - Throws: `RealtimeCore/RealtimeError` `refused` (CONNECT_ERROR, with the server's message in
     ///   `serverMessage`), `timeout`, `reconnectGaveUp`, or `notConnected` after ``disconnect()``.
     public func connect(auth: SocketIOAuth? = nil, timeout: Duration = .seconds(20)) async throws {
         let id = UUID()
@@ -149,7 +151,7 @@ public final class SocketIOClient: Sendable {
     }
 
     /// Leaves the namespace (sends DISCONNECT) and stops reconnecting it. Pending acks fail with
-    /// `notConnected`; queued emits stay queued for the next ``connect()``.
+    /// `notConnected`; queued emits stay queued for the next `connect()`.
     public func disconnect() {
         let (wasActive, acks, waiters, changed) = state.withLockedValue { state in
             let wasActive = state.wantsConnection || state.status == .connected
@@ -262,7 +264,7 @@ public final class SocketIOClient: Sendable {
     /// Emits an event with JSON arguments (`.binary` values anywhere become attachments).
     ///
     /// Sent at once when connected, otherwise queued (in order) until the namespace connects.
-    /// - Throws: ``RealtimeCore/RealtimeError`` `queueFull` when the offline queue rejects it;
+    /// - Throws: `RealtimeCore/RealtimeError` `queueFull` when the offline queue rejects it;
     ///   `messageTooLarge` when the encoded packet exceeds the server's `maxPayload` (nothing is sent).
     public func emit(_ event: String, arguments: [JSONValue]) throws {
         try submit(SocketIOPacket(type: .event, namespace: namespace, data: .array([.string(event)] + arguments)))
@@ -275,7 +277,7 @@ public final class SocketIOClient: Sendable {
     /// emit was written, the call fails at once with `connectionClosed` (the server may or may not
     /// have handled it; the emit is not sent again).
     /// - Returns: the ack's arguments.
-    /// - Throws: ``RealtimeCore/RealtimeError`` `timeout`, `queueFull`, `messageTooLarge`,
+    /// - Throws: `RealtimeCore/RealtimeError` `timeout`, `queueFull`, `messageTooLarge`,
     ///   `connectionClosed`, `notConnected` (the socket was disconnected), or `CancellationError`.
     public func emitWithAck(_ event: String, arguments: [JSONValue], timeout: Duration = .seconds(10)) async throws -> [JSONValue] {
         let box = NIOLockedValueBox<Int?>(nil)
@@ -397,6 +399,7 @@ public final class SocketIOClient: Sendable {
 
     /// Removes every handler for `event`.
     public func off(_ event: String) { state.withLockedValue { _ = $0.handlers.removeValue(forKey: event) } }
+    /// Removes every handler of the client event.
     public func off(clientEvent event: SocketClientEvent) { off(event.rawValue) }
 
     /// Removes the handler with this id.

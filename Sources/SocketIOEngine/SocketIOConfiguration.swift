@@ -11,6 +11,7 @@ public struct SocketIOConfiguration: Sendable {
     public var reconnectionAttempts: Int? = nil
     /// The first reconnect delay (1 s), doubled per attempt up to `reconnectionDelayMax` (5 s).
     public var reconnectionDelay: Duration = .seconds(1)
+    /// The longest delay between reconnect attempts (default 5 s).
     public var reconnectionDelayMax: Duration = .seconds(5)
     /// Spread of each delay, ±factor (0.5).
     public var randomizationFactor: Double = 0.5
@@ -19,12 +20,15 @@ public struct SocketIOConfiguration: Sendable {
     /// Capacity of each namespace's offline queue (emits made while not connected), and what to do
     /// when it is full.
     public var offlineQueueCapacity: Int = 100
+    /// What an emit does when the offline queue is full: refused (the default) or the oldest
+    /// queued emit dropped.
     public var offlineQueueOverflow: OverflowPolicy = .rejectNewest
     /// Threads, HTTP client, logger and clock.
     public var runtime: RealtimeRuntime = .shared
     /// The `client` dimension of this manager's metrics (Docs/Metrics.md). Default `default`.
     public var clientLabel = "default"
 
+    /// Makes a value with every default.
     public init() {}
 
     var reconnectPolicy: ReconnectPolicy {
@@ -65,6 +69,7 @@ public enum SocketIOStatus: Int, Sendable, CustomStringConvertible {
     /// Connecting or connected.
     public var active: Bool { self == .connecting || self == .connected }
 
+    /// A readable summary, for logs and messages.
     public var description: String {
         switch self {
         case .notConnected: "notConnected"

@@ -32,6 +32,7 @@ public struct SocketIOEvent: Sendable {
     /// Answers the server's ack with these values (once; later calls are ignored).
     public func ack(_ values: JSONValue...) { ack(arguments: values) }
 
+    /// Answers the server's ack with these values (once; later calls are ignored).
     public func ack(arguments values: [JSONValue]) {
         guard let ackID, let socket else { return }
         socket.sendAck(id: ackID, values: values)
@@ -48,16 +49,19 @@ public struct SocketIOEvent: Sendable {
 
 /// What ``SocketIOClient/onAny(_:)`` handlers receive: every server event, plus the client events.
 public struct SocketAnyEvent: Sendable, CustomStringConvertible {
+    /// The event's name.
     public let event: String
+    /// The event's arguments.
     public let arguments: [JSONValue]
     /// The arguments as Foundation values (`String`, `Int`, `Double`, `Bool`, `NSNull`, `Data`,
     /// arrays and `[String: Any]`), as socket.io-client-swift gave them.
     public var items: [Any]? { arguments.map(\.anyValue) }
+    /// A readable summary, for logs and messages.
     public var description: String { "SocketAnyEvent: Event: \(event) items: \(arguments)" }
 }
 
 /// Values that can be emitted: the JSON types, `Data` for binary, arrays and dictionaries of them,
-/// and ``JSONValue`` itself.
+/// and `JSONValue` itself.
 public protocol SocketData {
     /// The value as JSON; throws for values that have no JSON form.
     func socketRepresentation() throws -> JSONValue
@@ -78,6 +82,7 @@ extension NSNull: SocketData { public func socketRepresentation() -> JSONValue {
 extension Array: SocketData { public func socketRepresentation() throws -> JSONValue { try JSONValue(any: self) } }
 extension Dictionary: SocketData { public func socketRepresentation() throws -> JSONValue { try JSONValue(any: self) } }
 extension Optional: SocketData where Wrapped: SocketData {
+    /// The wrapped value's representation, or `null` for nil.
     public func socketRepresentation() throws -> JSONValue { try self?.socketRepresentation() ?? .null }
 }
 

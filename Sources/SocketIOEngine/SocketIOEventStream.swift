@@ -11,6 +11,7 @@ import NIOConcurrencyHelpers
 /// CONNECT_ERROR from the server, or reconnection giving up. Ending the loop (or cancelling its
 /// task) unregisters it.
 public struct SocketIOEventStream: AsyncSequence, Sendable {
+    /// The type of the sequence's elements.
     public typealias Element = SocketIOEvent
 
     /// Which event is dropped when the buffer is full.
@@ -28,10 +29,13 @@ public struct SocketIOEventStream: AsyncSequence, Sendable {
     /// Events dropped because the buffer was full.
     public var droppedCount: Int { dropped.withLockedValue { $0 } }
 
+    /// Makes an iterator over the sequence.
     public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(base: stream.makeAsyncIterator()) }
 
+    /// The sequence's iterator.
     public struct AsyncIterator: AsyncIteratorProtocol {
         var base: AsyncStream<SocketIOEvent>.Iterator
+        /// The next element, or `nil` once the sequence has ended.
         public mutating func next() async -> SocketIOEvent? { await base.next() }
     }
 }

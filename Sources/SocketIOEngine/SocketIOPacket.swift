@@ -13,11 +13,16 @@ public enum SocketIOPacketType: UInt8, Sendable, CaseIterable {
 /// attachments (and an EVENT into a BINARY_EVENT, an ACK into a BINARY_ACK), and decoding puts them
 /// back.
 public struct SocketIOPacket: Sendable, Hashable {
+    /// The packet type.
     public var type: SocketIOPacketType
+    /// The namespace (`/` by default).
     public var namespace: String
+    /// The ack ID, if the packet asks for or answers an ack.
     public var id: Int?
+    /// The payload (the event name and arguments, an ack's values, a CONNECT's auth).
     public var data: JSONValue?
 
+    /// Makes a packet; every parameter is the property of the same name.
     public init(type: SocketIOPacketType, namespace: String = "/", id: Int? = nil, data: JSONValue? = nil) {
         self.type = type
         self.namespace = namespace
@@ -38,7 +43,9 @@ public struct SocketIOPacket: Sendable, Hashable {
 
 /// An encoded Socket.IO packet: the text message, then the binary attachments, each one Engine.IO message.
 public struct EncodedSocketIOPacket: Sendable, Hashable {
+    /// The packet's text.
     public var text: String
+    /// The binary attachments, in placeholder order.
     public var attachments: [Data]
 
     /// The Engine.IO messages that carry it, in order.
@@ -47,6 +54,7 @@ public struct EncodedSocketIOPacket: Sendable, Hashable {
     }
 }
 
+/// The Socket.IO v5 packet encoding.
 public enum SocketIOCodec {
     /// Encodes a packet as socket.io-parser 4 does.
     public static func encode(_ packet: SocketIOPacket) -> EncodedSocketIOPacket {
@@ -188,6 +196,7 @@ public struct SocketIOPacketDecoder: Sendable {
     private var expected = 0
     private var buffers: [Data] = []
 
+    /// Makes a value with every default.
     public init() {}
 
     /// Whether a binary packet is waiting for attachments.

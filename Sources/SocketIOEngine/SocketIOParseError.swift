@@ -3,7 +3,7 @@ import RealtimeCore
 /// parsers (engine.io-parser, socket.io-parser) so logs read the same as a Node server's.
 ///
 /// The client never crashes or stalls on one of these: a malformed packet from the server ends the
-/// session with a ``RealtimeCore/RealtimeError`` of code `protocolViolation` whose `underlying` is
+/// session with a `RealtimeCore/RealtimeError` of code `protocolViolation` whose `underlying` is
 /// this error, and the manager reconnects.
 public enum SocketIOParseError: Error, Sendable, Equatable, CustomStringConvertible {
     /// An Engine.IO packet or payload that is not valid (engine.io-parser's "parser error").
@@ -17,6 +17,7 @@ public enum SocketIOParseError: Error, Sendable, Equatable, CustomStringConverti
     /// A binary attachment arrived when none was expected, or a placeholder points past the attachments.
     case unexpectedAttachment(String)
 
+    /// A readable summary, for logs and messages.
     public var description: String {
         switch self {
         case .engineIOParserError(let detail): "parser error: \(detail)"

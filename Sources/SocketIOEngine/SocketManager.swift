@@ -24,7 +24,9 @@ public final class SocketManager: Service, Sendable {
         var handshake: EngineIOHandshake?
     }
 
+    /// The server's URL (`http(s)://host[:port]`).
     public let url: String
+    /// The configuration the manager was made with.
     public let configuration: SocketIOConfiguration
     /// The engine options sessions use: the configuration's, with this manager's cookie store.
     private let engineOptions: EngineIOOptions
@@ -34,6 +36,7 @@ public final class SocketManager: Service, Sendable {
     var runtime: RealtimeRuntime { configuration.runtime }
     var logger: Logger { configuration.runtime.logger }
 
+    /// Makes a manager for the server at `url`; nothing connects until a socket does.
     public init(url: String, configuration: SocketIOConfiguration = SocketIOConfiguration()) {
         self.url = url
         self.configuration = configuration

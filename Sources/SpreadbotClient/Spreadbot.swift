@@ -18,7 +18,7 @@ import Tracing
 /// spreadbot.closeConnection()
 /// ```
 ///
-/// Docs/Spreadbot.md has the protocol and the rules; the short form:
+/// Sources/SpreadbotClient/SpreadbotClient.docc/SpreadbotGuide.md has the protocol and the rules; the short form:
 /// - every (re)connect tries ``SpreadbotConfiguration/transports`` in order and uses the first that
 ///   opens; ``transport`` says which one is in use;
 /// - sends are delivered in order, each exactly once as far as the transport can tell (see
@@ -28,6 +28,7 @@ import Tracing
 ///   backoff, waiting for reachability without counting;
 /// - a 401 anywhere refreshes the token once (shared with ``rest``) and retries once.
 public final class Spreadbot: Service, Sendable {
+    /// The configuration the client was made with.
     public let configuration: SpreadbotConfiguration
     /// A REST client sharing this stream's tokens (one refresh serves both).
     public let rest: SpreadbotREST
@@ -62,6 +63,7 @@ public final class Spreadbot: Service, Sendable {
         var lastError: RealtimeError?
     }
 
+    /// Makes a client; nothing connects until ``establishConnection(path:)``.
     public init(configuration: SpreadbotConfiguration) {
         self.configuration = configuration
         let auth = SpreadbotAuth(configuration: configuration)
@@ -100,7 +102,7 @@ public final class Spreadbot: Service, Sendable {
 
     /// Called with every failure: a transport that could not be opened, a dropped connection, a
     /// malformed message, a send that will not be delivered, the reconnect attempts running out.
-    /// The errors are ``RealtimeError``s.
+    /// The errors are `RealtimeError`s.
     public func onError(_ handler: @escaping @Sendable (any Error) -> Void) {
         handlers.withLockedValue { $0.error.append(handler) }
     }
@@ -149,9 +151,9 @@ public final class Spreadbot: Service, Sendable {
         submit(.binary(message))
     }
 
-    /// Queues a message and returns its delivery handle; throws ``RealtimeError/Code/queueFull``
+    /// Queues a message and returns its delivery handle; throws `RealtimeError/Code/queueFull`
     /// when the offline queue (or the pending limit while connected) is full, and
-    /// ``RealtimeError/Code/notConnected`` after ``closeConnection()``.
+    /// `RealtimeError/Code/notConnected` after ``closeConnection()``.
     @discardableResult
     public func enqueue(_ data: SpreadbotData) throws -> SpreadbotDelivery {
         try accept(data)
@@ -220,7 +222,7 @@ public final class Spreadbot: Service, Sendable {
     }
 
     /// Stops everything: the connection closes, reconnects stop, and every send not yet delivered
-    /// fails with ``RealtimeError/Code/notConnected`` (reported to its caller or to ``onError(_:)``).
+    /// fails with `RealtimeError/Code/notConnected` (reported to its caller or to ``onError(_:)``).
     public func closeConnection() {
         let task = run.withLockedValue { run -> Task<Void, Never>? in
             run.generation += 1
@@ -521,7 +523,7 @@ public final class Spreadbot: Service, Sendable {
         // The first poll opens the transport; after it, polls (the core's poll loop, one GET in
         // flight, pollInterval apart) and POST sends run side by side and whichever fails first
         // ends the session.
-        let first = try await pollEnvelopes(try await execute(pollRequest(path: path)), path: path)
+        let first = try pollEnvelopes(try await execute(pollRequest(path: path)), path: path)
         open()
         for envelope in first { _ = receiveEnvelope(envelope, path: path, transport: .polling) }
         let poller = LongPoller(
@@ -688,13 +690,16 @@ public final class Spreadbot: Service, Sendable {
 /// The stream's messages as an `AsyncSequence` (see ``Spreadbot/messages()``). Ends when the
 /// connection is closed for good.
 public struct SpreadbotMessages: AsyncSequence, Sendable {
+    /// The type of the sequence's elements.
     public typealias Element = SpreadbotMessage
     let client: Spreadbot
 
+    /// The sequence's iterator.
     public struct AsyncIterator: AsyncIteratorProtocol, Sendable {
         let subscription: MessageSubscription
         var base: InboundBuffer<SpreadbotMessage>.Iterator
 
+        /// The next element, or `nil` once the sequence has ended.
         public mutating func next() async throws -> SpreadbotMessage? {
             try await base.next(isolation: nil)
         }
@@ -705,6 +710,7 @@ public struct SpreadbotMessages: AsyncSequence, Sendable {
         }
     }
 
+    /// Makes an iterator over the sequence.
     public func makeAsyncIterator() -> AsyncIterator {
         let subscription = MessageSubscription(client: client, capacity: client.configuration.messageBufferCapacity)
         client.subscribe(subscription)
@@ -717,6 +723,7 @@ struct WeakSubscription: Sendable {
     weak var value: MessageSubscription?
 }
 
+/// One `messages()` iterator's bounded buffer; it leaves the client when the iterator is gone.
 public final class MessageSubscription: Sendable {
     let buffer: InboundBuffer<SpreadbotMessage>
     private weak let client: Spreadbot?

@@ -11,6 +11,7 @@ public enum SpreadbotTransport: String, Sendable, CaseIterable, CustomStringConv
     /// `GET <base>/<path>?since=<last id>` every ``SpreadbotConfiguration/pollInterval``.
     case polling
 
+    /// A readable summary, for logs and messages.
     public var description: String { rawValue }
 }
 
@@ -24,25 +25,31 @@ public enum SpreadbotState: String, Sendable, CustomStringConvertible {
     /// ``Spreadbot/closeConnection()``, after the reconnect attempts ran out or a fatal error.
     case disconnected
 
+    /// A readable summary, for logs and messages.
     public var description: String { rawValue }
 }
 
 /// The OAuth tokens in use. Printing a value never shows the tokens.
 public struct SpreadbotTokens: Sendable, Equatable, CustomStringConvertible, CustomDebugStringConvertible {
+    /// The access token, sent as `Authorization: Bearer`.
     public var accessToken: String?
+    /// The refresh token, sent to the token endpoint when the access token is refused.
     public var refreshToken: String?
     /// `expires_in` from the last refresh, in seconds, if the server sent it.
     public var expiresIn: Int?
 
+    /// Makes tokens; every parameter is the property of the same name.
     public init(accessToken: String?, refreshToken: String?, expiresIn: Int? = nil) {
         self.accessToken = accessToken
         self.refreshToken = refreshToken
         self.expiresIn = expiresIn
     }
 
+    /// A readable summary, for logs and messages.
     public var description: String {
         "SpreadbotTokens(accessToken: \(accessToken == nil ? "nil" : "<redacted>"), refreshToken: \(refreshToken == nil ? "nil" : "<redacted>"), expiresIn: \(expiresIn.map(String.init) ?? "nil"))"
     }
+    /// The same text as `description`.
     public var debugDescription: String { description }
 }
 
@@ -76,6 +83,7 @@ public enum SpreadbotData: Sendable, Equatable, CustomStringConvertible {
         }
     }
 
+    /// A readable summary, for logs and messages.
     public var description: String {
         switch self {
         case .text(let text): text
@@ -90,10 +98,12 @@ public struct SpreadbotMessage: Sendable, Equatable {
     public var id: String
     /// The path the message belongs to (the SSE event type, "message" when the event had none).
     public var event: String
+    /// The message's data.
     public var data: SpreadbotData
     /// The transport it arrived on.
     public var transport: SpreadbotTransport
 
+    /// Makes a message; every parameter is the property of the same name.
     public init(id: String, event: String, data: SpreadbotData, transport: SpreadbotTransport) {
         self.id = id
         self.event = event
@@ -103,7 +113,7 @@ public struct SpreadbotMessage: Sendable, Equatable {
 }
 
 /// Everything a ``Spreadbot`` or ``SpreadbotREST`` client needs. The seed's keys are the first six
-/// properties; ``init(dictionary:)`` reads them from the seed's `[String: Any]` form.
+/// properties; `init(dictionary:)` reads them from the seed's `[String: Any]` form.
 ///
 /// Printing a configuration never shows the tokens or the credentials.
 public struct SpreadbotConfiguration: Sendable, CustomStringConvertible {
@@ -111,7 +121,9 @@ public struct SpreadbotConfiguration: Sendable, CustomStringConvertible {
     public var baseURL: String
     /// The OAuth token endpoint for refreshes; nil: a 401 fails with `authenticationFailed`.
     public var authURL: String?
+    /// The access token, sent as `Authorization: Bearer`.
     public var accessToken: String?
+    /// The refresh token, sent to ``authURL`` when the access token is refused.
     public var refreshToken: String?
     /// `base64(client_id:client_secret)`, sent as HTTP Basic to ``authURL``.
     public var base64Credentials: String?
@@ -135,14 +147,14 @@ public struct SpreadbotConfiguration: Sendable, CustomStringConvertible {
     /// machine's interfaces every 2 s (loopback counts when the base URL is a loopback host).
     public var reachability: any Reachability
     /// Sends (stream) and requests (REST) that may wait while offline. Default 100; the next one is
-    /// refused with ``RealtimeError/Code/queueFull``.
+    /// refused with `RealtimeError/Code/queueFull`.
     public var offlineQueueCapacity: Int
     /// Sends that may be pending while connected (waiting for the socket or their POST). Bounds
     /// memory when a producer outpaces the connection; the next one is refused with `queueFull`.
     /// Default 4,096.
     public var maxPendingSends: Int
     /// Every send goes out as a `POST`, even over a WebSocket stream: a send then completes only when
-    /// the server answered 2xx, and a cut mid-burst re-sends without duplicates (see Docs/Spreadbot.md,
+    /// the server answered 2xx, and a cut mid-burst re-sends without duplicates (see Sources/SpreadbotClient/SpreadbotClient.docc/SpreadbotGuide.md,
     /// "Delivery"). Default false (WebSocket frames, as the seed did).
     public var acknowledgedSends: Bool
     /// The WebSocket sends a ping this often when idle and ends the connection (then reconnects)
@@ -165,9 +177,12 @@ public struct SpreadbotConfiguration: Sendable, CustomStringConvertible {
     /// How many stream messages each ``Spreadbot/messages()`` iterator buffers before the stream
     /// stops reading from the socket (backpressure, not loss). Default 256.
     public var messageBufferCapacity: Int
+    /// How TLS is checked: trust roots, a client certificate, pins (the system's trust roots by default).
     public var tls: TLSOptions
+    /// The runtime whose event loops, HTTP clients, metrics factory and tracer the client uses.
     public var runtime: RealtimeRuntime
 
+    /// Makes a configuration; every parameter is the property of the same name.
     public init(
         baseURL: String,
         authURL: String? = nil,
@@ -219,6 +234,7 @@ public struct SpreadbotConfiguration: Sendable, CustomStringConvertible {
             runtime: runtime)
     }
 
+    /// A readable summary, for logs and messages.
     public var description: String {
         "SpreadbotConfiguration(baseURL: \(Redaction.url(baseURL)), authURL: \(authURL.map(Redaction.url) ?? "nil"), tokens: <redacted>, transports: \(transports))"
     }

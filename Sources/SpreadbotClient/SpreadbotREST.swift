@@ -6,8 +6,11 @@ import NIOCore
 
 /// A REST reply: status, headers and body.
 public struct SpreadbotResponse: Sendable {
+    /// The response status.
     public let status: HTTPResponseStatus
+    /// The response headers.
     public let headers: HTTPHeaders
+    /// The response body.
     public let body: Data
 
     /// The body as UTF-8 text, if it is.
@@ -32,15 +35,16 @@ public struct SpreadbotResponse: Sendable {
 /// The seed's `SpreadbotREST`: `GET` and `POST` on the Spreadbot server's base URL with the bearer
 /// token, a 5 s timeout, retries on network errors and 5xx, an offline queue and token refresh.
 ///
-/// Rules (Docs/Spreadbot.md, "REST"):
+/// Rules (Sources/SpreadbotClient/SpreadbotClient.docc/SpreadbotGuide.md, "REST"):
 /// - up to ``SpreadbotConfiguration/requestAttempts`` attempts (3) on network errors and 5xx, the
 ///   delay doubling from ``SpreadbotConfiguration/retryDelay`` on the runtime's clock;
-/// - a 4xx other than 401 fails at once: ``RealtimeError/Code/badStatus`` with the status and the
-///   body (first 512 bytes) in ``RealtimeError/serverMessage``;
+/// - a 4xx other than 401 fails at once: `RealtimeError/Code/badStatus` with the status and the
+///   body (first 512 bytes) in `RealtimeError/serverMessage`;
 /// - a 401 refreshes the token once (shared with every concurrent caller) and retries once;
 /// - while the network is unreachable, up to ``SpreadbotConfiguration/offlineQueueCapacity`` (100)
-///   requests wait for it, in order; the next is refused with ``RealtimeError/Code/queueFull``.
+///   requests wait for it, in order; the next is refused with `RealtimeError/Code/queueFull`.
 public final class SpreadbotREST: Sendable {
+    /// The configuration the client was made with.
     public let configuration: SpreadbotConfiguration
     let http: SpreadbotHTTP
     let offline: OfflineGate
@@ -115,7 +119,7 @@ public final class SpreadbotREST: Sendable {
     }
 
     /// The seed's callback form: `onSuccess` gets ``SpreadbotResponse/value`` (the parsed JSON),
-    /// `onError` a ``RealtimeError``; either is called on the main actor.
+    /// `onError` a `RealtimeError`; either is called on the main actor.
     public func getData(path: String, onSuccess: @escaping @MainActor @Sendable (Any) -> Void, onError: @escaping @MainActor @Sendable (any Error) -> Void) {
         deliver(onSuccess: onSuccess, onError: onError) { try await self.getData(path: path) }
     }

@@ -7,7 +7,7 @@ import RealtimeCore
 import RealtimeTesting
 import Testing
 
-/// The delivery and memory promises of Docs/EventSource.md, each with the fault that would break it:
+/// The delivery and memory promises of Sources/EventSourceClient/EventSourceClient.docc/EventSourceGuide.md, each with the fault that would break it:
 /// a consumer that stops reading, an app that never iterates, a dropped connection, a silent server.
 @Suite(.serialized, .timeLimit(.minutes(2)))
 struct EventSourceDeliveryTests {

@@ -130,7 +130,7 @@ struct HubConnectionFaultTests {
         #expect(server.handshakeCount == 2)
     }
 
-    /// Docs/SignalR.md: calls made while the connection is not connected fail at once with
+    /// Sources/SignalRHub/SignalRHub.docc/SignalRGuide.md: calls made while the connection is not connected fail at once with
     /// `notConnected`: before start, while reconnecting (the policy's first delay is 30 s, so the
     /// connection stays there), and after stop. None of them may wait for a connection.
     @Test("Calls outside the connected state fail at once with notConnected")
@@ -205,7 +205,7 @@ struct HubConnectionFaultTests {
         server.resumeAll()
     }
 
-    /// Also Docs/SignalR.md's "a start that fails throws the reason and calls no onClosed; a failed
+    /// Also Sources/SignalRHub/SignalRHub.docc/SignalRGuide.md's "a start that fails throws the reason and calls no onClosed; a failed
     /// start does not reconnect": each client has a retry policy of two immediate attempts, and
     /// 300 ms after the failure no handler has run and the server saw no second negotiate.
     @Test("Start failures are typed: negotiate error, 401, refused handshake, no usable transport, redirect loop")

@@ -54,7 +54,7 @@ import Testing
                 """, "exactly --count lines, in arrival order")
     }
 
-    /// Docs/SignalR.md: with `--on`, a reader of stdout that stops reading stops the connection's
+    /// Sources/SignalRHub/SignalRHub.docc/SignalRGuide.md: with `--on`, a reader of stdout that stops reading stops the connection's
     /// reads; the command does not buffer. The server pushes 6,000 invocations of 32 KiB (192 MB)
     /// while nobody reads the command's stdout: the pushes stall (the client stopped reading, so
     /// the server's writes wait) and the command's memory stays near its handler queue (1,024

@@ -5,7 +5,7 @@ import RealtimeTesting
 import SignalRHub
 import Testing
 
-/// The memory promises of Docs/SignalR.md under a slow consumer: a stream's items and the handlers'
+/// The memory promises of Sources/SignalRHub/SignalRHub.docc/SignalRGuide.md under a slow consumer: a stream's items and the handlers'
 /// queue are bounded; when they are full the connection stops reading (a later call cannot
 /// complete), and nothing is lost once the consumer catches up.
 @Suite("Slow consumers: bounded buffers and backpressure", .serialized, .timeLimit(.minutes(3)))

@@ -151,7 +151,7 @@ struct StatefulReconnectTests {
         await connection.stop()
     }
 
-    /// Docs/SignalR.md: sent messages stay in the replay buffer until acknowledged, up to
+    /// Sources/SignalRHub/SignalRHub.docc/SignalRGuide.md: sent messages stay in the replay buffer until acknowledged, up to
     /// `statefulReconnectBufferSize` bytes (and the one message that went past it); a send past
     /// that waits, neither buffered nor written. A server that processes everything but holds back
     /// its Acks, and 60 sends of 1 KB against a 20 KB limit, one after the other or all at once:

@@ -4,7 +4,7 @@ import RealtimeTesting
 import SocketIOEngine
 import Testing
 
-/// The delivery promises of Docs/SocketIO.md ("Delivery"), proven against python-socketio through a
+/// The delivery promises of Sources/SocketIOEngine/SocketIOEngine.docc/SocketIOGuide.md ("Delivery"), proven against python-socketio through a
 /// `FaultProxy` that cuts the connection in the middle of the traffic.
 @Suite(.serialized, .timeLimit(.minutes(6)))
 struct SocketIODeliveryTests {

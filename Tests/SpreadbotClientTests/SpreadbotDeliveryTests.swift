@@ -102,7 +102,7 @@ struct SpreadbotDeliveryTests {
     /// Over a WebSocket (no acknowledgements in the protocol) a cut mid-burst never reorders and never
     /// hangs: every send resolves, a write that failed is written again after the reconnect, and
     /// what the server holds is in order. Frames the kernel had accepted before the cut can be lost
-    /// (Docs/Spreadbot.md, "Delivery"), so this test does not claim completeness.
+    /// (Sources/SpreadbotClient/SpreadbotClient.docc/SpreadbotGuide.md, "Delivery"), so this test does not claim completeness.
     @Test func cutMidBurstOverWebSocketKeepsOrder() async throws {
         let (server, proxy, client, _) = try await connectedThroughProxy("ticks")
         defer { stop(server, proxy) }

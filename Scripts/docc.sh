@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Builds the DocC documentation of every library product and fails on any documentation warning
+# (a link to a symbol that does not exist, an undocumented parameter in a documented function).
+#   Scripts/docc.sh            check (Scripts/test.sh runs it)
+#   Scripts/docc.sh --output DIR   also keep the archives in DIR
+# The archives are written to .build/plugins/Swift-DocC/outputs/<Target>.doccarchive.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+targets=(RealtimeCore EventSourceClient EventSourceCompat SocketIOEngine SocketIOCompat SignalRHub SignalRHubCompat SpreadbotClient RealtimeTesting)
+args=()
+for t in "${targets[@]}"; do args+=(--target "$t"); done
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+if ! swift package --disable-sandbox generate-documentation "${args[@]}" >"$log" 2>&1; then
+  tail -30 "$log"
+  echo "docc.sh: generate-documentation failed"
+  exit 1
+fi
+# SwiftPM's notes about files in dependencies' checkouts are not ours; everything else is.
+warnings=$(grep -A3 "warning:" "$log" | grep -v "which are unhandled\|/.build/checkouts/" || true)
+if [ -n "$(printf '%s' "$warnings" | grep "warning:" || true)" ]; then
+  printf '%s\n' "$warnings"
+  echo "docc.sh: the documentation has warnings"
+  exit 1
+fi
+if [ "${1:-}" = "--output" ] && [ -n "${2:-}" ]; then
+  mkdir -p "$2"
+  for t in "${targets[@]}"; do cp -R ".build/plugins/Swift-DocC/outputs/$t.doccarchive" "$2/"; done
+fi
+echo "docc.sh: ${#targets[@]} catalogs built without warnings"
