@@ -187,6 +187,13 @@ public final class SocketIOTestServer: Sendable {
 
     /// Emits `event` to every socket connected to `namespace` (with an offset when recovery is on).
     public func broadcast(_ event: String, _ arguments: [JSONValue], namespace: String = "/") {
+        broadcastLock.withLock { broadcastLocked(event, arguments, namespace: namespace) }
+    }
+
+    /// Orders broadcasts among themselves and against a socket joining with its replay.
+    let broadcastLock = NIOLock()
+
+    private func broadcastLocked(_ event: String, _ arguments: [JSONValue], namespace: String) {
         var arguments = arguments
         let sessions = state.withLockedValue { state -> [ServerEngineSession] in
             if options.connectionStateRecovery {

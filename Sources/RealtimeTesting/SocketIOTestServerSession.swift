@@ -259,20 +259,24 @@ final class ServerEngineSession: Sendable {
             return
         }
         var socket = ServerSocket(sid: SocketIOTestServer.makeID(), pid: nil, auth: data)
-        var replay: [[JSONValue]] = []
-        if server.options.connectionStateRecovery {
-            if let pid = data?["pid"]?.stringValue, let recovery = server.takeRecovery(pid: pid, namespace: namespace) {
-                socket.sid = recovery.sid
-                socket.pid = pid
-                replay = server.missedBroadcasts(namespace: namespace, after: data?["offset"]?.stringValue)
-            } else {
-                socket.pid = SocketIOTestServer.makeID()
+        // Joining the namespace and replaying what it missed happen as one step against
+        // broadcasts: a broadcast between the two would reach the client before older missed ones.
+        server.broadcastLock.withLock {
+            var replay: [[JSONValue]] = []
+            if server.options.connectionStateRecovery {
+                if let pid = data?["pid"]?.stringValue, let recovery = server.takeRecovery(pid: pid, namespace: namespace) {
+                    socket.sid = recovery.sid
+                    socket.pid = pid
+                    replay = server.missedBroadcasts(namespace: namespace, after: data?["offset"]?.stringValue)
+                } else {
+                    socket.pid = SocketIOTestServer.makeID()
+                }
             }
+            state.withLockedValue { $0.sockets[namespace] = socket }
+            // Missed packets go before the CONNECT reply, as socket.io 4.6+ sends them.
+            for arguments in replay { emit(namespace: namespace, event: "news", arguments: arguments) }
         }
-        state.withLockedValue { $0.sockets[namespace] = socket }
         server.state.withLockedValue { $0.connectCount += 1 }
-        // Missed packets go before the CONNECT reply, as socket.io 4.6+ sends them.
-        for arguments in replay { emit(namespace: namespace, event: "news", arguments: arguments) }
         var reply: OrderedDictionary<String, JSONValue> = ["sid": .string(socket.sid)]
         if let pid = socket.pid { reply["pid"] = .string(pid) }
         sendPacket(SocketIOPacket(type: .connect, namespace: namespace, data: .object(reply)))

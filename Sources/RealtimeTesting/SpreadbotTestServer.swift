@@ -229,14 +229,10 @@ public final class SpreadbotTestServer: Sendable {
             // miss a message published right after (the handler below starts later).
             let (stream, sink) = AsyncStream<Published?>.makeStream()
             // A reconnect asks for what it missed: `?since=<last id>` replays the text messages after it.
+            // The replay and the subscription are taken under one lock: a message published
+            // between the two would be in neither.
             let since = SocketIOTestServer.query(target)["since"].flatMap { Int($0) }
-            let replay = since.map { since in
-                server.state.withLockedValue { $0.history[path] ?? [] }.filter { message in
-                    guard case .text = message.data, !message.raw else { return false }
-                    return message.id > since
-                }
-            } ?? []
-            let id = server.subscribe(path: path, sink: sink)
+            let (id, replay) = server.subscribe(path: path, sink: sink, replayingAfter: since)
             return .upgrade([:]) { inbound, outbound, _ in
                 defer { server.unsubscribe(id) }
                 try await withThrowingTaskGroup(of: Void.self) { group in
@@ -302,10 +298,22 @@ public final class SpreadbotTestServer: Sendable {
     }
 
     private func subscribe(path: String, sink: AsyncStream<Published?>.Continuation) -> Int {
+        subscribe(path: path, sink: sink, replayingAfter: nil).id
+    }
+
+    /// Subscribes `sink` to `path` and, with `since`, returns the text messages published after it,
+    /// both under one lock.
+    private func subscribe(path: String, sink: AsyncStream<Published?>.Continuation, replayingAfter since: Int?) -> (id: Int, replay: [Published]) {
         state.withLockedValue { state in
             state.nextSubscriber += 1
             state.subscribers[state.nextSubscriber] = (path, sink)
-            return state.nextSubscriber
+            let replay = since.map { since in
+                (state.history[path] ?? []).filter { message in
+                    guard case .text = message.data, !message.raw else { return false }
+                    return message.id > since
+                }
+            } ?? []
+            return (state.nextSubscriber, replay)
         }
     }
 
@@ -373,8 +381,7 @@ public final class SpreadbotTestServer: Sendable {
 
     private func eventStream(path: String, lastEventId: String?) -> Response {
         let (stream, sink) = AsyncStream<Published?>.makeStream()
-        let replay = state.withLockedValue { $0.history[path] ?? [] }.filter { $0.id > (lastEventId.flatMap { Int($0) } ?? Int.max) }
-        let id = subscribe(path: path, sink: sink)
+        let (id, replay) = subscribe(path: path, sink: sink, replayingAfter: lastEventId.flatMap { Int($0) })
         sink.onTermination = { [weak self] _ in self?.unsubscribe(id) }
         let body = AsyncStream<ByteBuffer> { continuation in
             continuation.yield(ByteBuffer(string: ": open\n\n"))

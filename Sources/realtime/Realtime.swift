@@ -14,7 +14,7 @@ struct Realtime: AsyncParsableCommand {
         version: "swift-realtime 0.1.0-dev",
         subcommands: [
             Demo.self, WebSocketCommand.self, SSECommand.self, SocketIOCommand.self, SignalRCommand.self, SpreadbotCommand.self,
-            TestServersCommand.self,
+            TestServersCommand.self, SoakCommand.self,
         ]
     )
 }

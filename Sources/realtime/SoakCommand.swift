@@ -1,0 +1,480 @@
+import ArgumentParser
+import EventSourceClient
+import Foundation
+import NIOConcurrencyHelpers
+import RealtimeCore
+import RealtimeTesting
+import SignalRHub
+import SocketIOEngine
+import SpreadbotClient
+
+/// The soak run behind `Scripts/soak.sh`: every protocol at once, each client streaming messages
+/// both ways through a `FaultProxy` that applies a seeded random schedule of faults (cuts with FIN
+/// and RST, cuts after some bytes, stalls, latency, refused reconnects) in front of the
+/// RealtimeTesting server, for `--seconds`. Then the faults stop, the clients catch up, and each
+/// delivery promise is checked:
+/// - SSE: every event the server published after the first one received arrives once, in order
+///   (resumed with Last-Event-ID);
+/// - Socket.IO with connection state recovery: every server event once, in order; every emit the
+///   client accepted reaches the server at least once, or is named in a `dropped` event;
+/// - SignalR with stateful reconnect: every invocation runs exactly once and returns; every streamed
+///   item arrives once, in order;
+/// - Spreadbot: every acknowledged send that succeeded reaches the server once, in order; every
+///   published message arrives once, in order (resumed with `since`).
+/// Resident memory and open descriptors are sampled every 10 s and reported. Hidden from --help.
+struct SoakCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "soak", abstract: "Run every client through random faults and check the delivery promises.", shouldDisplay: false)
+
+    @Option(help: "How long the faults go on.") var seconds: Int = 60
+    @Option(help: "The seed of the fault schedules (the same seed, the same faults).") var seed: UInt64 = 1
+    @Option(help: "Protocols to run, comma-separated.") var protocols: String = "sse,socketio,signalr,spreadbot"
+
+    func run() async throws {
+        let duration = Duration.seconds(seconds)
+        let names = protocols.split(separator: ",").map { String($0).trimmingCharacters(in: .whitespaces) }
+        soakSay("soak: \(names.joined(separator: ", ")) for \(seconds) s, seed \(seed)")
+        let sampler = ResourceSampler()
+        let sampling = Task { await sampler.run(every: .seconds(10)) }
+        var results: [SoakResult] = []
+        try await withThrowingTaskGroup(of: SoakResult.self) { group in
+            for (index, name) in names.enumerated() {
+                let schedule = Self.schedule(seed: seed &+ UInt64(index), seconds: seconds)
+                group.addTask {
+                    switch name {
+                    case "sse": try await SoakScenarios.sse(duration: duration, schedule: schedule)
+                    case "socketio": try await SoakScenarios.socketIO(duration: duration, schedule: schedule)
+                    case "signalr": try await SoakScenarios.signalR(duration: duration, schedule: schedule)
+                    case "spreadbot": try await SoakScenarios.spreadbot(duration: duration, schedule: schedule)
+                    default: throw ValidationError("unknown protocol \(name) (sse, socketio, signalr, spreadbot)")
+                    }
+                }
+            }
+            for try await result in group { results.append(result) }
+        }
+        sampling.cancel()
+        _ = await sampling.value
+        let samples = sampler.samples
+        for sample in samples { soakSay("  t=\(sample.second) s: rss \(sample.rssKiB) KiB, \(sample.descriptors) descriptors") }
+        var failed = false
+        for result in results.sorted(by: { $0.name < $1.name }) {
+            soakSay("\(result.name): \(result.summary): \(result.problems.isEmpty ? "ok" : "FAILED")")
+            for problem in result.problems.prefix(10) { soakSay("  - \(problem)") }
+            if !result.problems.isEmpty { failed = true }
+        }
+        // Reported, not judged: the servers run in this process and keep what they published for
+        // replays (their histories grow with the run), so this is an upper bound of the clients'
+        // growth, not the clients' alone.
+        let warm = samples.first { $0.second * 5 >= seconds } ?? samples.first
+        if let warm, let last = samples.last, last.second > warm.second {
+            let growth = Double(last.rssKiB - warm.rssKiB) / Double(max(warm.rssKiB, 1)) * 100
+            soakSay(String(format: "memory (clients and servers): rss %d -> %d KiB (%+.1f %%), descriptors %d -> %d, from t=%d s to t=%d s",
+                           warm.rssKiB, last.rssKiB, growth, warm.descriptors, last.descriptors, warm.second, last.second))
+        }
+        soakSay(failed ? "soak: FAILED" : "soak: every promise held")
+        if failed { throw ExitCode(1) }
+    }
+
+    static func schedule(seed: UInt64, seconds: Int) -> RandomFaultSchedule {
+        RandomFaultSchedule(
+            seed: seed, count: max(1, seconds * 2), interval: .milliseconds(200) ... .milliseconds(800),
+            kinds: [
+                .cutFIN, .cutReset, .cutAfterBytes(1_000 ... 50_000),
+                .stall(.milliseconds(50) ... .milliseconds(500)),
+                .latency(.milliseconds(20), .milliseconds(200) ... .seconds(1)),
+                .refuse(.milliseconds(100) ... .milliseconds(800)),
+            ])
+    }
+}
+
+struct SoakResult: Sendable {
+    var name: String
+    var summary: String
+    var problems: [String]
+}
+
+/// Resident memory (/proc/self/statm) and open descriptors (/proc/self/fd), sampled on a timer.
+final class ResourceSampler: Sendable {
+    struct Sample: Sendable {
+        var second: Int
+        var rssKiB: Int
+        var descriptors: Int
+    }
+    private let box = NIOLockedValueBox<[Sample]>([])
+    var samples: [Sample] { box.withLockedValue { $0 } }
+
+    func run(every interval: Duration) async {
+        let start = ContinuousClock.now
+        while !Task.isCancelled {
+            try? await Task.sleep(for: interval)
+            let second = Int((ContinuousClock.now - start).components.seconds)
+            box.withLockedValue { $0.append(Sample(second: second, rssKiB: Self.rssKiB(), descriptors: Self.descriptors())) }
+        }
+    }
+
+    static func rssKiB() -> Int {
+        guard let text = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8) else { return 0 }
+        let fields = text.split(separator: " ")
+        return fields.count > 1 ? (Int(fields[1]) ?? 0) * 4 : 0
+    }
+
+    static func descriptors() -> Int {
+        (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? 0
+    }
+}
+
+/// Checks a sequence of integers that must arrive once each, in order, with no gap.
+struct InOrderCheck {
+    private(set) var first: Int?
+    private(set) var last: Int?
+    private(set) var count = 0
+    private(set) var problems: [String] = []
+
+    /// Continues from `other`'s count and problems, expecting nothing in particular next (after an
+    /// announced gap).
+    mutating func resume(after other: InOrderCheck) {
+        first = other.first
+        count = other.count
+        problems = other.problems
+        last = nil
+    }
+
+    mutating func receive(_ value: Int) {
+        count += 1
+        if let last, value != last + 1 {
+            if problems.count < 20 { problems.append(value <= last ? "\(value) after \(last): repeated or out of order" : "\(value) after \(last): \(value - last - 1) missing") }
+        }
+        if first == nil { first = value }
+        last = value
+    }
+}
+
+enum SoakScenarios {
+    /// Waits until `done` holds, up to `limit`; returns whether it did.
+    static func settle(limit: Duration = .seconds(60), _ done: () -> Bool) async -> Bool {
+        let deadline = ContinuousClock.now + limit
+        while ContinuousClock.now < deadline {
+            if done() { return true }
+            try? await Task.sleep(for: .milliseconds(50))
+        }
+        return done()
+    }
+
+    static func sse(duration: Duration, schedule: RandomFaultSchedule) async throws -> SoakResult {
+        let server = try await SSETestServer.start(history: 2_000_000, retry: .milliseconds(100))
+        let proxy = try await FaultProxy.start(targetPort: server.port)
+        var configuration = EventSourceConfiguration(
+            reconnectionTime: .milliseconds(100), maxReconnectionTime: .milliseconds(500), idleTimeout: .seconds(10),
+            connectTimeout: .seconds(5), reachability: AlwaysReachable())
+        configuration.clientLabel = "soak"
+        let source = EventSource(url: URL(string: proxy.url() + "/events")!, configuration: configuration)
+        let check = NIOLockedValueBox(InOrderCheck())
+        let reading = Task {
+            for try await event in source.events {
+                guard let id = Int(event.lastEventId) else { continue }
+                check.withLockedValue { $0.receive(id) }
+            }
+        }
+        // The first event opens the check; then the schedule starts.
+        _ = server.publish("first")
+        _ = await settle(limit: .seconds(10)) { check.withLockedValue { $0.count } > 0 }
+        proxy.startRandomFaults(schedule)
+        let end = ContinuousClock.now + duration
+        while ContinuousClock.now < end {
+            _ = server.publish("event")
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        proxy.stopRandomFaults()
+        proxy.resume()
+        try await proxy.acceptConnections()
+        let lastID = server.nextID - 1
+        let caughtUp = await settle { check.withLockedValue { $0.last } == lastID }
+        source.close()
+        reading.cancel()
+        _ = await reading.result
+        let faults = proxy.faultLog.count
+        let connections = proxy.statistics.connectionsAccepted
+        await proxy.stop()
+        await server.stop()
+        let result = check.withLockedValue { $0 }
+        var problems = result.problems
+        if !caughtUp { problems.append("received up to \(result.last.map(String.init) ?? "nothing") of \(lastID)") }
+        return SoakResult(
+            name: "sse",
+            summary: "\(lastID) events published, \(result.count) received, \(faults) faults, \(connections) connections",
+            problems: problems)
+    }
+
+    static func socketIO(duration: Duration, schedule: RandomFaultSchedule) async throws -> SoakResult {
+        var options = SocketIOTestServer.Options()
+        options.connectionStateRecovery = true
+        let server = try await SocketIOTestServer.start(options: options)
+        let proxy = try await FaultProxy.start(targetPort: server.port)
+        var configuration = SocketIOConfiguration()
+        configuration.reconnectionDelay = .milliseconds(100)
+        configuration.reconnectionDelayMax = .milliseconds(500)
+        configuration.clientLabel = "soak"
+        configuration.reachability = AlwaysReachable()
+        let manager = SocketManager(url: proxy.url(), configuration: configuration)
+        let socket = manager.defaultSocket
+        // Recovery is the server's to grant: a reconnect it did not recover (`socket.recovered` false,
+        // e.g. the server had not yet noticed the old connection's end) is announced, and the
+        // events broadcast meanwhile are not replayed. Gaps after such a reconnect are counted as
+        // announced; any other gap is a broken promise.
+        struct NewsState {
+            var check = InOrderCheck()
+            var unrecoveredSinceLastEvent = false
+            var announcedGaps = 0
+            var unrecoveredReconnects = 0
+        }
+        let news = NIOLockedValueBox(NewsState())
+        let dropped = NIOLockedValueBox<Set<Int>>([])
+        socket.on(clientEvent: .connect) { _ in
+            let recovered = socket.recovered
+            news.withLockedValue { state in
+                if !recovered {
+                    state.unrecoveredSinceLastEvent = true
+                    state.unrecoveredReconnects += 1
+                }
+            }
+        }
+        socket.on("news") { event in
+            guard let value = event.arguments.first?.intValue else { return }
+            news.withLockedValue { state in
+                if let last = state.check.last, value > last + 1, state.unrecoveredSinceLastEvent {
+                    state.announcedGaps += value - last - 1
+                    var fresh = InOrderCheck()
+                    fresh.resume(after: state.check)
+                    state.check = fresh
+                }
+                state.check.receive(value)
+                state.unrecoveredSinceLastEvent = false
+            }
+        }
+        socket.on(clientEvent: .dropped) { event in
+            for entry in event.arguments {
+                if let value = entry["data"]?.arrayValue?.first?.intValue { _ = dropped.withLockedValue { $0.insert(value) } }
+            }
+        }
+        try await socket.connect(timeout: .seconds(10))
+        proxy.startRandomFaults(schedule)
+        var broadcasts = 0
+        var accepted: [Int] = []
+        var refused = 0
+        let end = ContinuousClock.now + duration
+        var next = 0
+        while ContinuousClock.now < end {
+            server.broadcast("news", [.number(Double(broadcasts))])
+            broadcasts += 1
+            do {
+                try socket.emit("record", arguments: [.number(Double(next))])
+                accepted.append(next)
+            } catch {
+                refused += 1
+            }
+            next += 1
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        proxy.stopRandomFaults()
+        proxy.resume()
+        try await proxy.acceptConnections()
+        func arrived() -> Set<Int> { Set(server.recorded.compactMap { $0.first?.intValue }) }
+        let caughtUp = await settle {
+            let seen = arrived()
+            let droppedNow = dropped.withLockedValue { $0 }
+            let (last, announced) = news.withLockedValue { ($0.check.last, $0.unrecoveredSinceLastEvent) }
+            return (last == broadcasts - 1 || announced)
+                && accepted.allSatisfy { seen.contains($0) || droppedNow.contains($0) }
+        }
+        let seen = arrived()
+        let droppedNow = dropped.withLockedValue { $0 }
+        let lost = accepted.filter { !seen.contains($0) && !droppedNow.contains($0) }
+        let faults = proxy.faultLog.count
+        let connections = proxy.statistics.connectionsAccepted
+        manager.disconnect()
+        await proxy.stop()
+        await server.stop()
+        let final = news.withLockedValue { $0 }
+        let check = final.check
+        var problems = check.problems
+        if check.first != 0 { problems.append("the first server event received was \(check.first.map(String.init) ?? "none"), not 0") }
+        var announcedGaps = final.announcedGaps
+        if check.last != broadcasts - 1 {
+            if final.unrecoveredSinceLastEvent {
+                announcedGaps += broadcasts - 1 - (check.last ?? -1)
+            } else if !caughtUp {
+                problems.append("server events received up to \(check.last.map(String.init) ?? "none") of \(broadcasts - 1)")
+            }
+        }
+        if !lost.isEmpty { problems.append("\(lost.count) accepted emits neither arrived nor were reported dropped, first \(lost.prefix(5))") }
+        return SoakResult(
+            name: "socketio",
+            summary: "\(broadcasts) server events, \(check.count) received, \(announcedGaps) missed after \(final.unrecoveredReconnects) "
+                + "reconnects the server did not recover; \(accepted.count) emits accepted, \(refused) refused, "
+                + "\(seen.count) arrived, \(droppedNow.count) reported dropped; \(faults) faults, \(connections) connections",
+            problems: problems)
+    }
+
+    static func signalR(duration: Duration, schedule: RandomFaultSchedule) async throws -> SoakResult {
+        var options = SignalRTestServer.Options()
+        options.statefulReconnect = true
+        options.statefulReconnectTimeout = .seconds(30)
+        let server = try await SignalRTestServer.start(options: options)
+        let recorded = NIOLockedValueBox<[Int: Int]>([:])
+        server.method("record") { call in
+            let value = call.arguments[0].intValue ?? -1
+            recorded.withLockedValue { $0[value, default: 0] += 1 }
+            return call.arguments[0]
+        }
+        let streamed = NIOLockedValueBox(0)
+        server.method("burst", concurrent: true) { [weak server] call in
+            for _ in 0..<(call.arguments[0].intValue ?? 0) {
+                let value = streamed.withLockedValue { value in defer { value += 1 }; return value }
+                try await server?.invokeClientSend(call.connectionId, "item", [.number(Double(value))])
+            }
+            return nil
+        }
+        let proxy = try await FaultProxy.start(targetPort: server.port)
+        let connection = HubConnectionBuilder().withUrl(url: proxy.url() + "/hub", transport: .webSockets)
+            .withOptions {
+                $0.statefulReconnect = true
+                $0.clientLabel = "soak"
+            }.build()
+        let items = NIOLockedValueBox(InOrderCheck())
+        connection.on("item") { (value: Int) in items.withLockedValue { $0.receive(value) } }
+        let closed = NIOLockedValueBox<String?>(nil)
+        connection.onClosed { error in closed.withLockedValue { $0 = "closed: \(String(describing: error))" } }
+        try await connection.start()
+        proxy.startRandomFaults(schedule)
+        var problems: [String] = []
+        var invoked = 0
+        var bursts = 0
+        let end = ContinuousClock.now + duration
+        while ContinuousClock.now < end, closed.withLockedValue({ $0 }) == nil {
+            let base = invoked
+            do {
+                let values = try await withThrowingTaskGroup(of: Int.self) { group in
+                    for index in base..<(base + 20) { group.addTask { try await connection.invoke(method: "record", arguments: index) } }
+                    var all: [Int] = []
+                    for try await value in group { all.append(value) }
+                    return all
+                }
+                if values.sorted() != Array(base..<(base + 20)) { problems.append("invocations \(base)..<\(base + 20) returned \(values.sorted())") }
+                try await connection.invoke(method: "burst", arguments: 50)
+                bursts += 1
+            } catch {
+                problems.append("a call failed: \(error)")
+                break
+            }
+            invoked += 20
+        }
+        proxy.stopRandomFaults()
+        proxy.resume()
+        try await proxy.acceptConnections()
+        let total = bursts * 50
+        let caughtUp = await settle { items.withLockedValue { $0.count } >= total }
+        let counts = recorded.withLockedValue { $0 }
+        let twice = counts.filter { $0.value > 1 }.map(\.key).sorted()
+        let missing = (0..<invoked).filter { counts[$0] == nil }
+        if !twice.isEmpty { problems.append("\(twice.count) invocations ran more than once, first \(twice.prefix(5))") }
+        if !missing.isEmpty { problems.append("\(missing.count) invocations never ran, first \(missing.prefix(5))") }
+        let check = items.withLockedValue { $0 }
+        problems += check.problems
+        if !caughtUp || check.count != total { problems.append("\(check.count) of \(total) streamed items received") }
+        if let reason = closed.withLockedValue({ $0 }) { problems.append("the connection ended: \(reason)") }
+        let faults = proxy.faultLog.count
+        let connections = proxy.statistics.connectionsAccepted
+        let resumes = connection.statefulReconnectCount
+        await connection.stop()
+        await proxy.stop()
+        await server.stop()
+        return SoakResult(
+            name: "signalr",
+            summary: "\(invoked) invocations, \(total) items streamed, \(check.count) received; \(faults) faults, "
+                + "\(connections) connections, \(resumes) stateful reconnects",
+            problems: problems)
+    }
+
+    static func spreadbot(duration: Duration, schedule: RandomFaultSchedule) async throws -> SoakResult {
+        let server = try await SpreadbotTestServer.start()
+        let proxy = try await FaultProxy.start(targetPort: server.port)
+        var configuration = SpreadbotConfiguration(
+            baseURL: proxy.url(), authURL: server.authURL, accessToken: server.options.accessToken,
+            refreshToken: server.options.refreshToken, base64Credentials: server.options.base64Credentials)
+        configuration.reachability = AlwaysReachable()
+        configuration.acknowledgedSends = true
+        configuration.transports = [.webSocket]
+        configuration.maxReconnectAttempts = 1_000
+        configuration.reconnectDelay = .milliseconds(50)
+        configuration.maxReconnectDelay = .milliseconds(500)
+        configuration.retryDelay = .milliseconds(50)
+        configuration.clientLabel = "soak"
+        let client = Spreadbot(configuration: configuration)
+        let messages = NIOLockedValueBox(InOrderCheck())
+        client.onMessage { _, _, data in
+            if let text = data.string, text.hasPrefix("p"), let value = Int(text.dropFirst()) { messages.withLockedValue { $0.receive(value) } }
+        }
+        client.establishConnection(path: "soak")
+        _ = await settle(limit: .seconds(10)) { client.state == .connected }
+        proxy.startRandomFaults(schedule)
+        let publishing = Task {
+            var index = 0
+            let end = ContinuousClock.now + duration
+            while ContinuousClock.now < end {
+                _ = server.publish("p\(index)", to: "soak")
+                index += 1
+                try await Task.sleep(for: .milliseconds(5))
+            }
+            return index
+        }
+        var delivered: [Int] = []
+        var failed = 0
+        var index = 0
+        let end = ContinuousClock.now + duration
+        while ContinuousClock.now < end {
+            do {
+                try await client.send("s\(index)")
+                delivered.append(index)
+            } catch {
+                failed += 1
+            }
+            index += 1
+        }
+        let published = try await publishing.value
+        proxy.stopRandomFaults()
+        proxy.resume()
+        try await proxy.acceptConnections()
+        let caughtUp = await settle { messages.withLockedValue { $0.last } == published - 1 }
+        var problems: [String] = []
+        let received = server.received(on: "soak").compactMap { entry -> Int? in
+            guard case .text(let text) = entry, text.hasPrefix("s") else { return nil }
+            return Int(text.dropFirst())
+        }
+        var previous = -1
+        for value in received {
+            if value <= previous, problems.count < 10 { problems.append("send \(value) arrived after \(previous): repeated or out of order") }
+            previous = value
+        }
+        let arrived = Set(received)
+        let lost = delivered.filter { !arrived.contains($0) }
+        if !lost.isEmpty { problems.append("\(lost.count) confirmed sends never arrived, first \(lost.prefix(5))") }
+        let check = messages.withLockedValue { $0 }
+        problems += check.problems
+        if check.first != 0 { problems.append("the first published message received was \(check.first.map(String.init) ?? "none"), not 0") }
+        if !caughtUp { problems.append("published messages received up to \(check.last.map(String.init) ?? "none") of \(published - 1)") }
+        let faults = proxy.faultLog.count
+        let connections = proxy.statistics.connectionsAccepted
+        client.closeConnection()
+        await proxy.stop()
+        await server.stop()
+        return SoakResult(
+            name: "spreadbot",
+            summary: "\(index) sends, \(delivered.count) confirmed, \(failed) failed, \(received.count) arrived; \(published) published, "
+                + "\(check.count) received; \(faults) faults, \(connections) connections",
+            problems: problems)
+    }
+}
+
+private func soakSay(_ line: String) {
+    FileHandle.standardOutput.write(Data((line + "\n").utf8))
+}
