@@ -16,9 +16,10 @@ if ! swift package --disable-sandbox generate-documentation "${args[@]}" >"$log"
   echo "docc.sh: generate-documentation failed"
   exit 1
 fi
-# SwiftPM's notes about files in dependencies' checkouts are not ours; everything else is.
-warnings=$(grep -A3 "warning:" "$log" | grep -v "which are unhandled\|/.build/checkouts/" || true)
-if [ -n "$(printf '%s' "$warnings" | grep "warning:" || true)" ]; then
+# DocC's warnings start their line ("warning: 'X' doesn't exist at ..."); compiler warnings name a
+# file first, and SwiftPM's notes about dependencies' files are not ours.
+warnings=$(grep -A3 "^warning:" "$log" | grep -v "which are unhandled\|/.build/checkouts/" || true)
+if [ -n "$(printf '%s' "$warnings" | grep "^warning:" || true)" ]; then
   printf '%s\n' "$warnings"
   echo "docc.sh: the documentation has warnings"
   exit 1
