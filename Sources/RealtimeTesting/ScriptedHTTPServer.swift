@@ -156,7 +156,15 @@ public final class ScriptedHTTPServer: Sendable {
         let responseBody: ResponseBody
         switch answer.body {
         case .bytes(let bytes): responseBody = ResponseBody(byteBuffer: bytes)
-        case .feed(let feed): responseBody = ResponseBody(asyncSequence: feed.stream)
+        case .feed(let feed):
+            // The feed ends with the response, however it ends: the feed keeps its stream alive, so
+            // a response cut short (the client gone) would otherwise never tell the feed's owner,
+            // and a server that keeps publishing to it would buffer into it without end.
+            responseBody = ResponseBody { writer in
+                defer { feed.finish() }
+                for await chunk in feed.stream { try await writer.write(chunk) }
+                try await writer.finish(nil)
+            }
         }
         return Response(status: HTTPResponse.Status(code: answer.status), headers: fields, body: responseBody)
     }

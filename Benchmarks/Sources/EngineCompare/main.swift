@@ -15,7 +15,8 @@ import SpreadbotClient
 //   EngineCompare serve socketio|signalr|spreadbot      our test server; prints "PORT <n>", serves until stdin closes
 //   EngineCompare sse URL [count]                        `for try await event in source.events` until `done` or count
 //   EngineCompare sse-idle URL N                         N EventSource streams (sse_hold.py), RSS growth / N
-//   EngineCompare socketio-idle|signalr-idle|spreadbot-idle URL N   N idle WebSocket clients, RSS growth / N
+//   EngineCompare socketio-idle|signalr-idle|spreadbot-idle URL N   N idle WebSocket clients: RSS growth / N,
+//                                                    time to open, idle CPU; Socket.IO and SignalR: a broadcast to all
 //   EngineCompare signalr-stream URL N                   a server-to-client stream of N items (countTo)
 //   EngineCompare signalr-on URL N                       N server invocations to an `on` handler (pushMany)
 //   EngineCompare socketio-on URL N                      N server events to an `on` handler (count)
@@ -50,15 +51,32 @@ func report(_ what: String, _ count: Int, _ elapsed: Duration) {
     print("\(what): \(count) messages, \(String(format: "%.3f", seconds)) s, \(Int(Double(count) / seconds)) messages/s")
 }
 
+/// CPU time of this process so far (user + system), from /proc/self/stat.
+func cpuSeconds() -> Double {
+    guard let text = try? String(contentsOfFile: "/proc/self/stat", encoding: .utf8),
+        let close = text.lastIndex(of: ")") else { return 0 }
+    let fields = text[text.index(after: close)...].split(separator: " ")
+    // After the command: state is field 3; utime and stime are fields 14 and 15.
+    guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return 0 }
+    return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+}
+
+/// Counts deliveries of a broadcast across every connection.
+let broadcastsReceived = NIOLockedValueBox(0)
+
 /// Opens `count` connections with `open` (64 at a time), then reports RSS growth per connection
-/// once every one is open and the process has settled.
-func idle(_ what: String, count: Int, _ open: @escaping @Sendable (Int) async throws -> any Sendable) async throws {
+/// once every one is open and the process has settled, how long opening took, the CPU the process
+/// spends over 10 s while every connection is idle, and, with `broadcast`, how long one message
+/// sent to every connection (and the warm-up one) takes to reach them all.
+func idle(_ what: String, count: Int, broadcast: (@Sendable (any Sendable) async throws -> Void)? = nil,
+          _ open: @escaping @Sendable (Int) async throws -> any Sendable) async throws {
     // Warm up the runtime (HTTP client, event loops, first connection) so the baseline includes it.
     let warm = try await open(-1)
     try await Task.sleep(for: .milliseconds(500))
     let before = residentKiB()
     var held: [any Sendable] = [warm]
     var next = 0
+    let opening = ContinuousClock.now
     while next < count {
         let batch = min(64, count - next)
         let opened = try await withThrowingTaskGroup(of: (any Sendable).self) { group in
@@ -70,9 +88,25 @@ func idle(_ what: String, count: Int, _ open: @escaping @Sendable (Int) async th
         held += opened
         next += batch
     }
+    let openSeconds = (ContinuousClock.now - opening).seconds
     try await Task.sleep(for: .seconds(2))
     let after = residentKiB()
-    print("\(what): \(count) idle connections, RSS \(before) -> \(after) KiB, \(String(format: "%.1f", Double(after - before) / Double(count))) KiB per connection")
+    let cpuBefore = cpuSeconds()
+    try await Task.sleep(for: .seconds(10))
+    let idleCPU = (cpuSeconds() - cpuBefore) / 10 * 100
+    var line = "\(what): \(count) idle connections, RSS \(before) -> \(after) KiB, \(String(format: "%.1f", Double(after - before) / Double(count))) KiB per connection"
+    line += String(format: ", opened in %.1f s, idle CPU %.2f %% of a core", openSeconds, idleCPU)
+    if let broadcast {
+        let sent = ContinuousClock.now
+        try await broadcast(warm)
+        let deadline = sent + .seconds(60)
+        while broadcastsReceived.withLockedValue({ $0 }) < count + 1, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        let got = broadcastsReceived.withLockedValue { $0 }
+        line += String(format: ", broadcast delivered to %d of %d in %.2f s", got, count + 1, (ContinuousClock.now - sent).seconds)
+    }
+    print(line)
     withExtendedLifetime(held) {}
 }
 
@@ -96,6 +130,16 @@ case "serve":
         stoppers.append { await server.stop() }
     case "signalr":
         let server = try await SignalRTestServer.start()
+        // Sends `news` to every connection (the load run's broadcast).
+        server.method("broadcast", concurrent: true) { [weak server] call in
+            guard let server else { return nil }
+            let ids = server.connectionIds
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for id in ids { group.addTask { try await server.invokeClientSend(id, "news", call.arguments) } }
+                try await group.waitForAll()
+            }
+            return .number(Double(ids.count))
+        }
         server.method("pushMany", concurrent: true) { [weak server] call in
             guard let server else { return nil }
             let count = call.arguments.first?.intValue ?? 0
@@ -179,19 +223,27 @@ case "stream-task-idle":
 
 case "socketio-idle":
     guard let url = argument(1) else { fail("socketio-idle URL N") }
-    try await idle("socketio", count: number(2, 2000)) { _ in
+    try await idle("socketio", count: number(2, 2000), broadcast: { warm in
+        // The server's `broadcast` event sends `news` to every socket of the namespace.
+        _ = try await (warm as! SocketManager).defaultSocket.emitWithAck("broadcast", arguments: ["x"], timeout: .seconds(60))
+    }) { _ in
         var configuration = SocketIOConfiguration()
         configuration.engine.transports = [.websocket]
         configuration.reachability = AlwaysReachable()
         let manager = SocketManager(url: url, configuration: configuration)
+        manager.defaultSocket.on("news") { _ in broadcastsReceived.withLockedValue { $0 += 1 } }
         try await manager.defaultSocket.connect(timeout: .seconds(60))
         return manager
     }
 
 case "signalr-idle":
     guard let url = argument(1) else { fail("signalr-idle URL N") }
-    try await idle("signalr", count: number(2, 2000)) { _ in
+    try await idle("signalr", count: number(2, 2000), broadcast: { warm in
+        // `serve signalr`'s `broadcast` method sends `news` to every connection.
+        try await (warm as! HubConnection).invoke(method: "broadcast", arguments: "x")
+    }) { _ in
         let connection = HubConnectionBuilder().withUrl(url: url, transport: .webSockets).build()
+        connection.on("news") { (_: String) in broadcastsReceived.withLockedValue { $0 += 1 } }
         try await startHub(connection)
         return connection
     }
