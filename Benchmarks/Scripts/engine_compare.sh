@@ -65,23 +65,25 @@ declare -A args=(
   [signalr-invoke]="http://127.0.0.1:$sig/hub 20000 1"
 )
 workloads=${WORKLOADS:-"sse sse-idle socketio-idle signalr-idle spreadbot-idle signalr-stream signalr-on socketio-on socketio-emit signalr-invoke"}
+# The tree's commit describes a binary built here; a binary given on the command line is named by its path.
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 for workload in $workloads; do
   for run in $(seq 1 "$runs"); do
     for i in "${!binaries[@]}"; do
       stat=$(mktemp)
       # shellcheck disable=SC2086
-      line=$(perf stat -x, -e context-switches,task-clock -o "$stat" "${binaries[$i]}" "$workload" ${args[$workload]} 2>/dev/null | tail -1)
-      python3 - "$workload" "${labels[$i]}" "$run" "$commit" "$line" "$stat" >> "$out" <<'PY'
+      line=$(timeout 300 perf stat -x, -e context-switches,task-clock -o "$stat" "${binaries[$i]}" "$workload" ${args[$workload]} 2>/dev/null | tail -1 || true)
+      built_here=$([ $# -eq 0 ] && echo "$commit" || echo "")
+      python3 - "$workload" "${labels[$i]}" "$run" "$built_here" "$line" "$stat" "${binaries[$i]}" >> "$out" <<'PY'
 import json, re, sys
-workload, label, run, commit, line, stat = sys.argv[1:7]
+workload, label, run, commit, line, stat, binary = sys.argv[1:8]
 counters = {}
 for row in open(stat):
     parts = row.strip().split(",")
     if len(parts) > 2 and parts[0] and not row.startswith("#"):
         try: counters[parts[2]] = float(parts[0])
         except ValueError: pass
-record = {"workload": workload, "label": label, "run": int(run), "commit": commit, "line": line,
+record = {"workload": workload, "label": label, "run": int(run), "commit": commit or None, "binary": binary, "line": line,
           "context_switches": counters.get("context-switches"), "task_clock_ms": counters.get("task-clock")}
 m = re.search(r": (\d+) messages, ([\d.]+) s, (\d+) messages/s", line)
 if m:
@@ -90,6 +92,10 @@ if m:
     if record["task_clock_ms"] is not None: record["cpu_us_per_message"] = record["task_clock_ms"] * 1000 / n
 m = re.search(r"(\d+) idle connections, RSS (\d+) -> (\d+) KiB, ([\d.]+) KiB per connection", line)
 if m: record.update(connections=int(m.group(1)), kib_per_connection=float(m.group(4)))
+m = re.search(r"opened in ([\d.]+) s, idle CPU ([\d.]+) % of a core", line)
+if m: record.update(open_seconds=float(m.group(1)), idle_cpu_percent=float(m.group(2)))
+m = re.search(r"broadcast delivered to (\d+) of (\d+) in ([\d.]+) s", line)
+if m: record.update(broadcast_delivered=int(m.group(1)), broadcast_expected=int(m.group(2)), broadcast_seconds=float(m.group(3)))
 print(json.dumps(record))
 PY
       rm -f "$stat"
