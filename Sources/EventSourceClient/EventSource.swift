@@ -259,6 +259,7 @@ public final class EventSource: Service, Sendable {
 public enum EventSourceUpdate: Sendable {
     /// Connected: the server answered 200 with `text/event-stream`.
     case open
+    /// An event.
     case event(ServerSentEvent)
     /// A comment line (without the colon), with ``EventSourceConfiguration/includeComments``.
     case comment(String)

@@ -98,7 +98,10 @@ public struct EventSourceConfiguration: Sendable {
 
 /// The WHATWG `readyState`.
 public enum EventSourceState: Int, Sendable {
+    /// Connecting, the first time or again after a drop.
     case connecting = 0
+    /// The stream is open; events arrive.
     case open = 1
+    /// Closed for good: by `close()`, a 204, or the reconnect policy giving up.
     case closed = 2
 }

@@ -1,6 +1,8 @@
 /// Where a realtime connection is in its life.
 public enum ConnectionState: Sendable, CustomStringConvertible {
+    /// Opening the first connection.
     case connecting
+    /// A connection is open.
     case connected
     /// Waiting for, or making, reconnect attempt `attempt` (1-based) after a drop.
     case reconnecting(attempt: Int)

@@ -9,12 +9,19 @@ public import OrderedCollections
 /// attachments (`{"_placeholder":true,"num":i}` in the JSON, the bytes in a separate Engine.IO
 /// message), SignalR's MessagePack protocol as `bin` values and its JSON protocol as base64 strings.
 public enum JSONValue: Sendable {
+    /// `null`.
     case null
+    /// `true` or `false`.
     case bool(Bool)
+    /// A number (a `Double`: integers are exact up to 2^53).
     case number(Double)
+    /// A string.
     case string(String)
+    /// An array.
     case array([JSONValue])
+    /// An object, its members in their order.
     case object(OrderedDictionary<String, JSONValue>)
+    /// Binary data (MessagePack `bin`, a Socket.IO attachment); base64 in JSON text.
     case binary(Data)
 
     /// The string, if this is a string.

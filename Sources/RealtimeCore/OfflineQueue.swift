@@ -21,6 +21,7 @@ public struct OverflowPolicy: Hashable, Sendable {
 public struct OfflineQueue<Element> {
     /// What ``enqueue(_:)`` did.
     public enum EnqueueResult {
+        /// Queued.
         case enqueued
         /// The queue was full and the policy is ``OverflowPolicy/rejectNewest``: the element was not stored.
         case rejected(Element)

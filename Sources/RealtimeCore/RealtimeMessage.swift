@@ -2,7 +2,9 @@ public import NIOCore
 
 /// One message on a duplex transport: text or binary.
 public enum RealtimeMessage: Sendable, Equatable, CustomStringConvertible {
+    /// A text message.
     case text(String)
+    /// A binary message.
     case binary(ByteBuffer)
 
     /// A readable summary, for logs and messages.

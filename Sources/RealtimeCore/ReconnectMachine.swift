@@ -12,14 +12,17 @@
 public struct ReconnectMachine: Sendable {
     /// Where the machine is in a connection's life.
     public enum Phase: Sendable, Equatable {
+        /// Not started.
         case idle
         /// Connecting, for attempt `attempt` (0: the first connection, or a restart).
         case connecting(attempt: Int)
+        /// A connection is open.
         case connected
         /// Waiting until the network is reachable before attempt `attempt`.
         case waitingForNetwork(attempt: Int)
         /// Waiting the backoff delay before attempt `attempt`.
         case waitingToRetry(attempt: Int)
+        /// Stopped for good.
         case stopped
     }
 

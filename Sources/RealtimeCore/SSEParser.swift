@@ -32,6 +32,7 @@ public struct SSEParser: Sendable {
 
     /// What the parser produces, in stream order.
     public enum Output: Sendable, Equatable {
+        /// A complete event, dispatched.
         case event(ServerSentEvent)
         /// A valid `retry:` field: the new reconnection time in milliseconds.
         case retry(Int)

@@ -87,7 +87,9 @@ public final class FaultProxy: Sendable {
 
     /// A fault the proxy can apply. See ``FaultProxy`` for what each one does.
     public enum Fault: Sendable, Hashable, CustomStringConvertible {
+        /// Cut every open connection now.
         case cut(CutMode)
+        /// Cut every connection once this many more bytes went through in the directions.
         case cutAfter(bytes: Int, Directions, CutMode)
         /// `nil`: until ``FaultProxy/resume()``.
         case stall(Directions, for: Duration?)

@@ -7,7 +7,9 @@
 public struct RandomFaultSchedule: Sendable, Hashable {
     /// What the schedule draws from.
     public enum Kind: Sendable, Hashable {
+        /// Cut every connection with FIN.
         case cutFIN
+        /// Cut every connection with RST.
         case cutReset
         /// Cut after a number of bytes drawn from the range, in both directions.
         case cutAfterBytes(ClosedRange<Int>)

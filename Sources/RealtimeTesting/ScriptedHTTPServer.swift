@@ -24,6 +24,7 @@ public struct ScriptedRequest: Sendable {
 public struct ScriptedResponse: Sendable {
     /// The response body: whole, or streamed.
     public enum Body: Sendable {
+        /// The whole body at once.
         case bytes(ByteBuffer)
         /// Chunks written as the feed produces them; the response ends when the feed finishes.
         case feed(ChunkFeed)

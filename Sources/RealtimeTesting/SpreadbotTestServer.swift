@@ -41,7 +41,9 @@ public final class SpreadbotTestServer: Sendable {
 
     /// What the server received on a path.
     public enum Received: Sendable, Hashable, CustomStringConvertible {
+        /// A text message.
         case text(String)
+        /// A binary message.
         case binary([UInt8])
 
         /// A readable summary, for logs and messages.

@@ -129,9 +129,13 @@ public final class HubConnection: Service, Sendable {
 
     /// The connection's state, as the official client names it.
     public enum State: Sendable, Equatable {
+        /// Not started, or stopped.
         case stopped
+        /// Starting: negotiate, transport, handshake.
         case connecting
+        /// Connected: calls go out.
         case connected
+        /// Reconnecting after a drop (automatic reconnect).
         case reconnecting
     }
 

@@ -102,9 +102,13 @@ public struct DefaultRetryPolicy: RetryPolicy {
 
 /// Log levels of the official Swift client's builder, mapped onto swift-log.
 public enum LogLevel: Int, Sendable {
+    /// Everything, for debugging.
     case debug = 0
+    /// Connection events.
     case information = 1
+    /// What an app should look at.
     case warning = 2
+    /// Failures only.
     case error = 3
 }
 

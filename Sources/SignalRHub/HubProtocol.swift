@@ -5,7 +5,9 @@ public import RealtimeCore
 /// (binary, each message prefixed with its VarInt length). The handshake is JSON for both. The
 /// raw values are the protocols' names in the handshake and negotiate.
 public enum HubProtocolType: String, Sendable, Hashable, CaseIterable {
+    /// The JSON hub protocol (text frames, records ending with 0x1E).
     case json
+    /// The MessagePack hub protocol (binary frames, length-prefixed).
     case messagePack = "messagepack"
 
     /// Text for JSON, binary for MessagePack (which therefore cannot run over Server-Sent Events).
@@ -14,7 +16,9 @@ public enum HubProtocolType: String, Sendable, Hashable, CaseIterable {
 
 /// The transfer format a transport must carry.
 public enum TransferFormat: String, Sendable, Hashable {
+    /// Text frames.
     case text = "Text"
+    /// Binary frames.
     case binary = "Binary"
 }
 

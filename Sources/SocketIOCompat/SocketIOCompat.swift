@@ -17,25 +17,37 @@ import RealtimeCore
 /// One of socket.io-client-swift's connection options; each sets the `SocketIOConfiguration`
 /// or `EngineIOOptions` property of the same meaning.
 public enum SocketIOClientOption: @unchecked Sendable {
+    /// With true, log the client's activity at debug level to the process's logging backend.
     case log(Bool)
+    /// Ask for permessage-deflate on the WebSocket.
     case compress
+    /// Query parameters sent with every Engine.IO request.
     case connectParams([String: Any])
+    /// Headers sent with every request and the WebSocket upgrade.
     case extraHeaders([String: String])
+    /// Reconnect after a drop (default true).
     case reconnects(Bool)
+    /// Reconnect attempts before giving up (-1: no limit).
     case reconnectAttempts(Int)
     /// Seconds.
     case reconnectWait(Int)
     /// Seconds.
     case reconnectWaitMax(Int)
+    /// The jitter of the reconnect delays (0-1).
     case randomizationFactor(Double)
+    /// Use the WebSocket transport only.
     case forceWebsockets(Bool)
+    /// Use long polling only.
     case forcePolling(Bool)
     /// socket.io-client-swift: "always create a new engine". swift-realtime opens a new Engine.IO
     /// session for every connection and reconnection, so this is always the behaviour.
     @available(*, deprecated, message: "swift-realtime opens a new Engine.IO session for every connection, as forceNew(true) asked; remove this option")
     case forceNew(Bool)
+    /// The server's Engine.IO path (default `/socket.io/`).
     case path(String)
+    /// Use TLS (`https`/`wss`).
     case secure(Bool)
+    /// Accept a self-signed certificate (turns certificate checking off).
     case selfSigned(Bool)
 }
 

@@ -6,7 +6,9 @@ public import RealtimeCore
 public struct EngineIOOptions: Sendable {
     /// An Engine.IO transport.
     public enum Transport: String, Sendable, CaseIterable {
+        /// HTTP long polling.
         case polling
+        /// WebSocket.
         case websocket
     }
 

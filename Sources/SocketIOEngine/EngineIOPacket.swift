@@ -2,6 +2,7 @@ public import Foundation
 
 /// Engine.IO v4 packet types.
 public enum EngineIOPacketType: UInt8, Sendable, CaseIterable {
+    /// The Engine.IO v4 packet types, by their number on the wire.
     case open = 0, close, ping, pong, message, upgrade, noop
 
     var character: UInt8 { UInt8(ascii: "0") + rawValue }
@@ -11,8 +12,11 @@ public enum EngineIOPacketType: UInt8, Sendable, CaseIterable {
 public struct EngineIOPacket: Sendable, Hashable {
     /// A packet's data: none, text or binary.
     public enum Payload: Sendable, Hashable {
+        /// No data.
         case none
+        /// Text data.
         case text(String)
+        /// Binary data.
         case binary(Data)
     }
 
@@ -52,7 +56,9 @@ public enum EngineIOCodec {
 
     /// How one packet travels.
     public enum Encoded: Sendable, Hashable {
+        /// A text frame (or a polling payload's text).
         case text(String)
+        /// A binary frame.
         case binary(Data)
     }
 

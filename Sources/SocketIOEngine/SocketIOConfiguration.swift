@@ -43,6 +43,7 @@ public struct SocketIOConfiguration: Sendable {
 
 /// The auth payload a namespace sends with its CONNECT packet.
 public enum SocketIOAuth: Sendable {
+    /// No auth payload.
     case none
     /// A fixed JSON object.
     case value(JSONValue)
@@ -62,8 +63,11 @@ public enum SocketIOAuth: Sendable {
 public enum SocketIOStatus: Int, Sendable, CustomStringConvertible {
     /// Never connected.
     case notConnected = 0
+    /// Disconnected: by `disconnect()`, the server, or reconnection giving up.
     case disconnected = 1
+    /// Connecting (or reconnecting).
     case connecting = 2
+    /// Connected: emits go out at once.
     case connected = 3
 
     /// Connecting or connected.

@@ -4,6 +4,7 @@ public import RealtimeCore
 
 /// Socket.IO v5 packet types.
 public enum SocketIOPacketType: UInt8, Sendable, CaseIterable {
+    /// The Socket.IO v5 packet types, by their number on the wire.
     case connect = 0, disconnect, event, ack, connectError, binaryEvent, binaryAck
 }
 

@@ -56,7 +56,9 @@ public struct SpreadbotTokens: Sendable, Equatable, CustomStringConvertible, Cus
 /// The data of a stream message: text (WebSocket text envelopes, SSE, polling) or bytes (WebSocket
 /// binary frames). Prints as its text, or as a byte count.
 public enum SpreadbotData: Sendable, Equatable, CustomStringConvertible {
+    /// Text (WebSocket text envelopes, SSE, polling).
     case text(String)
+    /// Bytes (WebSocket binary frames).
     case binary(Data)
 
     /// The text, or the bytes decoded as UTF-8 (nil if they are not UTF-8).
