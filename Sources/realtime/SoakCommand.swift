@@ -130,13 +130,17 @@ struct InOrderCheck {
     private(set) var count = 0
     private(set) var problems: [String] = []
 
-    /// Continues from `other`'s count and problems, expecting nothing in particular next (after an
-    /// announced gap).
-    mutating func resume(after other: InOrderCheck) {
-        first = other.first
-        count = other.count
-        problems = other.problems
-        last = nil
+    /// Values skipped at announced gaps (``receive(_:afterAnnouncedGap:)``).
+    private(set) var announcedMissing = 0
+
+    /// Receives `value`; when `announced`, a jump forward is counted as announced instead of as a
+    /// problem (the values were missed around a reconnect the client reported).
+    mutating func receive(_ value: Int, afterAnnouncedGap announced: Bool) {
+        if announced, let last, value > last + 1 {
+            announcedMissing += value - last - 1
+            self.last = value - 1
+        }
+        receive(value)
     }
 
     mutating func receive(_ value: Int) {
@@ -224,7 +228,6 @@ enum SoakScenarios {
         struct NewsState {
             var check = InOrderCheck()
             var unrecoveredSinceLastEvent = false
-            var announcedGaps = 0
             var unrecoveredReconnects = 0
         }
         let news = NIOLockedValueBox(NewsState())
@@ -241,13 +244,7 @@ enum SoakScenarios {
         socket.on("news") { event in
             guard let value = event.arguments.first?.intValue else { return }
             news.withLockedValue { state in
-                if let last = state.check.last, value > last + 1, state.unrecoveredSinceLastEvent {
-                    state.announcedGaps += value - last - 1
-                    var fresh = InOrderCheck()
-                    fresh.resume(after: state.check)
-                    state.check = fresh
-                }
-                state.check.receive(value)
+                state.check.receive(value, afterAnnouncedGap: state.unrecoveredSinceLastEvent)
                 state.unrecoveredSinceLastEvent = false
             }
         }
@@ -298,7 +295,7 @@ enum SoakScenarios {
         let check = final.check
         var problems = check.problems
         if check.first != 0 { problems.append("the first server event received was \(check.first.map(String.init) ?? "none"), not 0") }
-        var announcedGaps = final.announcedGaps
+        var announcedGaps = final.check.announcedMissing
         if check.last != broadcasts - 1 {
             if final.unrecoveredSinceLastEvent {
                 announcedGaps += broadcasts - 1 - (check.last ?? -1)
@@ -343,7 +340,6 @@ enum SoakScenarios {
         struct Items {
             var check = InOrderCheck()
             var endedSinceLastItem = false
-            var announcedGaps = 0
         }
         let items = NIOLockedValueBox(Items())
         func connect() async throws -> (HubConnection, NIOLockedValueBox<String?>) {
@@ -354,13 +350,7 @@ enum SoakScenarios {
                 }.build()
             connection.on("item") { (value: Int) in
                 items.withLockedValue { state in
-                    if let last = state.check.last, value > last + 1, state.endedSinceLastItem {
-                        state.announcedGaps += value - last - 1
-                        var fresh = InOrderCheck()
-                        fresh.resume(after: state.check)
-                        state.check = fresh
-                    }
-                    state.check.receive(value)
+                    state.check.receive(value, afterAnnouncedGap: state.endedSinceLastItem)
                     state.endedSinceLastItem = false
                 }
             }
@@ -441,7 +431,7 @@ enum SoakScenarios {
         await server.stop()
         let check = final.check
         let endedSummary = ended.isEmpty ? "" : "; \(ended.count) connections ended after their stateful reconnect gave up (reported), "
-            + "\(uncertain.count) invocations in flight then, \(final.announcedGaps) items missed with them"
+            + "\(uncertain.count) invocations in flight then, \(final.check.announcedMissing) items missed with them"
         return SoakResult(
             name: "signalr",
             summary: "\(invoked) invocations, \(total) items streamed, \(check.count) received; \(faults) faults, "
