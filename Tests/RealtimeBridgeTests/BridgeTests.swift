@@ -119,7 +119,11 @@ import Testing
         let stopTime = ContinuousClock.now - stopping
         let counts = bridge.counts
         #expect(counts.failed == 0 && counts.unconfirmed == 0, "\(counts)")
-        #expect(counts.accepted == 90 && counts.delivered == counts.accepted)
+        // The shutdown stops the sources while the burst is on its way to them: how much of it the
+        // bridge accepted depends on timing (a loaded repeat run accepted fewer than all 30, and
+        // this line used to expect all 90). What it accepted, it delivered.
+        #expect((60...90).contains(counts.accepted), "\(counts)")
+        #expect(counts.delivered == counts.accepted, "\(counts)")
         #expect(servers.spreadbot.received(on: "bridge").count == counts.accepted, "the backend has everything accepted")
         // The 2 s bound is checked on the process (sigterm()); here the servers share this
         // process with the whole suite, which can slow their answers down. What ended when:
