@@ -94,10 +94,19 @@ import Testing
         }
 
         // /metrics serves the documented names, with the values of this traffic.
+        // The backend stores a message before its answer reaches the client, which then counts the
+        // send (a full run read 59 of 60 right after the backend had 60): read /metrics until the
+        // sends are counted, for at most 10 s, then check everything.
         let port = await bridge.metricsPort()
-        let response = try await HTTPClient.shared.get(url: "http://127.0.0.1:\(port)/metrics").get()
-        #expect(response.status == .ok)
-        let text = response.body.map { String(buffer: $0) } ?? ""
+        var text = ""
+        let deadline = ContinuousClock.now + .seconds(10)
+        repeat {
+            let response = try await HTTPClient.shared.get(url: "http://127.0.0.1:\(port)/metrics").get()
+            #expect(response.status == .ok)
+            text = response.body.map { String(buffer: $0) } ?? ""
+            if (Self.value(in: text, "realtime_messages_sent_total", "spreadbot") ?? 0) >= 60 && text.contains("bridge_forwarded_total 60") { break }
+            try await Task.sleep(for: .milliseconds(50))  // polling an HTTP endpoint: nothing to await
+        } while ContinuousClock.now < deadline
         for protocolName in ["sse", "socketio", "signalr", "spreadbot"] {
             #expect(Self.value(in: text, "realtime_connections_open", protocolName) == 1, "\(protocolName) connections open")
             #expect((Self.value(in: text, "realtime_connection_attempts_total", protocolName) ?? 0) >= 1)
