@@ -264,10 +264,12 @@ final class ServerEngineSession: Sendable {
         server.broadcastLock.withLock {
             var replay: [[JSONValue]] = []
             if server.options.connectionStateRecovery {
-                if let pid = data?["pid"]?.stringValue, let recovery = server.takeRecovery(pid: pid, namespace: namespace) {
+                if let pid = data?["pid"]?.stringValue,
+                    let missed = server.missedBroadcasts(namespace: namespace, after: data?["offset"]?.stringValue),
+                    let recovery = server.takeRecovery(pid: pid, namespace: namespace) {
                     socket.sid = recovery.sid
                     socket.pid = pid
-                    replay = server.missedBroadcasts(namespace: namespace, after: data?["offset"]?.stringValue)
+                    replay = missed
                 } else {
                     socket.pid = SocketIOTestServer.makeID()
                 }
