@@ -124,6 +124,9 @@ public final class EventSource: Service, Sendable {
         state.withLockedValue { $0.bytesOfEndedStreams + ($0.stream?.bytesReceived ?? 0) }
     }
 
+    /// Whether the open stream's reading is paused because the consumer is `bufferSize` events behind.
+    package var isReadingPaused: Bool { state.withLockedValue { $0.stream }?.isPaused ?? false }
+
     /// The reconnection time, as last set by the server's `retry:` field.
     public var reconnectionTime: Duration { state.withLockedValue { $0.reconnectionTime } }
 

@@ -229,6 +229,9 @@ public final class EventStream: Sendable {
         }
     }
 
+    /// Whether reading is paused because `onOutputs` said the consumer is behind.
+    public var isPaused: Bool { state.withLockedValue { $0.pause != nil } }
+
     /// Lets a stream paused by `onOutputs` read again (may be called before the pause took hold).
     public func resume() {
         let promise = state.withLockedValue { state -> EventLoopPromise<Void>? in

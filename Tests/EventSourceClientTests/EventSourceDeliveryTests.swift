@@ -12,9 +12,11 @@ import Testing
 @Suite(.serialized, .timeLimit(.minutes(2)))
 struct EventSourceDeliveryTests {
     /// The server writes 1,000 events of 64 KiB as fast as it can (64 MiB); the consumer takes one
-    /// and stops for 6 s (twice the idle timeout). Measured at a FaultProxy between them: what crossed stays a few MiB
-    /// (socket buffers, the proxy's 1 MiB, the 16-event buffer), then everything arrives, in order,
-    /// on the same connection: the pause did not count as idleness.
+    /// and stops. Measured at a FaultProxy between them: what crossed stays a few MiB (socket
+    /// buffers, the proxy's 1 MiB, the 16-event buffer). While it is stopped the runtime's clock
+    /// moves on by twice the idle timeout: the pause does not count as the server being silent.
+    /// Then everything arrives, in order, on the same connection. The idle timeout runs on a manual
+    /// clock, so a loaded machine cannot stretch a real gap past it.
     @Test func aSlowConsumerStopsTheReadingNotTheMemory() async throws {
         let server = try await ScriptedHTTPServer.start()
         defer { Task { await server.stop() } }
@@ -28,17 +30,36 @@ struct EventSourceDeliveryTests {
         }
         let proxy = try await FaultProxy.start(targetPort: server.port)
         defer { Task { await proxy.stop() } }
+        let clock = ManualClock()
         let source = EventSource(
-            url: URL(string: proxy.url() + "/events")!, configuration: fastConfiguration { $0.idleTimeout = .seconds(3) })  // 1.5 s tripped under a loaded CI run
+            url: URL(string: proxy.url() + "/events")!, configuration: fastConfiguration { $0.idleTimeout = .seconds(3) },
+            runtime: RealtimeRuntime(clock: clock))
         var iterator = source.updates.makeAsyncIterator()
         guard case .open? = try await iterator.next(), case .event? = try await iterator.next() else {
             Issue.record("expected open, then an event")
             return
         }
-        // Twice the idle timeout: the pause must not count as the server being silent.
-        try await Task.sleep(for: .seconds(6))
-        let crossed = proxy.statistics.bytesToClient
+        // Reading pauses once the consumer is 16 events behind; then the bytes stop once the
+        // buffers between server and client are full. "Nothing more came" has no event: the count
+        // is sampled until it stops moving (a stream that kept reading would grow past the bound).
+        try await waitUntil("the stream paused its reading", limit: .seconds(20)) { source.isReadingPaused }
+        var crossed = proxy.statistics.bytesToClient
+        var unchangedFor = 0
+        let start = ContinuousClock.now
+        while unchangedFor < 5, ContinuousClock.now - start < .seconds(20) {
+            try await Task.sleep(for: .milliseconds(100))  // sampling an absence (see above)
+            let now = proxy.statistics.bytesToClient
+            unchangedFor = now == crossed ? unchangedFor + 1 : 0
+            crossed = now
+        }
         #expect(crossed < 16 << 20, "\(crossed) bytes crossed while the consumer stopped")
+        #expect(source.isReadingPaused)
+        // Twice the idle timeout passes on the runtime's clock while the consumer is stopped; the
+        // idle check runs, finds the stream paused and looks again one timeout later.
+        let sleepsBefore = clock.sleeps.count
+        clock.advance(by: .seconds(6))
+        try await waitUntil { clock.sleeps.count > sleepsBefore }
+        #expect(clock.sleeps.last == .seconds(3), "the paused stream's idle check looks again 3 s later: \(clock.sleeps)")
         var events = 1
         var opens = 1
         while let update = try await iterator.next() {
