@@ -20,6 +20,12 @@ if ! python3 Scripts/docs.py check; then
   exit 1
 fi
 
+log "Scripts/check-test-sleeps.py (a Task.sleep in a test says why nothing can be awaited)"
+if ! python3 Scripts/check-test-sleeps.py; then
+  echo "0 passed, 1 failed"
+  exit 1
+fi
+
 log "Scripts/docc.sh (every product's DocC catalog, no warnings)"
 if [ -n "${REALTIME_SKIP_DOCC:-}" ]; then
   log "skipped (REALTIME_SKIP_DOCC is set)"

@@ -91,6 +91,7 @@ public final class SignalRTestServer: Sendable {
         var pingsReceived = 0
         var negotiateCount = 0
         var handshakeCount = 0
+        var emptyPolls = 0
         var authorizations: [String?] = []
         var recordedHeaders: [(request: String, value: String?)] = []
         var received: [String] = []
@@ -121,6 +122,8 @@ public final class SignalRTestServer: Sendable {
     public var reattachCount: Int { state.withLockedValue { $0.reattachCount } }
     /// Handshakes accepted.
     public var handshakeCount: Int { state.withLockedValue { $0.handshakeCount } }
+    /// Long polls answered 200 with an empty body because nothing came within ``Options/pollTimeout``.
+    public var emptyPollCount: Int { state.withLockedValue { $0.emptyPolls } }
     /// The Authorization header of each negotiate and WebSocket request, in order.
     public var authorizations: [String?] { state.withLockedValue { $0.authorizations } }
     /// Each request's value of ``Options/recordedHeader``: "negotiate", "upgrade", "GET", "POST", "DELETE".
@@ -355,6 +358,7 @@ public final class SignalRTestServer: Sendable {
         guard let entry = httpConnection(request, opening: .poll) else { return Response(status: .notFound) }
         guard case .poll = await entry.connection.outbox.sink else { return Response(status: .badRequest) }
         guard let bytes = await entry.connection.outbox.poll(timeout: options.pollTimeout) else { return Response(status: .noContent) }
+        if bytes.isEmpty { state.withLockedValue { $0.emptyPolls += 1 } }
         var headers = HTTPFields()
         headers[.contentType] = "application/octet-stream"
         return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes)))

@@ -92,6 +92,7 @@ public final class SocketIOTestServer: Sendable {
         var handshakeQueries: [[String: String]] = []
         var upgradeCookies: [String?] = []
         var connectCount = 0
+        var pongsReceived = 0
     }
 
     /// The options the server was started with.
@@ -117,6 +118,8 @@ public final class SocketIOTestServer: Sendable {
     public var upgradeCookies: [String?] { state.withLockedValue { $0.upgradeCookies } }
     /// Namespace connections accepted so far.
     public var connectCount: Int { state.withLockedValue { $0.connectCount } }
+    /// Engine.IO pongs received, over every session: each answers one of the server's pings.
+    public var pongsReceived: Int { state.withLockedValue { $0.pongsReceived } }
     /// Open Engine.IO sessions.
     public var sessionCount: Int { state.withLockedValue { $0.sessions.count } }
 

@@ -172,7 +172,9 @@ final class ServerEngineSession: Sendable {
 
     func received(_ packet: EngineIOPacket) async {
         switch packet.type {
-        case .pong: state.withLockedValue { $0.pongSeen = true }
+        case .pong:
+            state.withLockedValue { $0.pongSeen = true }
+            server?.state.withLockedValue { $0.pongsReceived += 1 }
         case .close: terminate()
         case .message:
             do {

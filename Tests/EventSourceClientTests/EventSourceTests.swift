@@ -93,6 +93,7 @@ func collect(_ source: EventSource, count: Int) async throws -> [ServerSentEvent
         let events = try await collect(source, count: 100)
         #expect(events.isEmpty)
         #expect(source.readyState == .closed)
+        // "No second request" is an absence: sampled after a moment, not awaited.
         try await Task.sleep(for: .milliseconds(50))
         #expect(server.requests(to: "/events").count == 1)
     }

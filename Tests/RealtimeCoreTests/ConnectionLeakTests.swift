@@ -42,6 +42,7 @@ import Testing
         // channel once the connect completes): give them up to 3 s to settle.
         var open = Self.openClientSockets(toPort: port)
         var after = Self.openDescriptors()
+        // Sampled: the count of open sockets is read from /proc, which has nothing to await.
         for _ in 0..<60 where open > 0 || after - descriptorsBefore >= 64 {
             try await Task.sleep(for: .milliseconds(50))
             open = Self.openClientSockets(toPort: port)
@@ -135,6 +136,7 @@ import Testing
                             to: "ws://127.0.0.1:\(silent.port)/", configuration: WebSocketConfiguration(connectTimeout: .seconds(30))
                         ) { _ in }
                     }
+                    // The cancel must land while the connect is in progress: a delay is what is varied.
                     try await Task.sleep(for: .milliseconds(20))
                     attempt.cancel()
                     switch await attempt.result {

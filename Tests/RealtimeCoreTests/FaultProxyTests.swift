@@ -63,6 +63,7 @@ import Testing
         try await target.waitForReceived(100)
         proxy.inject(.stall(.both, for: nil))
         try await client.send(bytes: 5_000)
+        // "Nothing passes" is an absence: sampled after a moment, not awaited.
         try await Task.sleep(for: .milliseconds(200))
         #expect(target.received == 100, "nothing passes a stall")
         proxy.resume()
@@ -136,8 +137,7 @@ import Testing
         let proxy = try await FaultProxy.start(targetPort: target.port)
         let schedule = RandomFaultSchedule(seed: 9, count: 5, interval: .milliseconds(10) ... .milliseconds(30), kinds: [.cutFIN, .cutReset])
         proxy.startRandomFaults(schedule)
-        let deadline = ContinuousClock.now + .seconds(10)
-        while proxy.faultLog.count < 5, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        try await waitUntil("five faults applied") { proxy.faultLog.count >= 5 }
         #expect(proxy.faultLog == schedule.plan().map(\.fault))
         await proxy.stop()
         await target.stop()
@@ -171,19 +171,11 @@ final class TCPSink: Sendable {
     var received: Int { counters.withLockedValue { $0.received } }
 
     func waitForReceived(_ count: Int) async throws {
-        let deadline = ContinuousClock.now + .seconds(5)
-        while received < count {
-            guard ContinuousClock.now < deadline else { throw FaultProxyError(message: "received \(received) of \(count) bytes") }
-            try await Task.sleep(for: .milliseconds(5))
-        }
+        try await waitUntil("the target received \(count) bytes (\(received) so far)", limit: .seconds(20)) { received >= count }
     }
 
     func waitForClosed() async throws {
-        let deadline = ContinuousClock.now + .seconds(5)
-        while counters.withLockedValue({ $0.closed }) == 0 {
-            guard ContinuousClock.now < deadline else { throw FaultProxyError(message: "no connection closed") }
-            try await Task.sleep(for: .milliseconds(5))
-        }
+        try await waitUntil("a connection closed", limit: .seconds(20)) { counters.withLockedValue { $0.closed } > 0 }
     }
 
     func stop() async { try? await channel.close() }
@@ -236,11 +228,7 @@ final class RawClient: Sendable {
     }
 
     func waitForReceived(_ count: Int) async throws {
-        let deadline = ContinuousClock.now + .seconds(5)
-        while state.withLockedValue({ $0.received }) < count {
-            guard ContinuousClock.now < deadline else { throw FaultProxyError(message: "client received \(state.withLockedValue { $0.received }) of \(count)") }
-            try await Task.sleep(for: .milliseconds(5))
-        }
+        try await waitUntil("the client received \(count) bytes", limit: .seconds(20)) { state.withLockedValue { $0.received } >= count }
     }
 
     func waitForEnd() async throws -> End {

@@ -95,7 +95,7 @@ import Testing
             })
         server.push("a")
         let polling = Task { try await poller.run() }
-        try await Task.sleep(for: .milliseconds(50))
+        try await waitUntil("the first poll was answered") { !received.withLockedValue { $0 }.isEmpty }
         server.push("b")
         server.push("c")
         try await polling.value
@@ -131,6 +131,7 @@ import Testing
         }
         try await withThrowingTaskGroup(of: Void.self) { group in
             for index in 0..<20 {
+                // Pacing, not a wait for a condition: sends keep arriving while a POST is in flight.
                 try await Task.sleep(for: .milliseconds(1))
                 group.addTask { try await sender.send("m\(index)") }
             }

@@ -30,6 +30,7 @@ struct LoopbackServerStopTests {
                 await server.stop()
                 returned.withLockedValue { $0 = true }
             }
+            // Sampled, not awaited: a stop() that hangs must fail the round and still let it clean up.
             let deadline = ContinuousClock.now + .seconds(15)
             while !returned.withLockedValue({ $0 }), ContinuousClock.now < deadline {
                 try await Task.sleep(for: .milliseconds(10))
@@ -39,10 +40,11 @@ struct LoopbackServerStopTests {
             // arriving connection may have reached another test's server that took the freed port,
             // so only the process surviving them is checked.)
             let idle = connected
+            // Sampled for the same reason: the connections are closed below whatever happens.
             let closedBy = ContinuousClock.now + .seconds(10)
             var open = idle.filter(\.isActive).count
             while open > 0, ContinuousClock.now < closedBy {
-                try await Task.sleep(for: .milliseconds(10))
+                try await Task.sleep(for: .milliseconds(10))  // sampled (see above)
                 open = idle.filter(\.isActive).count
             }
             for channel in idle { try? await channel.close() }

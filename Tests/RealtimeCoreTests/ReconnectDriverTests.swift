@@ -21,7 +21,7 @@ import Testing
                 if attempt < 3 { throw RealtimeError(.connectFailed, "refused") }
                 try await context.connected { message in delivered.withLockedValue { $0.append(message) } }
                 connected.continuation.yield()
-                try await Task.sleep(for: .seconds(3600))
+                try await Task.sleep(for: .seconds(3600))  // stays connected until the test cancels it
                 return .closed
             }
         }
@@ -116,7 +116,7 @@ import Testing
                 if session == 1 {
                     try await context.connected { _ in throw RealtimeError(.connectionClosed, "socket died") }
                     gate.continuation.yield()
-                    try await Task.sleep(for: .seconds(3600))
+                    try await Task.sleep(for: .seconds(3600))  // a session that never ends by itself
                     return .closed
                 }
                 try await context.connected { message in delivered.withLockedValue { $0.append(message) } }

@@ -3,6 +3,7 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 @testable import RealtimeCore
+import RealtimeTesting
 import Testing
 
 /// `send` returns only when the channel has accepted the frame: against a peer that completes the
@@ -27,15 +28,13 @@ import Testing
         }
         // Wait for the first accepted frame (the connect can take seconds on a loaded CI machine,
         // which this loop once mistook for "no progress"), then until the sends stop making progress.
-        let firstDeadline = ContinuousClock.now + .seconds(30)
-        while completed.withLockedValue({ $0 }) == 0, ContinuousClock.now < firstDeadline {
-            try await Task.sleep(for: .milliseconds(20))
-        }
+        try await waitUntil("the first frame was accepted", limit: .seconds(30)) { completed.withLockedValue { $0 } > 0 }
+        // "No more progress" is an absence: the count is sampled until it stops moving.
         var last = -1
         var now = completed.withLockedValue { $0 }
         while now != last {
             last = now
-            try await Task.sleep(for: .milliseconds(500))
+            try await Task.sleep(for: .milliseconds(500))  // sampling an absence (see above)
             now = completed.withLockedValue { $0 }
         }
         sender.cancel()

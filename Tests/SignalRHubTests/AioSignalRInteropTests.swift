@@ -88,7 +88,8 @@ struct AioSignalRInteropTests {
                 return "ended"
             } catch let error as RealtimeError { return "\(error.code)" } catch { return "\(error)" }
         }
-        try await Task.sleep(for: .milliseconds(200))
+        let before = proxy.statistics.bytesToClient
+        try await waitUntil("stream items crossed the proxy") { proxy.statistics.bytesToClient > before }
         proxy.inject(.cut(.reset))
         #expect(await outcome.value == "connectionClosed")
         #expect(try await events.wait(count: 2) == ["reconnecting", "reconnected"])

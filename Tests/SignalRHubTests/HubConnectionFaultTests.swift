@@ -14,7 +14,7 @@ struct HubConnectionFaultTests {
         let server = try await SignalRTestServer.start()
         defer { Task { await server.stop() } }
         server.method("hang", concurrent: true) { _ in
-            try await Task.sleep(for: .seconds(600))
+            try await Task.sleep(for: .seconds(600))  // a method that never answers: the fault comes first
             return nil
         }
         let proxy = try await FaultProxy.start(targetPort: server.port)
@@ -42,7 +42,9 @@ struct HubConnectionFaultTests {
                 } catch { outcomes.append("\(error)") }
             }
         }
-        try await Task.sleep(for: .milliseconds(300))
+        try await waitUntil("the 20 calls reached the server", limit: .seconds(20)) {
+            server.receivedTargets.filter { $0 == "hang" }.count == 20
+        }
         proxy.inject(.cut(.reset))
         let all = try await outcomes.wait(count: 21)
         #expect(all.filter { $0 == "connectionClosed" }.count == 20)
@@ -197,7 +199,8 @@ struct HubConnectionFaultTests {
         let closed = Recorder<String>()
         connection.onClosed { error in closed.append((error as? RealtimeError)?.code.description ?? "nil") }
         try await connection.start()
-        // Pings keep it alive well past the timeout.
+        // Pings keep it alive well past the timeout: real time has to pass the timeout (the
+        // behaviour under test runs on the runtime's clock, here the real one).
         try await Task.sleep(for: .milliseconds(1_500))
         #expect(connection.currentState == .connected)
         server.stallAll()
@@ -227,6 +230,7 @@ struct HubConnectionFaultTests {
             } catch let error as RealtimeError {
                 #expect(connection.currentState == .stopped)
                 let negotiations = server.negotiateCount
+                // "No handler runs and nothing reconnects" is an absence: watched, not awaited.
                 try await Task.sleep(for: .milliseconds(300))
                 #expect(handlers.all.isEmpty)
                 #expect(server.negotiateCount == negotiations)
@@ -415,7 +419,8 @@ struct HubConnectionBadInputTests {
             }
             defer { counts.withLockedValue { $0.inFlight -= 1; $0.answered += 1 } }
             if poll == 1 {
-                // Held until the handshake arrives (5 s at most), then answers it.
+                // Held until the handshake arrives (5 s at most), then answers it: a scripted
+                // handler has nothing to await for another request's arrival, so it samples.
                 for _ in 0..<250 where !counts.withLockedValue({ $0.handshakePosted }) { try await Task.sleep(for: .milliseconds(20)) }
                 return .text("{}\u{1E}")
             }
@@ -476,7 +481,7 @@ struct HubConnectionBadInputTests {
         let server = try await SignalRTestServer.start()
         defer { Task { await server.stop() } }
         server.method("hang", concurrent: true) { _ in
-            try await Task.sleep(for: .seconds(600))
+            try await Task.sleep(for: .seconds(600))  // a method that never answers: the fault comes first
             return nil
         }
         let connection = HubConnectionBuilder().withUrl(url: server.url).withHubProtocol(hubProtocol: kind)
@@ -490,7 +495,7 @@ struct HubConnectionBadInputTests {
                 return "completed"
             } catch let error as RealtimeError { return "\(error.code)" } catch { return "\(error)" }
         }
-        try await Task.sleep(for: .milliseconds(100))
+        try await waitUntil("the call reached the server") { server.receivedTargets.contains("hang") }
         await server.sendRaw(bytes, binary: binary)
         #expect(try await closed.wait(count: 1) == [expected], "\(name)")
         #expect(await pending.value == "connectionClosed", "\(name)")

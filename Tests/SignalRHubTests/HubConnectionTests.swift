@@ -65,6 +65,7 @@ struct HubConnectionTests {
         let connection = Self.connect(server, .json, transport)
         let events = Recorder<String>()
         connection.onClosed { error in
+            // A slow handler: stop() must wait for it (the behaviour under test).
             try? await Task.sleep(for: .milliseconds(300))
             events.append("closed \(error == nil ? "nil" : "\(error!)")")
         }
@@ -202,16 +203,14 @@ struct HubTransportFallbackTests {
         connection.onReconnected { events.append("reconnected") }
         try await connection.start()
         // Several empty polls (200 with no body) pass without harm.
-        try await Task.sleep(for: .milliseconds(700))
+        try await waitUntil("three empty polls") { server.emptyPollCount >= 3 }
         let value: String = try await connection.invoke(method: "echo", arguments: "after empty polls")
         #expect(value == "after empty polls")
         await server.dropAll()
         #expect(try await events.wait(count: 2) == ["reconnecting", "reconnected"])
         #expect(connection.transport == .longPolling)
         await connection.stop()
-        let deadline = ContinuousClock.now + .seconds(10)
-        while !server.connectionIds.isEmpty, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
-        #expect(server.connectionIds.isEmpty)
+        try await waitUntil("the server saw the connection end") { server.connectionIds.isEmpty }
     }
 
     @Test("A cut fails pending calls at once on the HTTP transports too", arguments: [HttpTransportType.serverSentEvents, .longPolling])
@@ -221,7 +220,7 @@ struct HubTransportFallbackTests {
         let invoked = NIOLockedValueBox(false)
         server.method("hang", concurrent: true) { _ in
             invoked.withLockedValue { $0 = true }
-            try await Task.sleep(for: .seconds(600))
+            try await Task.sleep(for: .seconds(600))  // a method that never answers: the cut comes first
             return nil
         }
         let proxy = try await FaultProxy.start(targetPort: server.port)
@@ -235,9 +234,7 @@ struct HubTransportFallbackTests {
             } catch let error as RealtimeError { return "\(error.code)" } catch { return "\(error)" }
         }
         // Cut once the call is pending at the server (a fixed 200 ms was not always enough under CI load).
-        let deadline = ContinuousClock.now + .seconds(20)
-        while !invoked.withLockedValue({ $0 }), ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
-        try #require(invoked.withLockedValue { $0 }, "the invocation never reached the server")
+        try await waitUntil("the invocation reached the server", limit: .seconds(20)) { invoked.withLockedValue { $0 } }
         proxy.inject(.cut(.reset))
         let outcome = await pending.value
         #expect(outcome == "connectionClosed")

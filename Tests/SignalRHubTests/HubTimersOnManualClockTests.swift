@@ -24,12 +24,14 @@ struct HubTimersOnManualClockTests {
         #expect(server.pingsReceived == 0)
 
         clock.advance(by: .seconds(14))
+        // A Ping sent too early would reach the server within this moment; its absence is sampled.
         try await Task.sleep(for: .milliseconds(100))
         #expect(server.pingsReceived == 0, "nothing before 15 s")
         clock.advance(by: .seconds(1))
         try await waitUntil { server.pingsReceived == 1 }
         try await clock.waitForSleepers()
         clock.advance(by: .seconds(14))
+        // A Ping sent too early would reach the server within this moment; its absence is sampled.
         try await Task.sleep(for: .milliseconds(100))
         #expect(server.pingsReceived == 1)
         #expect(connection.currentState == .connected, "29 s of silence from the server is still alive")

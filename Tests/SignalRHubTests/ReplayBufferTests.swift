@@ -55,6 +55,7 @@ struct ReplayBufferTests {
         // Acknowledging the first five frees 500 bytes: five waiters are admitted, in order.
         buffer.ack(5)
         #expect(try await order.wait(count: 5).sorted() == [0, 1, 2, 3, 4])
+        // "No sixth waiter is admitted" is an absence: sampled after a moment, not awaited.
         try await Task.sleep(for: .milliseconds(50))
         #expect(order.all.count == 5)
         buffer.ack(10)

@@ -40,8 +40,7 @@ import Testing
         let server = try await SignalRTestServer.start()
         defer { Task { await server.stop() } }
         async let listened = run(["signalr", server.url, "--on", "notify", "--on", "other", "--count", "3", "--json"])
-        let deadline = ContinuousClock.now + .seconds(30)
-        while server.connectionIds.isEmpty, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        try await waitUntil("the command connected", limit: .seconds(30)) { !server.connectionIds.isEmpty }
         for index in 1...5 { await server.broadcast(index == 2 ? "other" : "notify", [.number(Double(index))]) }
         let result = try await listened
         #expect(result.status == 0, "\(result.stderr)")
@@ -74,9 +73,7 @@ import Testing
         process.standardError = FileHandle.nullDevice
         try process.run()
         defer { if process.isRunning { process.terminate() } }
-        let connected = ContinuousClock.now + .seconds(30)
-        while server.connectionIds.isEmpty, ContinuousClock.now < connected { try await Task.sleep(for: .milliseconds(20)) }
-        try #require(!server.connectionIds.isEmpty, "the command did not connect")
+        try await waitUntil("the command connected", limit: .seconds(30)) { !server.connectionIds.isEmpty }
 
         let total = 6_000
         let payload = JSONValue.string(String(repeating: "x", count: 32 << 10))
@@ -88,11 +85,12 @@ import Testing
                 sent.withLockedValue { $0 += 1 }
             }
         }
-        // Wait until the pushes stop making progress (or all are sent), bounded.
+        // Wait until the pushes stop making progress (or all are sent), bounded: "no progress" is
+        // an absence, so the count is sampled once a second.
         let deadline = ContinuousClock.now + .seconds(60)
         var last = -1
         while ContinuousClock.now < deadline {
-            try await Task.sleep(for: .seconds(1))
+            try await Task.sleep(for: .seconds(1))  // sampling an absence (see above)
             let now = sent.withLockedValue { $0 }
             if now == total || now == last { break }
             last = now

@@ -35,6 +35,7 @@ struct SlowConsumerTests {
             _ = try? await echo.value
             finished.withLockedValue { $0 = true }
         }
+        // "The call does not complete" is an absence: it is watched for a while, not awaited.
         try await Task.sleep(for: .milliseconds(800))
         #expect(!finished.withLockedValue { $0 }, "the read loop waits for the stream's consumer")
         var values = [0]
@@ -49,9 +50,11 @@ struct SlowConsumerTests {
     func slowHandlers() async throws {
         let server = try await SignalRTestServer.start()
         defer { Task { await server.stop() } }
+        let written = NIOLockedValueBox(0)
         server.method("burst", concurrent: true) { [weak server] call in
             for value in 0..<(call.arguments[0].intValue ?? 0) {
                 try await server?.invokeClientSend(call.connectionId, "item", [.number(Double(value))])
+                written.withLockedValue { $0 += 1 }
             }
             return nil
         }
@@ -60,18 +63,18 @@ struct SlowConsumerTests {
         let gate = NIOLockedValueBox(false)
         let seen = Recorder<Int>()
         connection.on("item") { (value: Int) in
+            // A handler that blocks until the test opens the gate (the behaviour under test).
             while !gate.withLockedValue({ $0 }) { try? await Task.sleep(for: .milliseconds(5)) }
             seen.append(value)
         }
         try await connection.start()
         try await connection.send(method: "burst", arguments: 500)
-        try await Task.sleep(for: .milliseconds(300))
+        // The call goes out once the server has written the whole burst: its completion is then
+        // behind 500 invocations the client holds in the socket.
+        try await waitUntil("the server wrote the burst", limit: .seconds(20)) { written.withLockedValue { $0 } == 500 }
         let echo = Task { () -> String in try await connection.invoke(method: "echo", arguments: "late") }
         // Wait until the call reached the server (a loaded machine can take seconds to write it).
-        let deadline = ContinuousClock.now + .seconds(20)
-        while !server.receivedTargets.contains("echo"), ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(10))
-        }
+        try await waitUntil("the call reached the server", limit: .seconds(20)) { server.receivedTargets.contains("echo") }
         #expect(seen.all.isEmpty)
         #expect(server.receivedTargets.contains("echo"), "the call went out")
         // Its completion is behind the queued invocations on the socket, which the client stopped reading.
@@ -80,6 +83,7 @@ struct SlowConsumerTests {
             _ = try? await echo.value
             finished.withLockedValue { $0 = true }
         }
+        // "The call does not complete" is an absence: it is watched for a while, not awaited.
         try await Task.sleep(for: .milliseconds(300))
         #expect(!finished.withLockedValue { $0 }, "the read loop waits for the handlers")
         gate.withLockedValue { $0 = true }

@@ -37,10 +37,7 @@ struct StatefulReconnectTests {
                 return all
             }
         }
-        try await Task.sleep(for: .milliseconds(30))
-        proxy.inject(.cut(.reset))
-        try await Task.sleep(for: .milliseconds(200))
-        proxy.inject(.cut(.reset))
+        try await cutTwiceMidBurst(proxy, .reset, .reset)
         let values = try await results.value
         #expect(values.sorted() == Array(0..<count))
         let recorded: [Int] = try await connection.invoke(method: "recorded")
@@ -53,6 +50,7 @@ struct StatefulReconnectTests {
         proxy.inject(.cutAfter(bytes: 20_000, .both, .reset))
         try await connection.invoke(method: "burst", arguments: 2_000)
         _ = try await items.wait(count: 2_000)
+        // A doubled item would come after the last one; its absence has no event to await.
         try await Task.sleep(for: .milliseconds(300))
         // Named deviation (aiosignalr 0.1.1, MessageBuffer.send): a message recorded before the
         // socket dropped but still waiting to be written (for buffer room or the transport lock)
@@ -126,10 +124,7 @@ struct StatefulReconnectTests {
                 return all
             }
         }
-        try await Task.sleep(for: .milliseconds(20))
-        proxy.inject(.cut(.reset))
-        try await Task.sleep(for: .milliseconds(100))
-        proxy.inject(.cut(.fin))
+        try await cutTwiceMidBurst(proxy, .reset, .fin)
         #expect(try await results.value.sorted() == Array(0..<count))
         let seen = recorded.withLockedValue { $0 }
         #expect(seen.count == count, "each invocation ran exactly once")
@@ -140,6 +135,7 @@ struct StatefulReconnectTests {
         proxy.inject(.cutAfter(bytes: 30_000, .both, .reset))
         try await connection.invoke(method: "burst", arguments: 3_000)
         _ = try await items.wait(count: 3_000)
+        // A doubled item would come after the last one; its absence has no event to await.
         try await Task.sleep(for: .milliseconds(300))
         #expect(items.all == Array(0..<3_000), "in order, none lost, none doubled")
         #expect(server.reattachCount > before, "the burst was cut and healed")
@@ -192,7 +188,8 @@ struct StatefulReconnectTests {
                 }
             }
         }
-        // Wait until the count has not moved for 1.5 s (the server would have acknowledged after 1 s).
+        // Wait until the count has not moved for 1.5 s (the server would have acknowledged after 1 s):
+        // "no more sends complete" is an absence, so it is sampled, not awaited.
         var last = -1
         var stableSince = ContinuousClock.now
         let deadline = ContinuousClock.now + .seconds(30)
@@ -204,7 +201,7 @@ struct StatefulReconnectTests {
             } else if ContinuousClock.now - stableSince > .milliseconds(1_500) {
                 break
             }
-            try await Task.sleep(for: .milliseconds(50))
+            try await Task.sleep(for: .milliseconds(50))  // sampling an absence (see above)
         }
         let waiting = completed.withLockedValue { $0 }
         let atMost = limit / 1_000 + 1
@@ -237,8 +234,21 @@ struct StatefulReconnectTests {
                 return "ended"
             } catch let error as RealtimeError { return "\(error.code)" } catch { return "\(error)" }
         }
-        try await Task.sleep(for: .milliseconds(100))
+        let before = proxy.statistics.bytesToClient
+        try await waitUntil("stream items crossed the proxy") { proxy.statistics.bytesToClient > before }
         proxy.inject(.cut(.reset))
         #expect(await outcome.value == "connectionClosed")
     }
+}
+
+/// Cuts the connection once the client has written part of a burst, then cuts its replacement as
+/// soon as the proxy accepted it (while the client resends what was not acknowledged).
+func cutTwiceMidBurst(_ proxy: FaultProxy, _ first: FaultProxy.CutMode, _ second: FaultProxy.CutMode) async throws {
+    let start = proxy.statistics
+    try await waitUntil("part of the burst crossed the proxy") { proxy.statistics.bytesToTarget > start.bytesToTarget + 1_000 }
+    proxy.inject(.cut(first))
+    try await waitUntil("the client reconnected", limit: .seconds(30)) {
+        proxy.statistics.connectionsAccepted > start.connectionsAccepted
+    }
+    proxy.inject(.cut(second))
 }

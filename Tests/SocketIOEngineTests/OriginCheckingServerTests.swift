@@ -39,9 +39,8 @@ import Testing
         defer { Task { await peer.stop() } }
         let manager = SocketManager(url: "http://127.0.0.1:\(peer.port)", configuration: .testing(transports, upgrade: true))
         let socket = manager.defaultSocket
-        try await socket.connect(timeout: .seconds(10))
-        for _ in 0..<100 where manager.transport != .websocket { try await Task.sleep(for: .milliseconds(20)) }
-        #expect(manager.transport == .websocket)
+        try await socket.connect(timeout: .seconds(30))
+        try await waitUntil("the upgrade to WebSocket") { manager.transport == .websocket }
         let reply = try await socket.emitWithAck("echo", "through the origin check", timeout: .seconds(5))
         #expect(reply == ["through the origin check"])
         manager.disconnect()
@@ -56,9 +55,9 @@ import Testing
         let server = try await SocketIOTestServer.start(options: options)
         defer { Task { await server.stop() } }
         let manager = SocketManager(url: server.url, configuration: .testing([.polling, .websocket], upgrade: true))
-        try await manager.defaultSocket.connect(timeout: .seconds(10))
-        // The upgrade runs beside polling; give a loaded machine time for its request to arrive.
-        for _ in 0..<500 where server.upgradeCookies.isEmpty { try await Task.sleep(for: .milliseconds(20)) }
+        try await manager.defaultSocket.connect(timeout: .seconds(30))
+        // The upgrade runs beside polling: wait for its request.
+        try await waitUntil("the upgrade request arrived") { !server.upgradeCookies.isEmpty }
         // What this test is about: the upgrade request carried the cookie. (Whether the upgrade then
         // completes is covered by the upgrade tests; a fresh-clone CI run under load once saw the
         // cookie arrive and the client stay on polling, which Engine.IO allows after a slow probe.)

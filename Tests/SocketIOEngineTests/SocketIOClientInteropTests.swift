@@ -57,7 +57,7 @@ struct SocketIOClientInteropTests {
         socket.on("answer") { answers.append($0.arguments) }
         socket.on("question") { event in event.ack("reply to", .array(event.arguments)) }
 
-        try await socket.connect(timeout: .seconds(10))
+        try await socket.connect(timeout: .seconds(30))
         #expect(socket.status == .connected)
         #expect(socket.sid != nil)
         // Emitted from the server's connect handler, so it may come before the CONNECT reply.
@@ -77,9 +77,8 @@ struct SocketIOClientInteropTests {
         #expect(answered.first == ["reply to", ["q1"]])
 
         if upgrade {
-            // The upgrade happens in the background; it must have moved us to WebSocket by now or soon.
-            for _ in 0..<50 where manager.transport != .websocket { try await Task.sleep(for: .milliseconds(20)) }
-            #expect(manager.transport == .websocket)
+            // The upgrade happens in the background.
+            try await waitUntil("the upgrade to WebSocket") { manager.transport == .websocket }
         } else {
             #expect(manager.transport == transports.first)
         }
@@ -101,14 +100,14 @@ struct SocketIOClientInteropTests {
             calls.append(1)
             return ["token": "secret"]
         })
-        try await chat.connect(timeout: .seconds(10))
+        try await chat.connect(timeout: .seconds(30))
         #expect(try await chat.emitWithAck("whoami", timeout: .seconds(5)) == [["token": "secret"]])
         #expect(try await chat.emitWithAck("echo", "in chat", timeout: .seconds(5)) == ["in chat"])
         #expect(calls.values.count == 1)
 
         let intruder = manager.socket(forNamespace: "/chat-refused-alias")
         await #expect {
-            try await intruder.connect(timeout: .seconds(10))
+            try await intruder.connect(timeout: .seconds(30))
         } throws: { error in
             // python-socketio refuses an unknown namespace with a plain string.
             (error as? RealtimeError)?.code == .refused && (error as? RealtimeError)?.serverMessage?.isEmpty == false
@@ -120,7 +119,7 @@ struct SocketIOClientInteropTests {
         let errors = Recorder<[JSONValue]>()
         badToken.on(clientEvent: .error) { errors.append($0.arguments) }
         await #expect {
-            try await badToken.connect(timeout: .seconds(10))
+            try await badToken.connect(timeout: .seconds(30))
         } throws: { error in
             (error as? RealtimeError)?.code == .refused && (error as? RealtimeError)?.serverMessage == "bad token"
         }
@@ -143,7 +142,7 @@ struct SocketIOClientInteropTests {
         let socket = manager.defaultSocket
         let reasons = Recorder<[JSONValue]>()
         socket.on(clientEvent: .disconnect) { reasons.append($0.arguments) }
-        try await socket.connect(timeout: .seconds(10))
+        try await socket.connect(timeout: .seconds(30))
         try socket.emit("disconnect_me", arguments: [])
         #expect(await reasons.wait(for: 1) == [["io server disconnect"]])
         #expect(socket.status == .disconnected)
@@ -163,7 +162,7 @@ struct SocketIOClientInteropTests {
         let disconnects = Recorder<Int>()
         socket.on(clientEvent: .connect) { _ in connects.append(1) }
         socket.on(clientEvent: .disconnect) { _ in disconnects.append(1) }
-        try await socket.connect(timeout: .seconds(10))
+        try await socket.connect(timeout: .seconds(30))
         let firstSid = socket.sid
 
         await peer.stop()
@@ -194,7 +193,7 @@ struct SocketIOClientInteropTests {
         let manager = SocketManager(url: peer.url, configuration: .testing([.websocket]))
         defer { manager.disconnect() }
         let socket = manager.defaultSocket
-        try await socket.connect(timeout: .seconds(10))
+        try await socket.connect(timeout: .seconds(30))
         // Neither server acks an event it has no handler for.
         await #expect {
             _ = try await socket.emitWithAck("no_such_handler", timeout: .milliseconds(300))

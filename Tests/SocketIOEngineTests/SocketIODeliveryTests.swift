@@ -28,7 +28,7 @@ struct SocketIODeliveryTests {
             configuration.offlineQueueCapacity = 2_000
             let manager = SocketManager(url: proxy.url(), configuration: configuration)
             let socket = manager.defaultSocket
-            try await socket.connect(timeout: .seconds(10))
+            try await socket.connect(timeout: .seconds(30))
             _ = try await socket.emitWithAck("seq_reset", arguments: [], timeout: .seconds(5))
 
             let cutAfter = 1_000 + (run * 4_057) % 9_000
@@ -77,7 +77,7 @@ struct SocketIODeliveryTests {
                     if name == "seq", let index = emit["data"]?.arrayValue?.first?.intValue { reported.append(index) }
                 }
             }
-            try await socket.connect(timeout: .seconds(10))
+            try await socket.connect(timeout: .seconds(30))
             _ = try await socket.emitWithAck("seq_reset", arguments: [], timeout: .seconds(5))
             proxy.inject(.cutAfter(bytes: 2_000 + run * 1_500, .clientToTarget, .reset))
             var refused = 0
@@ -89,10 +89,7 @@ struct SocketIODeliveryTests {
                 }
             }
             // Wait for the reconnect to flush what was kept, then ask.
-            let deadline = ContinuousClock.now + .seconds(20)
-            while socket.queuedEmitCount > 0 || socket.status != .connected, ContinuousClock.now < deadline {
-                try await Task.sleep(for: .milliseconds(10))
-            }
+            try await waitUntil("the kept emits flushed", limit: .seconds(20)) { socket.queuedEmitCount == 0 && socket.status == .connected }
             let arrived = Set(try await report(socket))
             let missing = 1_000 - arrived.intersection(0..<1_000).count
             #expect(proxy.statistics.connectionsCut >= 1)
@@ -134,7 +131,7 @@ struct SocketIODeliveryTests {
         let manager = SocketManager(url: proxy.url(), configuration: configuration)
         defer { manager.disconnect() }
         let socket = manager.defaultSocket
-        try await socket.connect(timeout: .seconds(10))
+        try await socket.connect(timeout: .seconds(30))
         proxy.inject(.stall(.clientToTarget, for: nil))
         let padding = JSONValue.string(String(repeating: "p", count: 1_000))
         var accepted = 0
@@ -147,14 +144,13 @@ struct SocketIODeliveryTests {
                 refusal = error
                 break
             }
-            if accepted % 500 == 0 { try await Task.sleep(for: .milliseconds(1)) }  // let the writer fill the socket
+            // A pause, not a condition: the emits keep coming while the writer fills the socket.
+            if accepted % 500 == 0 { try await Task.sleep(for: .milliseconds(1)) }
         }
         #expect(refusal?.code == .queueFull, "emits were still accepted after \(accepted)")
         proxy.resume()
         // The offline queue moves into the session as it drains.
-        let deadline = ContinuousClock.now + .seconds(30)
-        while socket.queuedEmitCount > 0, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
-        #expect(socket.queuedEmitCount == 0)
+        try await waitUntil("the offline queue drained", limit: .seconds(30)) { socket.queuedEmitCount == 0 }
         // The echo is answered after the server handled everything emitted before it.
         for _ in 0..<40 {
             do {
@@ -178,7 +174,8 @@ struct SocketIODeliveryTests {
                 let reply = try await socket.emitWithAck("seq_report", arguments: [], timeout: .seconds(20))
                 return reply.first?.arrayValue?.compactMap(\.intValue) ?? []
             } catch let error as RealtimeError where error.code == .connectionClosed || error.code == .queueFull || error.code == .timeout {
-                // Cut, dropped by a full queue (reported), or unanswered on a loaded machine: ask again.
+                // Cut, dropped by a full queue (reported), or unanswered on a loaded machine: ask
+                // again after a short pause (a retry's spacing, not a wait for a condition).
                 try await Task.sleep(for: .milliseconds(20))
                 continue
             }
@@ -196,7 +193,7 @@ struct SocketIODeliveryTests {
         let manager = SocketManager(url: proxy.url(), configuration: .testing(transports, upgrade: upgrade))
         defer { manager.disconnect() }
         let socket = manager.defaultSocket
-        try await socket.connect(timeout: .seconds(10))
+        try await socket.connect(timeout: .seconds(30))
         // A minute-long timeout: an error other than connectionClosed, or none, fails the test.
         let stalled = Task { try await socket.emitWithAck("stall", arguments: [], timeout: .seconds(60)) }
         // The echo is answered after the server read the stall emit (one connection, in order).
@@ -216,9 +213,9 @@ struct SocketIODeliveryTests {
         }
 
         // An emit made while disconnected keeps its ack: it is sent after the reconnect.
-        while socket.status == .connected { try await Task.sleep(for: .milliseconds(5)) }
+        try await waitUntil("the drop was noticed") { socket.status != .connected }
         let queued = Task { try await socket.emitWithAck("echo", arguments: ["queued"], timeout: .seconds(20)) }
-        while socket.queuedEmitCount == 0 { try await Task.sleep(for: .milliseconds(5)) }
+        try await waitUntil("the emit was queued") { socket.queuedEmitCount > 0 }
         try await proxy.acceptConnections()
         #expect(try await queued.value == ["queued"])
     }
@@ -231,7 +228,7 @@ struct SocketIODeliveryTests {
         let socket = manager.defaultSocket
         let connects = Recorder<Int>()
         socket.on(clientEvent: .connect) { _ in connects.append(1) }
-        try await socket.connect(timeout: .seconds(10))
+        try await socket.connect(timeout: .seconds(30))
         #expect(manager.handshake?.maxPayload == 1_000_000)
         let sid = socket.sid
 
@@ -266,7 +263,7 @@ struct SocketIODeliveryTests {
         let socket = manager.defaultSocket
         let connects = Recorder<Int>()
         socket.on(clientEvent: .connect) { _ in connects.append(1) }
-        try await socket.connect(timeout: .seconds(10))
+        try await socket.connect(timeout: .seconds(30))
         let text = JSONValue.string(String(repeating: "c", count: 100_000))
         let sizes = try await withThrowingTaskGroup(of: [JSONValue].self) { group in
             for _ in 0..<30 { group.addTask { try await socket.emitWithAck("size", arguments: [text], timeout: .seconds(20)) } }
@@ -287,7 +284,7 @@ struct SocketIODeliveryTests {
         let manager = SocketManager(url: peer.url, configuration: .testing([.websocket], upgrade: false))
         defer { manager.disconnect() }
         let socket = manager.defaultSocket
-        try await socket.connect(timeout: .seconds(10))
+        try await socket.connect(timeout: .seconds(30))
         let reply = try await socket.emitWithAck("size", arguments: [.binary(Data(count: 800_000))], timeout: .seconds(10))
         #expect(reply == [800_000])
         await #expect { try await socket.emitWithAck("size", arguments: [.binary(Data(count: 1_000_001))], timeout: .seconds(5)) } throws: {
@@ -303,7 +300,7 @@ struct SocketIODeliveryTests {
         let socket = manager.defaultSocket
         let ticks = socket.events(named: "tick")
         let everything = socket.events
-        try await socket.connect(timeout: .seconds(10))
+        try await socket.connect(timeout: .seconds(30))
         try socket.emit("count", arguments: [5])
         var received: [Int] = []
         for await event in ticks {

@@ -23,13 +23,9 @@ struct SocketIOUpgradeTests {
             let socket = manager.defaultSocket
             let ticks = Recorder<[JSONValue]>()
             socket.on("tick") { ticks.append($0.arguments) }
-            try await socket.connect(timeout: .seconds(10))
+            try await socket.connect(timeout: .seconds(30))
             // Nothing is sent while the upgrade runs, so no data answers a pending GET early.
-            let started = ContinuousClock.now
-            while manager.transport != .websocket, ContinuousClock.now - started < .seconds(10) {
-                try await Task.sleep(for: .milliseconds(20))
-            }
-            #expect(manager.transport == .websocket, "round \(round): still on \(manager.transport) after 10 s")
+            try await waitUntil("round \(round): the upgrade to WebSocket") { manager.transport == .websocket }
             // The session carries on over the WebSocket, in order.
             try socket.emit("count", arguments: [20])
             let received = await ticks.wait(for: 20)
@@ -57,13 +53,14 @@ struct SocketIOUpgradeTests {
         let disconnects = Recorder<[JSONValue]>()
         socket.on("tick") { ticks.append($0.arguments) }
         socket.on(clientEvent: .disconnect) { disconnects.append($0.arguments) }
-        try await socket.connect(timeout: .seconds(10))
+        try await socket.connect(timeout: .seconds(30))
         // Sent while polling is held for the probe.
         try socket.emit("count", arguments: [10])
         let received = await ticks.wait(for: 10)
         #expect(received.map { $0.first } == (1...10).map { JSONValue.number(Double($0)) })
-        // Several ping intervals past the probe's timeout.
-        try await Task.sleep(for: .seconds(3))
+        // Several ping intervals past the probe's timeout (1 s): four more pings answered.
+        let pongs = server.pongsReceived
+        try await waitUntil("four more pings answered") { server.pongsReceived >= pongs + 4 }
         #expect(manager.transport == .polling)
         #expect(socket.status == .connected)
         #expect(disconnects.values.isEmpty, "the session ended: \(disconnects.values)")

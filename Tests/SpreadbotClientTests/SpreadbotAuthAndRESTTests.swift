@@ -166,15 +166,13 @@ struct SpreadbotAuthAndRESTTests {
         // once made a full test run wait here for its 3-minute limit: the retry sleeps on this manual
         // clock), report it with the client's log, and let the retries run.
         let deadline = ContinuousClock.now + .seconds(30)
-        while !finished.withLockedValue({ $0 }), clock.sleeps.isEmpty, ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(10))
-        }
+        try? await waitUntil(limit: .seconds(30)) { finished.withLockedValue { $0 } || !clock.sleeps.isEmpty }
         if !clock.sleeps.isEmpty {
             Issue.record("the request was retried: \(log.withLockedValue { $0 }.joined(separator: " | "))")
         }
         while !finished.withLockedValue({ $0 }), ContinuousClock.now < deadline {
             clock.advance(by: .seconds(1))
-            try await Task.sleep(for: .milliseconds(10))
+            try await Task.sleep(for: .milliseconds(10))  // lets the retry run before the next advance
         }
         if !finished.withLockedValue({ $0 }) { call.cancel() }
         let error = await #expect(throws: RealtimeError.self) { try await call.value }

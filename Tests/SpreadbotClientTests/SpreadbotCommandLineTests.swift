@@ -12,7 +12,7 @@ struct SpreadbotCommandLineTests {
         server.refuseWebSocket()
         // Publishes once the command's send arrived (so it is subscribed by then).
         let publisher = Task {
-            while server.received(on: "room").isEmpty { try await Task.sleep(for: .milliseconds(20)) }
+            try await waitUntil("the command's send arrived", limit: .seconds(60)) { !server.received(on: "room").isEmpty }
             server.publish("one", to: "room")
             server.publish("two", to: "room")
         }
@@ -57,7 +57,7 @@ struct SpreadbotCommandLineTests {
             let publisher = Task {
                 while !Task.isCancelled {
                     server.publish("message \(index)", to: "feed")
-                    try await Task.sleep(for: .milliseconds(200))
+                    try await Task.sleep(for: .milliseconds(200))  // a publisher's pace, until the command prints
                 }
             }
             while let line = await lines.next() {

@@ -133,7 +133,8 @@ struct SpreadbotDeliveryTests {
         await eventually("dropped") { client.state == .connecting }
         let accepted = proxy.statistics.connectionsAccepted
         let checks = network.checkCount
-        try await Task.sleep(for: .seconds(1))  // 3 attempts with 50-200 ms delays would be over by now
+        // "No attempt while unreachable" is an absence: 3 attempts with 50-200 ms delays would be over by now.
+        try await Task.sleep(for: .seconds(1))
         #expect(proxy.statistics.connectionsAccepted == accepted, "a connection was attempted while unreachable")
         #expect(client.state == .connecting)
         #expect(checks >= 1, "the reconnect loop did not ask for reachability")
@@ -156,7 +157,7 @@ struct SpreadbotDeliveryTests {
         // the first connection after the stall may itself be replaced.
         await eventually("a message on a new connection") {
             if !recorder.texts.contains("after the stall") { server.publish("after the stall", to: "quiet") }
-            try? await Task.sleep(for: .milliseconds(200))
+            try? await Task.sleep(for: .milliseconds(200))  // a publisher's pace, until one arrives
             return recorder.texts.contains("after the stall")
         }
         client.closeConnection()

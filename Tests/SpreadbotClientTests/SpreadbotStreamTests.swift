@@ -128,7 +128,7 @@ struct SpreadbotStreamTests {
             return (read, iterator)
         }
         let deadline = Task {
-            try await Task.sleep(for: .seconds(30))
+            try await Task.sleep(for: .seconds(30))  // the deadline itself
             reader.cancel()
         }
         let (read, rest) = try await reader.value

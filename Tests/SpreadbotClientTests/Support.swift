@@ -30,7 +30,7 @@ func eventually(
             Issue.record("timed out after \(limit) waiting for: \(what())", sourceLocation: sourceLocation)
             return
         }
-        try? await Task.sleep(for: .milliseconds(10))
+        try? await Task.sleep(for: .milliseconds(10))  // async conditions: waitUntil takes only synchronous ones
     }
 }
 
