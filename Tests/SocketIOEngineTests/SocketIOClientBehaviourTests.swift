@@ -25,7 +25,7 @@ struct SocketIOClientBehaviourTests {
             javaScriptShape.append($0.argumentsWithOffset)
         }
         socket.on(clientEvent: .connect) { _ in connects.append(1) }
-        try await socket.connect(timeout: .seconds(5))
+        try await socket.connect(timeout: .seconds(30))
         let sid = socket.sid
         #expect(socket.recoveryState.pid != nil)
         #expect(!socket.recovered)
@@ -69,7 +69,7 @@ struct SocketIOClientBehaviourTests {
         socket.on(clientEvent: .disconnect) { reasons.append($0.arguments) }
         socket.on(clientEvent: .connect) { _ in connects.append(1) }
         socket.on(clientEvent: .ping) { _ in pings.append(1) }
-        try await socket.connect(timeout: .seconds(5))
+        try await socket.connect(timeout: .seconds(30))
         // Pings are answered: the session survives several intervals.
         await pings.wait(for: 3)
         #expect(socket.status == .connected)
@@ -85,7 +85,7 @@ struct SocketIOClientBehaviourTests {
         var reply: [JSONValue] = []
         for _ in 0..<5 {
             do {
-                reply = try await socket.emitWithAck("echo", "alive", timeout: .seconds(5))
+                reply = try await socket.emitWithAck("echo", "alive", timeout: .seconds(20))
                 break
             } catch let error as RealtimeError where error.code == .connectionClosed {
                 await connects.wait(for: connects.values.count + 1)
@@ -102,12 +102,14 @@ struct SocketIOClientBehaviourTests {
         let server = try await SocketIOTestServer.start()
         let manager = SocketManager(url: server.url, configuration: .testing([.websocket]))
         let socket = manager.defaultSocket
-        try await socket.connect(timeout: .seconds(5))
+        try await socket.connect(timeout: .seconds(30))
         await #expect {
             _ = try await socket.emitWithAck("late_ack", 300, timeout: .milliseconds(100))
         } throws: { ($0 as? RealtimeError)?.code == .timeout }
+        // The late ack comes 300 ms after the call; the next emit goes once it has arrived (the
+        // server reports no event for having answered, so the test waits past it).
         try await Task.sleep(for: .milliseconds(400))
-        #expect(try await socket.emitWithAck("echo", "next", timeout: .seconds(5)) == ["next"])
+        #expect(try await socket.emitWithAck("echo", "next", timeout: .seconds(20)) == ["next"])
         #expect(socket.status == .connected)
         manager.disconnect()
         await manager.waitUntilStopped()
@@ -124,7 +126,7 @@ struct SocketIOClientBehaviourTests {
         let connects = Recorder<Int>()
         socket.on(clientEvent: .error) { errors.append($0.arguments.first?.stringValue ?? "") }
         socket.on(clientEvent: .connect) { _ in connects.append(1) }
-        try await socket.connect(timeout: .seconds(5))
+        try await socket.connect(timeout: .seconds(30))
         server.injectRawMessage(raw)
         if raw.hasPrefix("51-") {
             // A binary packet waits for its attachment; a text packet instead is the violation.
@@ -133,7 +135,7 @@ struct SocketIOClientBehaviourTests {
         let seen = await errors.wait(for: 1)
         #expect(seen.first?.contains("protocolViolation") == true, "\(seen)")
         await connects.wait(for: 2)
-        #expect(try await socket.emitWithAck("echo", 1, timeout: .seconds(5)) == [1])
+        #expect(try await socket.emitWithAck("echo", 1, timeout: .seconds(20)) == [1])
         manager.disconnect()
         await manager.waitUntilStopped()
         await server.stop()
@@ -146,7 +148,7 @@ struct SocketIOClientBehaviourTests {
         let server = try await SocketIOTestServer.start(options: options)
         let manager = SocketManager(url: server.url, configuration: .testing([.polling], upgrade: false))
         let socket = manager.defaultSocket
-        try await socket.connect(timeout: .seconds(5))
+        try await socket.connect(timeout: .seconds(30))
         let filler = String(repeating: "x", count: 60)
         for index in 0..<40 { try socket.emit("record", arguments: [.number(Double(index)), .string(filler)]) }
         #expect(try await socket.emitWithAck("echo", "last", timeout: .seconds(10)) == ["last"])
@@ -169,12 +171,12 @@ struct SocketIOClientBehaviourTests {
         })
         let connects = Recorder<Int>()
         chat.on(clientEvent: .connect) { _ in connects.append(1) }
-        try await chat.connect(timeout: .seconds(5))
-        #expect(try await chat.emitWithAck("whoami", timeout: .seconds(5)) == [["token": "secret", "call": 1]])
+        try await chat.connect(timeout: .seconds(30))
+        #expect(try await chat.emitWithAck("whoami", timeout: .seconds(20)) == [["token": "secret", "call": 1]])
         server.dropAllConnections()
         await connects.wait(for: 2)
         #expect(calls.values == [1, 2])
-        #expect(try await chat.emitWithAck("whoami", timeout: .seconds(5)) == [["token": "secret", "call": 2]])
+        #expect(try await chat.emitWithAck("whoami", timeout: .seconds(20)) == [["token": "secret", "call": 2]])
         manager.disconnect()
         await manager.waitUntilStopped()
         await server.stop()
@@ -189,7 +191,7 @@ struct SocketIOClientBehaviourTests {
         let errors = Recorder<[JSONValue]>()
         chat.on(clientEvent: .error) { errors.append($0.arguments) }
         do {
-            try await chat.connect(timeout: .seconds(5))
+            try await chat.connect(timeout: .seconds(30))
             Issue.record("connected without a token")
         } catch let error as RealtimeError {
             #expect(error.code == .refused)

@@ -23,7 +23,7 @@ import Testing
         #expect(throws: RealtimeError.self) { try socket.emit("record", arguments: [3]) }
         #expect(probe.meter(ClientMetrics.sendQueueDepthLabel) == 2)
         #expect(probe.counter(ClientMetrics.messagesDroppedLabel, [("reason", "queue_full")]) == 1)
-        try await socket.connect(timeout: .seconds(10))
+        try await socket.connect(timeout: .seconds(30))
         #expect(try await socket.emitWithAck("echo", "hi") == ["hi"])
         #expect(probe.meterValues(ClientMetrics.sendQueueDepthLabel).last == 0, "flushed on connect")
         #expect(probe.counter(ClientMetrics.connectionAttemptsLabel) == 1)

@@ -32,7 +32,7 @@ struct SocketIOTLSTests {
         let socket = manager.defaultSocket
         let upgrades = Recorder<Int>()
         socket.on(clientEvent: .websocketUpgrade) { _ in upgrades.append(1) }
-        try await socket.connect(timeout: .seconds(10))
+        try await socket.connect(timeout: .seconds(30))
         let blob = Data((0..<4096).map { UInt8($0 % 256) })
         #expect(try await socket.emitWithAck("echo", arguments: ["tls", .binary(blob)], timeout: .seconds(5)) == ["tls", .binary(blob)])
         await upgrades.wait(for: 1)

@@ -16,7 +16,7 @@ import Tracing
         configuration.runtime = RealtimeRuntime(tracer: tracer)
         let manager = SocketManager(url: server.url, configuration: configuration)
         let socket = manager.defaultSocket
-        try await socket.connect(timeout: .seconds(10))
+        try await socket.connect(timeout: .seconds(30))
         #expect(try await socket.emitWithAck("echo", "hi") == ["hi"])
         await #expect(throws: RealtimeError.self) { try await socket.emitWithAck("no_handler", "x", timeout: .milliseconds(200)) }
         manager.disconnect()

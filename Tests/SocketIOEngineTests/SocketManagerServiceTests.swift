@@ -14,7 +14,7 @@ import Testing
         let group = ServiceGroup(services: [manager], logger: Logger(label: "test"))
         let running = Task { try await group.run() }
         let socket = manager.defaultSocket
-        try await socket.connect(timeout: .seconds(10))
+        try await socket.connect(timeout: .seconds(30))
         #expect(try await socket.emitWithAck("echo", "hi") == ["hi"])
         await group.triggerGracefulShutdown()
         try await running.value
