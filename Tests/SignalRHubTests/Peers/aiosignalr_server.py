@@ -6,7 +6,8 @@ until stdin closes or the process is killed.
 Hub methods: echo(x), add(a, b), void(), fail(message), broadcast(user, count) -> "receive"(user, count) to all,
 askClient(method, argument) -> the caller's client result, countTo(n) stream, countForever() stream until cancelled,
 collect(upload stream) -> the stream's items, record(x) -> x (kept), recorded() -> every x recorded,
-burst(n) -> "item"(0..n-1) to the caller. With "stateful" the server allows stateful reconnects.
+recordedPage(start, count) -> a slice of them (for long soak runs), burstFrom(start, n) -> "item"(start..start+n-1)
+to the caller, burst(n) -> "item"(0..n-1) to the caller. With "stateful" the server allows stateful reconnects.
 """
 import asyncio
 import sys
@@ -27,8 +28,15 @@ class TestHub(Hub):
     async def recorded(self) -> Any:
         return list(recorded)
 
+    async def recordedPage(self, start: int, count: int) -> Any:
+        return recorded[start:start + count]
+
     async def burst(self, n: int) -> None:
         for value in range(n):
+            await self.clients.caller.send("item", value)
+
+    async def burstFrom(self, start: int, n: int) -> None:
+        for value in range(start, start + n):
             await self.clients.caller.send("item", value)
 
     async def echo(self, value: Any) -> Any:
