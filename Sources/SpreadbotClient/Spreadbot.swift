@@ -334,8 +334,27 @@ public final class Spreadbot: Service, Sendable {
     private func session(
         path: String, context: ReconnectDriver<Never>.SessionContext, generation: Int, span: any Span, opened onOpened: @escaping @Sendable () -> Void
     ) async throws -> SessionEnd {
-        var lastError: RealtimeError?
-        for (index, transport) in configuration.transports.enumerated() {
+        // Which transport to open and what its end means is SpreadbotFallback's; this loop does the I/O.
+        var fallback = SpreadbotFallback(transports: configuration.transports)
+        var action = fallback.start()
+        while true {
+            let transport: SpreadbotTransport
+            switch action {
+            case .failed(let error):
+                throw error
+            case .dropped(let error, let minimumDelay):
+                return .dropped(error, minimumDelay: minimumDelay)
+            case .fallBack(let failed, let error, let next):
+                span.addEvent(SpanEvent(
+                    name: "fallback", attributes: ["realtime.transport": .string(failed.rawValue), "realtime.error_code": .string("\(error.code)")]))
+                logger.log(
+                    level: level, "transport could not be opened, trying the next",
+                    metadata: ["realtime.transport": "\(failed)", "realtime.error_code": "\(error.code)"])
+                report(error)
+                transport = next
+            case .open(let first):
+                transport = first
+            }
             try Task.checkCancellation()
             span.addEvent(SpanEvent(name: "transport", attributes: ["realtime.transport": .string(transport.rawValue)]))
             let opened = NIOLockedValueBox(false)
@@ -354,14 +373,9 @@ public final class Spreadbot: Service, Sendable {
                 self.logger.log(level: self.level, "stream open", metadata: ["realtime.transport": "\(transport)"])
                 for handler in self.handlers.withLockedValue({ $0.open }) { handler() }
             }
+            var failure: RealtimeError?
+            var cancelled = false
             do {
-                defer {
-                    if opened.withLockedValue({ $0 }) {
-                        outbox.setConnected(false)
-                        transportBox.update(nil)
-                        if isCurrent(generation) { stateBox.update(.connecting) }
-                    }
-                }
                 try await withAuthRetry {
                     switch transport {
                     case .webSocket: try await self.runWebSocket(path: path, open: open)
@@ -369,27 +383,20 @@ public final class Spreadbot: Service, Sendable {
                     case .polling: try await self.runPolling(path: path, open: open)
                     }
                 }
-                // The server ended the stream: reconnect.
-                return .dropped(RealtimeError(.connectionClosed, "the server ended the \(transport) stream"), minimumDelay: retryHint(transport))
             } catch is CancellationError {
-                throw CancellationError()
+                cancelled = true
             } catch {
-                let wrapped = RealtimeError.wrap(error)
-                if Task.isCancelled { throw CancellationError() }
-                if opened.withLockedValue({ $0 }) { return .dropped(wrapped, minimumDelay: retryHint(transport)) }
-                if wrapped.code == .authenticationFailed { throw wrapped }
-                lastError = wrapped
-                // The last transport's error is reported once, by the reconnect loop.
-                guard index + 1 < configuration.transports.count else { break }
-                span.addEvent(SpanEvent(
-                    name: "fallback", attributes: ["realtime.transport": .string(transport.rawValue), "realtime.error_code": .string("\(wrapped.code)")]))
-                logger.log(
-                    level: level, "transport could not be opened, trying the next",
-                    metadata: ["realtime.transport": "\(transport)", "realtime.error_code": "\(wrapped.code)"])
-                report(wrapped)
+                if Task.isCancelled { cancelled = true } else { failure = RealtimeError.wrap(error) }
             }
+            if opened.withLockedValue({ $0 }) {
+                fallback.didOpen()
+                outbox.setConnected(false)
+                transportBox.update(nil)
+                if isCurrent(generation) { stateBox.update(.connecting) }
+            }
+            if cancelled { throw CancellationError() }
+            action = fallback.ended(failure, retryHint: retryHint(transport))
         }
-        throw lastError ?? RealtimeError(.connectFailed, "no transport is configured")
     }
 
     /// The server's `retry:` after an SSE stream; nothing for the other transports.
