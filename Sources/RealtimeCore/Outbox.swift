@@ -339,7 +339,7 @@ package final class Outbox<Message: OutboxMessage>: Sendable {
                 state.written = []
                 state.writtenBytes = 0
             }
-            return (Array(state.written), Array(state.queue))
+            return (state.written.arrayOfElements, state.queue.arrayOfElements)
         }
     }
 }
