@@ -151,7 +151,7 @@ extension HubConnection {
                 // is still flapping) gets three more tries, well within the server's wait
                 // (30 s by default in ASP.NET Core).
                 for delay in HubConnection.statefulReconnectDelays {
-                    if delay > .zero { try? await self.timeline.sleep(until: self.timeline.now + delay) }
+                    try? await self.timers.wait(for: delay)
                     guard self.state.withLockedValue({ $0.machine.state == .connected }) else {
                         self.logger.debug("stateful reconnect stopped: the connection is no longer connected")
                         break
@@ -503,9 +503,9 @@ extension HubConnection {
     /// timeout is paused (the silence is ours: we stopped reading).
     func waitForConsumers() async {
         guard readGate.isClosed else { return }
-        state.withLockedValue { $0.machine.readingPaused(true, now: timeline.now) }
+        state.withLockedValue { $0.machine.readingPaused(true, now: timers.now) }
         await readGate.waitUntilOpen()
-        state.withLockedValue { $0.machine.readingPaused(false, now: timeline.now) }
+        state.withLockedValue { $0.machine.readingPaused(false, now: timers.now) }
     }
 
     /// The handshake deadline, then keep-alive pings and the server timeout, as deadlines on the
@@ -529,7 +529,7 @@ extension HubConnection {
     private func keepAliveFired(session: Session, run: SessionRun) {
         let actions = state.withLockedValue { shared -> [HubConnectionStateMachine.Action]? in
             guard shared.session?.generation == session.generation, !run.isOver else { return nil }
-            return shared.machine.timerFired(now: timeline.now)
+            return shared.machine.timerFired(now: timers.now)
         }
         guard let actions else { return }
         for action in actions {
@@ -583,7 +583,7 @@ struct InboundPipeline {
     /// Takes bytes from the server, synchronously (on the transport's reading side).
     mutating func feed(_ bytes: UnsafeRawBufferPointer) throws -> Outcome {
         let connection = connection
-        connection.state.withLockedValue { $0.machine.didReceive(now: connection.timeline.now) }
+        connection.state.withLockedValue { $0.machine.didReceive(now: connection.timers.now) }
         if !run.handshakeDone {
             handshakeBytes.append(contentsOf: bytes)
             let response: HubHandshake.Response
@@ -601,7 +601,7 @@ struct InboundPipeline {
                 let session = session
                 let actions = connection.state.withLockedValue { shared -> [HubConnectionStateMachine.Action] in
                     shared.session = session
-                    return shared.machine.connected(now: connection.timeline.now)
+                    return shared.machine.connected(now: connection.timers.now)
                 }
                 run.markHandshakeDone()
                 connection.metrics.opened()

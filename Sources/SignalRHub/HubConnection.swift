@@ -22,7 +22,6 @@ public final class HubConnection: Service, Sendable {
     public let options: HubConnectionOptions
     let codec: HubProtocolCodec
     package let logger: Logger
-    let timeline: ClockTimeline
     let state: NIOLockedValueBox<Shared>
     /// Holds reading while the handlers or a stream's reader are behind (every transport, every
     /// session of this connection: a full buffer outlives the socket that filled it).
@@ -107,7 +106,6 @@ public final class HubConnection: Service, Sendable {
             }
         }
         self.logger = logger
-        timeline = ClockTimeline(clock: options.runtime.clock)
         metrics = ClientMetrics(protocol: "signalr", client: options.clientLabel, runtime: options.runtime)
         var timing = HubConnectionStateMachine.Timing()
         timing.keepAliveInterval = options.keepAliveInterval
@@ -203,7 +201,7 @@ public final class HubConnection: Service, Sendable {
                             shared.lifecycleTask = nil
                         }
                         shared.endsBeingHandled += 1
-                        return (shared.machine.connectFailed(failure, now: timeline.now), shared.dispatcher)
+                        return (shared.machine.connectFailed(failure, now: timers.now), shared.dispatcher)
                     }
                     dispatcher?.finish()
                     await perform(next)
@@ -320,7 +318,7 @@ public final class HubConnection: Service, Sendable {
                 try await transmit(.invocation(HubInvocation(
                     invocationId: id, target: method, arguments: arguments, streamIds: uploads.map(\.id))), on: session)
             }
-            state.withLockedValue { $0.machine.didSend(now: timeline.now) }
+            state.withLockedValue { $0.machine.didSend(now: timers.now) }
             startUploads(uploads, on: session)
         } catch {
             completePending(id, with: .failure(Self.sendError(error, method: method)))
@@ -345,7 +343,7 @@ public final class HubConnection: Service, Sendable {
         let (values, streams) = try encodeArguments(arguments)
         let session = try currentSession()
         try await transmit(.invocation(HubInvocation(target: method, arguments: values, streamIds: streams.map(\.id))), on: session)
-        state.withLockedValue { $0.machine.didSend(now: timeline.now) }
+        state.withLockedValue { $0.machine.didSend(now: timers.now) }
         startUploads(streams, on: session)
     }
 
@@ -353,7 +351,7 @@ public final class HubConnection: Service, Sendable {
     public func sendRaw(method: String, arguments: [JSONValue]) async throws {
         let session = try currentSession()
         try await transmit(.invocation(HubInvocation(target: method, arguments: arguments)), on: session)
-        state.withLockedValue { $0.machine.didSend(now: timeline.now) }
+        state.withLockedValue { $0.machine.didSend(now: timers.now) }
     }
 
     /// Starts the server-to-client stream `method`. Items arrive in order; the sequence ends with
@@ -381,7 +379,7 @@ public final class HubConnection: Service, Sendable {
         guard registered else { throw RealtimeError(.connectionClosed, "the connection was lost before '\(method)' was sent") }
         do {
             try await transmit(.streamInvocation(HubInvocation(invocationId: id, target: method, arguments: arguments)), on: session)
-            state.withLockedValue { $0.machine.didSend(now: timeline.now) }
+            state.withLockedValue { $0.machine.didSend(now: timers.now) }
         } catch {
             let failure = Self.sendError(error, method: method)
             completePending(id, with: .failure(failure))
@@ -592,7 +590,7 @@ public final class HubConnection: Service, Sendable {
             metrics.failed(Self.realtimeError(error))
             let actions = state.withLockedValue { shared in
                 shared.endsBeingHandled += 1
-                return shared.machine.connectFailed(Self.realtimeError(error), now: timeline.now)
+                return shared.machine.connectFailed(Self.realtimeError(error), now: timers.now)
             }
             await perform(actions)
             releaseStopWaiters()
@@ -607,7 +605,7 @@ public final class HubConnection: Service, Sendable {
             shared.session = nil
             shared.endsBeingHandled += 1
             defer { shared.replay = nil }
-            return (shared.machine.transportClosed(error, allowReconnect: allowReconnect, now: timeline.now), shared.replay, true)
+            return (shared.machine.transportClosed(error, allowReconnect: allowReconnect, now: timers.now), shared.replay, true)
         }
         if handled, let error { metrics.failed(error) }
         replay?.fail(RealtimeError(.connectionClosed, "the connection was lost: \(error?.detail ?? "closed")"))

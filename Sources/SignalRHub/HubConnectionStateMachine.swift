@@ -2,7 +2,8 @@ import RealtimeCore
 
 /// The lifecycle of a hub connection as a value: each input is a `mutating func` that returns the
 /// actions its owner (``HubConnection``) performs. No sockets, no tasks, no clock: times are
-/// offsets on the owner's timeline, so the rules are tested directly (HubConnectionStateMachineTests).
+/// offsets on the runtime's timer queue (the deadlines it returns are armed there), so the rules
+/// are tested directly (HubConnectionStateMachineTests).
 ///
 /// States: disconnected → connecting → connected ⇄ reconnecting → disconnected. A failed first
 /// start does not reconnect (as in the reference clients); a drop after being connected does,

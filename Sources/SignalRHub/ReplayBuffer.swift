@@ -208,7 +208,7 @@ extension HubConnection {
     private func transmit(encoded bytes: [UInt8], _ message: HubMessage, on session: Session) async throws {
         guard let replay = state.withLockedValue({ $0.replay }) else {
             try await session.send(bytes)
-            state.withLockedValue { $0.machine.didSend(now: timeline.now) }
+            state.withLockedValue { $0.machine.didSend(now: timers.now) }
             return
         }
         if message.isSequenced {
@@ -218,14 +218,14 @@ extension HubConnection {
                 if try replay.record(bytes), let current = state.withLockedValue({ $0.session }) {
                     // A failed write is not lost: the buffer keeps it for the resend.
                     if (try? await current.send(bytes)) != nil {
-                        state.withLockedValue { $0.machine.didSend(now: timeline.now) }
+                        state.withLockedValue { $0.machine.didSend(now: timers.now) }
                     }
                 }
             }
         } else if !replay.isReconnecting, let current = state.withLockedValue({ $0.session }) {
             // Pings, Acks: only on a live socket, never replayed.
             try await current.send(bytes)
-            state.withLockedValue { $0.machine.didSend(now: timeline.now) }
+            state.withLockedValue { $0.machine.didSend(now: timers.now) }
         }
     }
 }

@@ -40,4 +40,34 @@ struct HubTimersOnManualClockTests {
         #expect(try await closed.wait(count: 1) == ["timeout"])
         #expect(connection.currentState == .stopped)
     }
+
+    /// A connection made long after its runtime (a shared runtime, a second connection an hour
+    /// later) keeps its deadlines on the runtime's timeline. They used to be offsets from the
+    /// connection's own start, read by the runtime's timer queue as offsets from the queue's start:
+    /// every keep-alive deadline was due at once, the check found it early and armed it again, and
+    /// the timer queue spun (10,000 idle connections took a whole core).
+    @Test("A connection made after its runtime's clock moved on sleeps until its keep-alive, then pings once")
+    func aConnectionMadeLaterKeepsTheRuntimesTimeline() async throws {
+        var options = SignalRTestServer.Options()
+        options.keepAliveInterval = nil
+        let server = try await SignalRTestServer.start(options: options)
+        defer { Task { await server.stop() } }
+        let clock = ManualClock()
+        let runtime = RealtimeRuntime(clock: clock)
+        // The runtime's timer queue exists and its clock moves on before the connection is made.
+        _ = runtime.timers.schedule(after: .seconds(1)) {}
+        clock.advance(by: .seconds(3_600))
+        let connection = HubConnectionBuilder().withUrl(url: server.url, transport: .webSockets).withRuntime(runtime).build()
+        try await connection.start()
+        // The timer queue sleeps until the keep-alive deadline instead of firing it again and again.
+        try await clock.waitForSleepers()
+        let sleepsAfterStart = clock.sleeps.count
+        #expect(clock.sleeps.last == .seconds(15), "the queue sleeps until the first keep-alive: \(clock.sleeps.suffix(3))")
+        #expect(server.pingsReceived == 0)
+        clock.advance(by: .seconds(15))
+        try await waitUntil("the keep-alive Ping") { server.pingsReceived == 1 }
+        try await clock.waitForSleepers()
+        #expect(clock.sleeps.count <= sleepsAfterStart + 2, "one wake for the Ping, not a spin: \(clock.sleeps.count - sleepsAfterStart) sleeps")
+        await connection.stop()
+    }
 }
