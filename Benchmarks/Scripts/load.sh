@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Load: N concurrent connections per protocol (10,000 by default) from one process against servers
 # in another process on loopback. For each protocol it prints how long opening all of them took,
-# resident memory per connection, the CPU the client process spends over 10 s while all are idle,
-# and, for Socket.IO and SignalR, how long a broadcast takes to reach every connection.
+# resident memory per connection, the CPU the client process spends over 30 s while all are idle
+# (two of SignalR's 15 s keep-alive periods), and how long a broadcast takes to reach every connection.
 #   Benchmarks/Scripts/load.sh [N] [EngineCompare binary]
 # Not part of CI. Bounded: each protocol's run is killed after 5 minutes. Raises the descriptor
 # limit to what the hard limit allows (each connection needs one in each process).
@@ -15,7 +15,8 @@ if [ -z "$bin" ]; then
   bin=$PWD/.build/release/EngineCompare
 fi
 ulimit -n "$(ulimit -Hn)"
-echo "[load.sh] $count connections per protocol, descriptor limit $(ulimit -n), $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+export IDLE_SECONDS=${IDLE_SECONDS:-30}
+echo "[load.sh] $count connections per protocol, descriptor limit $(ulimit -n), idle CPU over ${IDLE_SECONDS} s, $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 pids=()
 cleanup() { for p in "${pids[@]}"; do pkill -P "$p" 2>/dev/null || true; kill "$p" 2>/dev/null || true; done; pkill -f "$bin serve" 2>/dev/null || true; }
 trap cleanup EXIT

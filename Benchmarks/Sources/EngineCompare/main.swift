@@ -1,4 +1,5 @@
 import EventSourceClient
+import EventSourceCompat  // onMessage: counts the broadcast without a task per stream
 import Foundation
 import NIOConcurrencyHelpers
 import RealtimeCore
@@ -14,9 +15,11 @@ import SpreadbotClient
 //
 //   EngineCompare serve socketio|signalr|spreadbot      our test server; prints "PORT <n>", serves until stdin closes
 //   EngineCompare sse URL [count]                        `for try await event in source.events` until `done` or count
-//   EngineCompare sse-idle URL N                         N EventSource streams (sse_hold.py), RSS growth / N
+//   EngineCompare sse-idle URL N                         N EventSource streams (sse_hold.py), RSS growth / N,
+//                                                    time to open, idle CPU, a broadcast to all (sse_hold.py's /broadcast)
 //   EngineCompare socketio-idle|signalr-idle|spreadbot-idle URL N   N idle WebSocket clients: RSS growth / N,
-//                                                    time to open, idle CPU; Socket.IO and SignalR: a broadcast to all
+//                                                    time to open, idle CPU, a broadcast to all
+//   (idle CPU is measured over $IDLE_SECONDS, 10 by default)
 //   EngineCompare signalr-stream URL N                   a server-to-client stream of N items (countTo)
 //   EngineCompare signalr-on URL N                       N server invocations to an `on` handler (pushMany)
 //   EngineCompare socketio-on URL N                      N server events to an `on` handler (count)
@@ -66,8 +69,9 @@ let broadcastsReceived = NIOLockedValueBox(0)
 
 /// Opens `count` connections with `open` (64 at a time), then reports RSS growth per connection
 /// once every one is open and the process has settled, how long opening took, the CPU the process
-/// spends over 10 s while every connection is idle, and, with `broadcast`, how long one message
-/// sent to every connection (and the warm-up one) takes to reach them all.
+/// spends over `$IDLE_SECONDS` (10 by default) while every connection is idle, and, with
+/// `broadcast`, how long one message sent to every connection (and the warm-up one) takes to reach
+/// them all.
 func idle(_ what: String, count: Int, broadcast: (@Sendable (any Sendable) async throws -> Void)? = nil,
           _ open: @escaping @Sendable (Int) async throws -> any Sendable) async throws {
     // Warm up the runtime (HTTP client, event loops, first connection) so the baseline includes it.
@@ -91,11 +95,12 @@ func idle(_ what: String, count: Int, broadcast: (@Sendable (any Sendable) async
     let openSeconds = (ContinuousClock.now - opening).seconds
     try await Task.sleep(for: .seconds(2))
     let after = residentKiB()
+    let idleSeconds = ProcessInfo.processInfo.environment["IDLE_SECONDS"].flatMap(Int.init) ?? 10
     let cpuBefore = cpuSeconds()
-    try await Task.sleep(for: .seconds(10))
-    let idleCPU = (cpuSeconds() - cpuBefore) / 10 * 100
+    try await Task.sleep(for: .seconds(idleSeconds))
+    let idleCPU = (cpuSeconds() - cpuBefore) / Double(idleSeconds) * 100
     var line = "\(what): \(count) idle connections, RSS \(before) -> \(after) KiB, \(String(format: "%.1f", Double(after - before) / Double(count))) KiB per connection"
-    line += String(format: ", opened in %.1f s, idle CPU %.2f %% of a core", openSeconds, idleCPU)
+    line += String(format: ", opened in %.1f s, idle CPU %.2f %% of a core over %d s", openSeconds, idleCPU, idleSeconds)
     if let broadcast {
         let sent = ContinuousClock.now
         try await broadcast(warm)
@@ -151,7 +156,23 @@ case "serve":
     case "spreadbot":
         let server = try await SpreadbotTestServer.start()
         port = server.port
-        stoppers.append { await server.stop() }
+        // A client's send on /idle asks for a broadcast: every subscriber of /idle gets `news`
+        // (the test server has no broadcast request of its own; this loop stands in for one).
+        let watcher = Task {
+            var asked = 0
+            while !Task.isCancelled {
+                let now = server.received(on: "idle").count
+                if now > asked {
+                    asked = now
+                    _ = server.publish("news", to: "idle")
+                }
+                try? await Task.sleep(for: .milliseconds(50))
+            }
+        }
+        stoppers.append {
+            watcher.cancel()
+            await server.stop()
+        }
     default:
         fail("serve socketio|signalr|spreadbot")
     }
@@ -187,8 +208,12 @@ case "sse", "sse-detached":
 
 case "sse-idle":
     guard let url = argument(1).flatMap(URL.init(string:)) else { fail("sse-idle URL N") }
-    try await idle("sse", count: number(2, 2000)) { _ in
+    try await idle("sse", count: number(2, 2000), broadcast: { _ in
+        // sse_hold.py writes `news` to every stream it holds.
+        _ = try await HTTPTransport.execute(HTTPRequestSpec(url: url.absoluteString + "broadcast"))
+    }) { _ in
         let source = EventSource(url: url, configuration: EventSourceConfiguration(reachability: AlwaysReachable()))
+        source.onMessage { _, _, data in if data == "news" { broadcastsReceived.withLockedValue { $0 += 1 } } }
         var iterator = source.events.makeAsyncIterator()
         _ = try await iterator.next()
         return source
@@ -250,11 +275,15 @@ case "signalr-idle":
 
 case "spreadbot-idle":
     guard let url = argument(1) else { fail("spreadbot-idle URL N") }
-    try await idle("spreadbot", count: number(2, 2000)) { _ in
+    try await idle("spreadbot", count: number(2, 2000), broadcast: { warm in
+        // `serve spreadbot` publishes `news` to /idle when a client sends there.
+        try await (warm as! Spreadbot).send("broadcast")
+    }) { _ in
         var configuration = SpreadbotConfiguration(baseURL: url, accessToken: "access-0")
         configuration.reachability = AlwaysReachable()
         configuration.transports = [.webSocket]
         let client = Spreadbot(configuration: configuration)
+        client.onMessage { _, _, data in if data.string == "news" { broadcastsReceived.withLockedValue { $0 += 1 } } }
         client.establishConnection(path: "idle")
         for await state in client.stateUpdates() where state == .connected { break }
         return client
