@@ -96,6 +96,7 @@ public final class SignalRTestServer: Sendable {
         var recordedHeaders: [(request: String, value: String?)] = []
         var received: [String] = []
         var acknowledgementsHeld = false
+        var dropsReattachedSockets = false
     }
 
     /// The options the server was started with.
@@ -217,6 +218,12 @@ public final class SignalRTestServer: Sendable {
 
     var acknowledgementsHeld: Bool { state.withLockedValue { $0.acknowledgementsHeld } }
 
+    /// A stateful peer (or a network) that takes each re-attached WebSocket and loses it at once
+    /// (while `drop`): the socket is closed right after the server's Sequence and replay.
+    public func dropReattachedSockets(_ drop: Bool) {
+        state.withLockedValue { $0.dropsReattachedSockets = drop }
+    }
+
     /// Starts a server on 127.0.0.1 (an ephemeral port unless `options.port` is set).
     public static func start(options: Options = Options()) async throws -> SignalRTestServer {
         let server = SignalRTestServer(options: options)
@@ -283,6 +290,7 @@ public final class SignalRTestServer: Sendable {
                         }
                         server.state.withLockedValue { $0.reattachCount += 1 }
                         try await detached.reattach(outbound)
+                        if server.state.withLockedValue({ $0.dropsReattachedSockets }) { await detached.closeSocket() }
                         try await detached.run(inbound: inbound)
                         return
                     }
@@ -719,7 +727,7 @@ final class ServerHubConnection: Sendable {
             }
             guard var current = framer, let codec = shared.withLockedValue({ $0.codec }) else { continue }
             var messages: [HubMessage] = []
-            try current.consume(bytes) { (body) throws(HubProtocolError) in messages.append(try codec.decode(body: body)) }
+            try endsForGood { try current.consume(bytes) { (body) throws(HubProtocolError) in messages.append(try codec.decode(body: body)) } }
             framer = current
             guard let replay = shared.withLockedValue({ $0.replay }) else {
                 if messages.count > 1 { shared.withLockedValue { $0.batch = [] } }
@@ -742,7 +750,7 @@ final class ServerHubConnection: Sendable {
                 case .ack(let sequenceId):
                     replay.acknowledged(sequenceId)
                 case .sequence(let sequenceId):
-                    try replay.sequence(sequenceId)
+                    try endsForGood { try replay.sequence(sequenceId) }
                 case let message where message.isSequenced:
                     let (process, scheduleAck) = replay.incoming()
                     if scheduleAck {
@@ -759,6 +767,15 @@ final class ServerHubConnection: Sendable {
                     try await handle(message)
                 }
             }
+        }
+    }
+
+    /// A protocol error (an invalid message, a Sequence that skips messages) ends the connection
+    /// for good, as in ASP.NET Core: it does not wait for a stateful client's next socket.
+    private func endsForGood(_ body: () throws -> Void) throws {
+        do { try body() } catch {
+            shared.withLockedValue { $0.closing = true }
+            throw error
         }
     }
 

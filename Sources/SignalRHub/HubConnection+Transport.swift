@@ -41,7 +41,10 @@ extension HubConnection {
             }
             var headers = options.httpHeaders
             if let bearer { headers.replaceOrAdd(name: "Authorization", value: "Bearer \(bearer)") }
-            state.withLockedValue { $0.replay = nil }
+            state.withLockedValue {
+                $0.replay = nil
+                $0.resumes = nil
+            }
             try await openWebSocket(url: options.url, headers: headers)
             return
         }
@@ -74,7 +77,10 @@ extension HubConnection {
             let url = Negotiation.transportURL(result.url, connectionToken: result.connectionToken)
             // Stateful reconnect needs the server's agreement and a WebSocket.
             let stateful = result.useStatefulReconnect && transport == .webSockets
-            state.withLockedValue { $0.replay = stateful ? ReplayBuffer(limit: options.statefulReconnectBufferSize) : nil }
+            state.withLockedValue {
+                $0.replay = stateful ? ReplayBuffer(limit: options.statefulReconnectBufferSize) : nil
+                $0.resumes = stateful ? ReconnectMachine(policy: Self.statefulReconnectPolicy) : nil
+            }
             do {
                 switch transport {
                 case .webSockets: try await openWebSocket(url: url, headers: headers)
@@ -99,6 +105,13 @@ extension HubConnection {
 
     /// Delays before each attempt to replace a lost WebSocket statefully.
     static let statefulReconnectDelays: [Duration] = [.zero, .milliseconds(250), .seconds(1), .seconds(2)]
+
+    /// Stateful reconnect's rule: the delays above, and a re-attached socket that drops within
+    /// 5 s before it proved itself (`InboundPipeline.proven()`) counts as a failed attempt, so a
+    /// server (or network) that takes each new socket and drops it at once ends the connection
+    /// after four attempts instead of getting the replay buffer resent in a loop.
+    static let statefulReconnectPolicy = ReconnectPolicy(
+        backoff: .fixed(statefulReconnectDelays), reachability: AlwaysReachable(), shouldRetry: { _ in true }, stableAfter: .seconds(5))
 
     /// The transport in use (nil when not connected).
     public var transport: HttpTransportType? { state.withLockedValue { $0.session?.transport } }
@@ -140,29 +153,17 @@ extension HubConnection {
                 return
             }
             let (error, allowReconnect) = run.outcome(transportError: endError)
-            // Stateful reconnect: a lost WebSocket (not a Close message, not stop()) is replaced
-            // once with the same connection id; pending calls wait, nothing is lost or doubled.
+            // Stateful reconnect: a lost WebSocket (not a Close message, not stop()) is replaced by
+            // a new one with the same connection id; pending calls wait, nothing is lost or doubled.
             if let error, allowReconnect, !run.closedByServerMessage, let resume,
                 let replay = self.state.withLockedValue({ $0.replay })
             {
                 replay.disconnected()
                 self.logger.debug("WebSocket lost, reconnecting statefully", metadata: ["realtime.error_code": "\(error.code)", "realtime.error": "\(error.detail)"])
-                // The reference clients try once; a socket that fails while it opens (the network
-                // is still flapping) gets three more tries, well within the server's wait
-                // (30 s by default in ASP.NET Core).
-                for delay in HubConnection.statefulReconnectDelays {
-                    try? await self.timers.wait(for: delay)
-                    guard self.state.withLockedValue({ $0.machine.state == .connected }) else {
-                        self.logger.debug("stateful reconnect stopped: the connection is no longer connected")
-                        break
-                    }
-                    do {
-                        try await resume()
-                        return
-                    } catch {
-                        self.logger.debug("stateful reconnect attempt failed", metadata: ["realtime.error": "\(Self.realtimeError(error).detail)"])
-                    }
-                }
+                // The reference clients try once; we make up to four attempts (a network that is
+                // still flapping), well within the server's wait (30 s by default in ASP.NET Core),
+                // counted across new sockets that drop again before they proved themselves.
+                if await self.resumeStatefully(after: error, resume) { return }
                 self.logger.debug("stateful reconnect gave up, the connection ends")
             } else if let error {
                 self.logger.debug(
@@ -176,6 +177,41 @@ extension HubConnection {
         }
         run.setTask(task)
         try await ready.value()
+    }
+
+    /// Replaces a lost WebSocket statefully, following `resumes` (``statefulReconnectPolicy``):
+    /// true once a new socket is attached, false when the attempts are used up or the connection
+    /// stopped meanwhile.
+    private func resumeStatefully(after error: RealtimeError, _ resume: @Sendable () async throws -> Void) async -> Bool {
+        var actions = state.withLockedValue { $0.resumes?.ended(.dropped(error, minimumDelay: nil), now: timers.now) } ?? []
+        while !actions.isEmpty {
+            let action = actions.removeFirst()
+            switch action {
+            case .waitForNetwork:
+                actions += state.withLockedValue { $0.resumes?.networkReachable() } ?? []
+            case .scheduleRetry(let delay, _):
+                try? await timers.wait(for: delay)
+                actions += state.withLockedValue { $0.resumes?.retryDue() } ?? []
+            case .connect(let attempt):
+                guard state.withLockedValue({ $0.machine.state == .connected }) else {
+                    logger.debug("stateful reconnect stopped: the connection is no longer connected")
+                    return false
+                }
+                do {
+                    try await resume()
+                    return true
+                } catch {
+                    let failure = Self.realtimeError(error)
+                    logger.debug("stateful reconnect attempt failed", metadata: ["realtime.attempt": "\(attempt)", "realtime.error": "\(failure.detail)"])
+                    actions += state.withLockedValue { $0.resumes?.ended(.dropped(failure, minimumDelay: nil), now: timers.now) } ?? []
+                }
+            case .finished:
+                return false
+            case .publish, .report:
+                continue
+            }
+        }
+        return false
     }
 
     // MARK: WebSockets
@@ -240,10 +276,13 @@ extension HubConnection {
                         return try await replay.resend({ codec.encode(.sequence(sequenceId: $0)) }, write: { try await session.send($0) })
                     }
                     if let ack { try await session.send(codec.encode(.ack(sequenceId: ack))) }
-                    self.state.withLockedValue { $0.statefulReconnects += 1 }
+                    self.state.withLockedValue {
+                        $0.statefulReconnects += 1
+                        _ = $0.resumes?.opened(now: timers.now)
+                    }
                     run.markHandshakeDone()
                     self.armKeepAlive(session: session, run: run)
-                    pipeline.skipHandshake()
+                    pipeline.resumed(lastResentId: replay.lastSentId)
                     ready.complete(.success(()))
                 } else {
                     // Version 2 carries Ack and Sequence; it is asked for only with stateful reconnect,
@@ -559,6 +598,10 @@ struct InboundPipeline {
     private var handshakeBytes: [UInt8] = []
     private var framer: HubMessageFramer
     private var messages: [HubMessage] = []
+    /// Stateful reconnect: until this socket proves it works (the server acknowledges a message
+    /// sent after this id, or a new message from the server is processed), it counts as a failed
+    /// attempt if it drops within 5 s. nil once proven, or without stateful reconnect.
+    private var unprovenAfter: Int64?
 
     init(connection: HubConnection, session: HubConnection.Session, run: SessionRun, ready: OneShot<Void>) {
         self.connection = connection
@@ -568,8 +611,17 @@ struct InboundPipeline {
         framer = HubMessageFramer(connection.options.hubProtocol, maximumMessageSize: connection.options.maximumReceiveMessageSize)
     }
 
-    /// A resumed socket (stateful reconnect) has no handshake.
-    mutating func skipHandshake() { handshakeBytes = [] }
+    /// A resumed socket (stateful reconnect) has no handshake; it is proven by an Ack of a
+    /// message after `lastResentId` or a new message from the server.
+    mutating func resumed(lastResentId: Int64) {
+        handshakeBytes = []
+        unprovenAfter = lastResentId
+    }
+
+    private mutating func proven() {
+        unprovenAfter = nil
+        connection.state.withLockedValue { $0.resumes?.progressed() }
+    }
 
     /// What reading does after a feed.
     enum Outcome {
@@ -601,9 +653,14 @@ struct InboundPipeline {
                 let session = session
                 let actions = connection.state.withLockedValue { shared -> [HubConnectionStateMachine.Action] in
                     shared.session = session
+                    if shared.resumes != nil {
+                        _ = shared.resumes?.start()
+                        _ = shared.resumes?.opened(now: connection.timers.now)
+                    }
                     return shared.machine.connected(now: connection.timers.now)
                 }
                 run.markHandshakeDone()
+                if connection.state.withLockedValue({ $0.resumes != nil }) { unprovenAfter = 0 }
                 connection.metrics.opened()
                 connection.armKeepAlive(session: session, run: run)
                 ready.complete(.success(()))
@@ -646,6 +703,7 @@ struct InboundPipeline {
             switch message {
             case .ack(let id):
                 replay.ack(id)
+                if let after = unprovenAfter, id > after { proven() }
                 continue
             case .sequence(let id):
                 _ = replay.receive(message)
@@ -657,6 +715,7 @@ struct InboundPipeline {
             let (process, scheduleAck) = replay.receive(message)
             if scheduleAck { connection.scheduleAck(replay) }
             guard process else { continue }
+            if unprovenAfter != nil { proven() }
             switch connection.handle(message, run: run) {
             case .goOn: continue
             case .close: return .close

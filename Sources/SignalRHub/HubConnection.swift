@@ -46,6 +46,9 @@ public final class HubConnection: Service, Sendable {
         var lastError: RealtimeError?
         /// Stateful reconnect's replay buffer, when the server agreed to it (WebSockets only).
         var replay: ReplayBuffer?
+        /// Stateful reconnect's attempts, counted across re-attached sockets that did not stay up
+        /// (the one reconnect rule of every client, with stateful reconnect's delays).
+        var resumes: ReconnectMachine?
         var statefulReconnects = 0
         /// `stop()` calls waiting for the transport to be gone and its end handled.
         var stopWaiters: [CheckedContinuation<Void, Never>] = []

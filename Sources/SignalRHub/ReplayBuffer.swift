@@ -45,6 +45,8 @@ package final class ReplayBuffer: Sendable {
 
     package var isReconnecting: Bool { state.withLockedValue { $0.reconnecting } }
     package var bufferedByteCount: Int { state.withLockedValue { $0.bufferedBytes } }
+    /// The sequence id of the last message recorded (0 before the first).
+    package var lastSentId: Int64 { state.withLockedValue { $0.sent } }
 
     /// Asks room for an outgoing sequenced message of `size` bytes: nil when it may be recorded now
     /// (its bytes are reserved), else a wait that completes when acknowledgements made room, or

@@ -217,6 +217,44 @@ struct StatefulReconnectTests {
         await connection.stop()
     }
 
+    /// SignalRGuide.md: the tries are counted across new sockets that drop again within 5 s. A
+    /// server that takes each re-attached socket and closes it at once gets four, then the
+    /// connection ends and says so (onClosed, the pending call fails): not an endless loop of
+    /// re-attaches, each resending the replay buffer.
+    @Test("A server that drops every re-attached socket at once: four tries, then the connection ends and says so")
+    func reattachedSocketsThatDropAtOnce() async throws {
+        var options = SignalRTestServer.Options()
+        options.statefulReconnect = true
+        let server = try await SignalRTestServer.start(options: options)
+        defer { Task { await server.stop() } }
+        server.method("never", concurrent: true) { _ in
+            try await Task.sleep(for: .seconds(3_600))
+            return nil
+        }
+        let connection = HubConnectionBuilder().withUrl(url: server.url, transport: .webSockets)
+            .withOptions { $0.statefulReconnect = true }.build()
+        let closed = Recorder<String>()
+        connection.onClosed { error in closed.append(String(describing: error)) }
+        try await connection.start()
+        #expect(connection.isStateful)
+        let call = Task { () -> String in
+            do {
+                _ = try await connection.invoke(method: "never") as JSONValue?
+                return "returned"
+            } catch let error as RealtimeError { return "\(error.code)" } catch { return "\(error)" }
+        }
+        try await waitUntil("the call reached the server") { server.receivedTargets.contains("never") }
+        server.dropReattachedSockets(true)
+        await server.dropAll()
+        // 0 + 0.25 + 1 + 2 s of delays; the limit is for a loaded machine.
+        let reasons = try await closed.wait(count: 1, within: 60)
+        #expect(reasons.first != "nil", "the end says why")
+        #expect(await call.value == "connectionClosed")
+        #expect(connection.currentState == .stopped)
+        #expect((1...4).contains(server.reattachCount), "re-attached \(server.reattachCount) times")
+        #expect(connection.statefulReconnectCount <= 4)
+    }
+
     @Test("Without the server's agreement the option changes nothing: a cut fails pending calls")
     func serverDeclines() async throws {
         let peer = try await PythonPeer.start(scriptPath: signalRPeerScript("aiosignalr_server.py"))
