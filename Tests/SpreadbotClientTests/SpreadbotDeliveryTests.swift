@@ -149,6 +149,8 @@ struct SpreadbotDeliveryTests {
         // 1 s: a shorter ping misses pongs on a loaded CI machine and churns connections.
         let (server, proxy, client, recorder) = try await connectedThroughProxy("quiet") { $0.webSocketPingInterval = .seconds(1) }
         defer { stop(server, proxy) }
+        // Only the WebSocket has the ping (an SSE fallback would never notice the stall).
+        #expect(client.transport == .webSocket, "opened \(client.transport.map { "\($0)" } ?? "nothing"); errors: \(recorder.errors)")
         proxy.inject(.stall(.both, for: nil))
         await eventually("the stall was noticed") { client.state != .connected }
         proxy.resume()

@@ -30,7 +30,7 @@ struct SpreadbotStreamTests {
         }
         client.establishConnection(path: "prices")
         await eventually("connected") { client.state == .connected }
-        #expect(client.transport == expected)
+        #expect(client.transport == expected, "errors: \(recorder.errors)")
         #expect(await transports.value == [nil, expected])
         #expect(recorder.opens == 1)
 

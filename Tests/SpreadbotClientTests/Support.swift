@@ -16,6 +16,10 @@ func spreadbotConfiguration(_ server: SpreadbotTestServer, baseURL: String? = ni
     configuration.maxReconnectDelay = .milliseconds(200)
     configuration.retryDelay = .milliseconds(50)
     configuration.pollInterval = .milliseconds(100)
+    // The full suite starts every suite at once on two cores, where opening a loopback WebSocket
+    // has taken over 5 s (the default): the client then fell back to SSE, which a test that
+    // expects the WebSocket misreads. Tests of the timeout itself set their own.
+    configuration.requestTimeout = .seconds(30)
     return configuration
 }
 
