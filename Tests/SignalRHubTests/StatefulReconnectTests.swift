@@ -228,7 +228,10 @@ struct StatefulReconnectTests {
         let server = try await SignalRTestServer.start(options: options)
         defer { Task { await server.stop() } }
         server.method("never", concurrent: true) { _ in
-            try await Task.sleep(for: .seconds(3_600))
+            // Pending until the server stops (a stream nobody finishes; cancellation ends the wait).
+            let (pending, keepOpen) = AsyncStream<Void>.makeStream()
+            for await _ in pending {}
+            keepOpen.finish()
             return nil
         }
         let connection = HubConnectionBuilder().withUrl(url: server.url, transport: .webSockets)
