@@ -48,6 +48,15 @@ package final class TimerQueue: Sendable {
     /// Deadlines pending (not yet due, not cancelled).
     package var pendingCount: Int { state.withLockedValue { $0.actions.count } }
 
+    /// The earliest pending deadline (for tests that move a manual clock from one deadline to the next).
+    package var nextDeadline: Duration? {
+        state.withLockedValue { state in
+            var earliest: Duration?
+            for entry in state.heap where state.actions[entry.id] != nil { earliest = min(earliest ?? entry.deadline, entry.deadline) }
+            return earliest
+        }
+    }
+
     /// Entries in the heap, cancelled ones included (for tests of its compaction).
     package var heapCount: Int { state.withLockedValue { $0.heap.count } }
 

@@ -33,9 +33,15 @@ struct WebSocketClientChannel {
     /// The first WebSocket protocol error seen on the channel (an oversized frame, bad framing): the frame
     /// stream may end before that error reaches the reader, so the transport reports it from here.
     let protocolError = ProtocolErrorRecorder.Box(nil)
+    /// The keep-alive's pings and pongs.
+    let keepAliveCounts = NIOLockedValueBox(WebSocketKeepAliveCounts())
 
-    init(url: String, configuration: WebSocketConfiguration) throws {
+    /// The runtime's timer queue, for the keep-alive (``WebSocketKeepAlive``).
+    let timers: TimerQueue
+
+    init(url: String, configuration: WebSocketConfiguration, timers: TimerQueue) throws {
         self.url = url
+        self.timers = timers
         self.target = try Endpoint(url, allowedSchemes: ["ws", "wss", "http", "https"])
         self.configuration = configuration
         sslContext = target.isSecure ? try configuration.tls.sslContext() : nil
@@ -155,6 +161,7 @@ struct WebSocketClientChannel {
         let offeredProtocols = configuration.subprotocols
         let builders = extensionBuilders
         let recorded = protocolError
+        let (keepAlive, timers, counts) = (configuration.autoPing, timers, keepAliveCounts)
         let upgrader = WebSocketClientUpgrader<Outcome>(
             maxFrameSize: max(configuration.maxMessageSize, 125),
             upgradeAccepted: { halfClosure.value.upgradeAccepted() },
@@ -171,6 +178,9 @@ struct WebSocketClientChannel {
                     }
                     let extensions = try builders.buildClientExtensions(from: HTTPFields(head.headers))
                     try channel.pipeline.syncOperations.addHandler(ProtocolErrorRecorder(box: recorded))
+                    if let interval = keepAlive {
+                        try channel.pipeline.syncOperations.addHandler(WebSocketKeepAlive(interval: interval, timers: timers, failure: recorded, counts: counts))
+                    }
                     let asyncChannel = try NIOAsyncChannel<WebSocketFrame, WebSocketFrame>(wrappingChannelSynchronously: channel)
                     custody.hold(asyncChannel)
                     halfClosure.value.upgradeCompleted()

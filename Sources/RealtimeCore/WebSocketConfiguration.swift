@@ -19,7 +19,11 @@ public struct WebSocketConfiguration: Sendable {
     /// frame read off the wire. A larger one closes the connection with code 1009 and fails with
     /// ``RealtimeError/Code/messageTooLarge``. Default 1 MiB.
     public var maxMessageSize: Int
-    /// Send a ping this often when idle and close the connection if no pong comes back; nil disables.
+    /// The keep-alive interval: a ping goes out after this long without a frame from the peer, and
+    /// the connection fails with ``RealtimeError/Code/timeout`` when the next interval passes
+    /// without an answer, so a silent peer is found within three intervals. A consumer that stopped
+    /// reading (its buffer full) is not taken for a silent peer. Runs on the runtime's clock; nil
+    /// disables.
     public var autoPing: Duration?
     /// How long the TCP connect, TLS handshake and upgrade may take together (a refused upgrade's
     /// body excerpt is read within the same limit).

@@ -14,6 +14,9 @@ public struct WebSocketConnection: Sendable {
     let closeRequested: NIOLockedValueBox<Bool>
     /// The server's answer to the upgrade: status, headers, chosen subprotocol and extensions.
     public let upgradeResponse: WebSocketUpgradeResponse
+    let keepAliveCountsBox: NIOLockedValueBox<WebSocketKeepAliveCounts>
+    /// Pings the keep-alive sent and pongs it received so far.
+    package var keepAliveCounts: WebSocketKeepAliveCounts { keepAliveCountsBox.withLockedValue { $0 } }
 
     /// Sends one message; returns once it is written to the socket (this is the backpressure).
     public func send(_ message: RealtimeMessage) async throws {
@@ -139,12 +142,13 @@ public enum WebSocketTransport {
         var configuration = configuration
         // The upgrade request carries the active span's propagation headers, like every HTTP request.
         runtime.injectTraceContext(nil, into: &configuration.headers)
-        let channelFactory = try WebSocketClientChannel(url: url, configuration: configuration)
+        let channelFactory = try WebSocketClientChannel(url: url, configuration: configuration, timers: runtime.timers)
         let eventLoop = runtime.eventLoopGroup.next()
         let phase = NIOLockedValueBox(ConnectPhase.connecting)
         let closeRequested = NIOLockedValueBox(false)
         let maxMessageSize = configuration.maxMessageSize
-        let autoPing: AutoPingSetup = configuration.autoPing.map { .enabled(timePeriod: $0) } ?? .disabled
+        // The keep-alive is ours (WebSocketKeepAlive, on the runtime's timer queue), not a task per connection.
+        let autoPing = AutoPingSetup.disabled
         let (closeTimeout, validateUTF8) = (configuration.closeTimeout, configuration.validateUTF8)
         let libraryLogger = runtime.libraryLogger
         let closeFrame: WebSocketCloseFrame?
@@ -185,7 +189,8 @@ public enum WebSocketTransport {
                         inbound: WebSocketMessages(
                             base: inbound, outbound: outbound, maxMessageSize: maxMessageSize, validateUTF8: validateUTF8,
                             url: url),
-                        outbound: outbound, closeRequested: closeRequested, upgradeResponse: opened.response)
+                        outbound: outbound, closeRequested: closeRequested, upgradeResponse: opened.response,
+                        keepAliveCountsBox: channelFactory.keepAliveCounts)
                     try await body(connection)
                 }
             }

@@ -160,7 +160,7 @@ public struct SpreadbotConfiguration: Sendable, CustomStringConvertible {
     /// "Delivery"). Default false (WebSocket frames, as the seed did).
     public var acknowledgedSends: Bool
     /// The WebSocket sends a ping this often when idle and ends the connection (then reconnects)
-    /// when no pong comes back: a silent half-open connection is found within twice this. nil
+    /// when nothing answers: a silent half-open connection is found within three times this. nil
     /// disables it. Default 30 s.
     public var webSocketPingInterval: Duration?
     /// Limit for one REST request, for a send's POST and for opening each transport. Default 5 s.

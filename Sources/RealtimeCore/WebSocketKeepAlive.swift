@@ -1,0 +1,164 @@
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOWebSocket
+
+/// The rule of a client WebSocket's keep-alive, as a value: every `interval` it looks at what the
+/// connection heard since the last look.
+///
+/// - Something arrived (any frame, a pong among them): the peer is alive, nothing to send.
+/// - Nothing arrived and no ping is out: send a ping.
+/// - Nothing arrived since the ping went out: the peer is gone; close.
+/// - Nothing arrived because we stopped reading (the consumer is behind): the silence is ours, so
+///   neither a ping nor a verdict.
+///
+/// So a silent peer is found within three intervals, a busy connection sends no pings, and a slow
+/// consumer is never taken for a dead peer.
+package struct WebSocketKeepAliveRule: Sendable, Equatable {
+    package enum Action: Sendable, Equatable {
+        case none
+        case sendPing
+        case close
+    }
+
+    private var heard = true
+    private var pingOut = false
+
+    package init() {}
+
+    /// A frame arrived.
+    package mutating func received() {
+        heard = true
+        pingOut = false
+    }
+
+    /// Reading starts or resumes after the consumer caught up: what the peer sent meanwhile is
+    /// about to be read, so the next interval does not count as silence.
+    package mutating func readingResumed() {
+        heard = true
+    }
+
+    /// An interval passed; `reading` says whether the channel was waiting for bytes (not paused by
+    /// its consumer).
+    package mutating func tick(reading: Bool) -> Action {
+        if heard {
+            heard = false
+            return .none
+        }
+        guard reading else { return .none }
+        if pingOut { return .close }
+        pingOut = true
+        return .sendPing
+    }
+}
+
+/// Pings sent and pongs received by one connection's keep-alive (for tests that move a manual clock:
+/// the answer to a ping travels in real time).
+package struct WebSocketKeepAliveCounts: Sendable, Equatable {
+    package var pings = 0
+    package var pongs = 0
+}
+
+/// Keeps a client WebSocket alive on the runtime's timer queue (``WebSocketKeepAliveRule``): no task
+/// per connection, one heap entry per interval; the ping is written on the channel's event loop.
+/// When the peer stays silent the channel is closed and ``ProtocolErrorRecorder``'s box gets a
+/// `timeout` error, which the transport reports.
+final class WebSocketKeepAlive: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = WebSocketFrame
+    typealias InboundOut = WebSocketFrame
+    typealias OutboundIn = WebSocketFrame
+    typealias OutboundOut = WebSocketFrame
+
+    private let interval: Duration
+    private let timers: TimerQueue
+    private let failure: ProtocolErrorRecorder.Box
+    private let counts: NIOLockedValueBox<WebSocketKeepAliveCounts>
+    private var rule = WebSocketKeepAliveRule()
+    private var timer: TimerQueue.Timer?
+    private var context: ChannelHandlerContext?
+    /// A `read` passed towards the socket and no bytes came since: the channel waits for the peer.
+    /// True when the handler is added: the channel reads automatically, and the read that followed
+    /// the upgrade response is outstanding (a consumer's backpressure holds later ones above us).
+    private var reading = true
+
+    init(interval: Duration, timers: TimerQueue, failure: ProtocolErrorRecorder.Box, counts: NIOLockedValueBox<WebSocketKeepAliveCounts>) {
+        self.interval = interval
+        self.timers = timers
+        self.failure = failure
+        self.counts = counts
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+        arm(context)
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        stop()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        stop()
+        context.fireChannelInactive()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        rule.received()
+        // Pongs answer our pings: nobody above asked for them.
+        if unwrapInboundIn(data).opcode == .pong {
+            counts.withLockedValue { $0.pongs += 1 }
+            return
+        }
+        context.fireChannelRead(data)
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        reading = false
+        context.fireChannelReadComplete()
+    }
+
+    func read(context: ChannelHandlerContext) {
+        if !reading {
+            reading = true
+            rule.readingResumed()
+        }
+        context.read()
+    }
+
+    private func stop() {
+        if let timer { timers.cancel(timer) }
+        timer = nil
+        context = nil
+    }
+
+    private func arm(_ context: ChannelHandlerContext) {
+        let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
+        let eventLoop = context.eventLoop
+        timer = timers.schedule(after: interval) {
+            eventLoop.execute { handler.value.tick() }
+        }
+    }
+
+    private func tick() {
+        guard let context else { return }
+        switch rule.tick(reading: reading) {
+        case .none:
+            break
+        case .sendPing:
+            var payload = context.channel.allocator.buffer(capacity: 8)
+            payload.writeInteger(UInt64.random(in: .min ... .max))
+            let frame = WebSocketFrame(fin: true, opcode: .ping, maskKey: .random(), data: payload)
+            counts.withLockedValue { $0.pings += 1 }
+            context.writeAndFlush(wrapOutboundOut(frame), promise: nil)
+        case .close:
+            let interval = interval
+            failure.withLockedValue {
+                if $0 == nil { $0 = RealtimeError(.timeout, "the WebSocket peer answered nothing for \(interval) after a ping") }
+            }
+            self.context = nil
+            timer = nil
+            context.close(promise: nil)
+            return
+        }
+        arm(context)
+    }
+}
