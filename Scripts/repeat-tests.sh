@@ -22,7 +22,7 @@ for i in $(seq 1 "$runs"); do
   echo "run $i: $summary ($(( $(date +%s) - start )) s)" | tee -a "$log"
   if ! printf '%s\n' "$summary" | grep -q " 0 failed"; then
     bad=$((bad + 1))
-    printf '%s\n' "$out" | grep -E "^✘ Test |Expectation failed|Caught error|hung:|exceeded" | head -20 | sed 's/^/    /' | tee -a "$log"
+    printf '%s\n' "$out" | grep -E "^✘ Test |Expectation failed|Caught error|hung:|exceeded|^↳ [^/]" | grep -v "Testing Library\|Target Platform" | head -30 | sed 's/^/    /' | tee -a "$log"
   fi
 done
 echo "$runs runs, $bad with failures" | tee -a "$log"

@@ -1,5 +1,6 @@
 public import NIOSSL
 import NIOConcurrencyHelpers
+import NIOCore
 
 /// TLS settings shared by every transport (WebSocket and HTTP alike).
 ///
@@ -58,6 +59,9 @@ public struct TLSOptions: Sendable, Hashable {
     /// certificate's IP subject alternative names.
     public var serverName: String?
     var verificationDisabled: Bool
+    /// How long a TLS close waits for the peer's close_notify (swift-nio-ssl's default, 5 s, when
+    /// nil); a test sets it far beyond any scheduling delay, so waiting for it cannot pass for load.
+    package var shutdownTimeout: Duration?
 
     /// Makes options; every parameter is the property of the same name.
     public init(
@@ -93,6 +97,7 @@ public struct TLSOptions: Sendable, Hashable {
     public func makeTLSConfiguration() throws -> TLSConfiguration {
         var configuration = TLSConfiguration.makeClientConfiguration()
         configuration.certificateVerification = verificationDisabled ? .none : .fullVerification
+        if let shutdownTimeout { configuration.shutdownTimeout = TimeAmount(shutdownTimeout) }
         do {
             switch trustRoots.base {
             case .system:

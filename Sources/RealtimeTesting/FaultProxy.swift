@@ -302,7 +302,7 @@ public final class FaultProxy: Sendable {
     }
 
     /// Waits until at least `count` connections have been accepted (for example a client's reconnection).
-    public func waitForConnections(_ count: Int, timeout: Duration = .seconds(10)) async throws {
+    public func waitForConnections(_ count: Int, timeout: Duration = .seconds(30)) async throws {
         let deadline = ContinuousClock.now.advanced(by: timeout)
         while statistics.connectionsAccepted < count {
             guard ContinuousClock.now < deadline else {

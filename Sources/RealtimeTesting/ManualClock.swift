@@ -84,7 +84,7 @@ public final class ManualClock: Clock, Sendable {
     }
 
     /// Waits (yielding, never sleeping on a real clock for long) until `count` sleepers wait.
-    public func waitForSleepers(_ count: Int = 1, limit: Duration = .seconds(10)) async throws {
+    public func waitForSleepers(_ count: Int = 1, limit: Duration = .seconds(30)) async throws {
         let start = ContinuousClock.now
         while sleeperCount < count {
             if ContinuousClock.now - start > limit {

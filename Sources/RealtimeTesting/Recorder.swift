@@ -32,7 +32,7 @@ public final class Recorder<Value: Sendable>: Sendable {
 
     /// Waits until at least `count` values arrived, or `limit` passed; returns what is there.
     @discardableResult
-    public func wait(for count: Int, limit: Duration = .seconds(20)) async -> [Value] {
+    public func wait(for count: Int, limit: Duration = .seconds(30)) async -> [Value] {
         let arrived = await withTaskGroup(of: Bool.self) { group in
             group.addTask {
                 await withCheckedContinuation { continuation in
@@ -65,7 +65,7 @@ public final class Recorder<Value: Sendable>: Sendable {
     }
 
     /// Waits until at least `count` values arrived; throws when `seconds` pass first.
-    public func wait(count: Int, within seconds: Double = 20) async throws -> [Value] {
+    public func wait(count: Int, within seconds: Double = 30) async throws -> [Value] {
         let values = await wait(for: count, limit: .milliseconds(Int64(seconds * 1000)))
         guard values.count >= count else {
             throw LoopbackServerError(message: "waited \(seconds) s for \(count) values, got \(values.count)")

@@ -145,7 +145,7 @@ import Testing
         await servers.stop()
     }
 
-    @Test("realtime-bridge as a process: SIGTERM ends it within 2 s, exit 0, everything it accepted delivered")
+    @Test("realtime-bridge as a process: SIGTERM ends it without waiting out a close timeout, exit 0, everything it accepted delivered")
     func sigterm() async throws {
         // The servers run in a process of their own too (`realtime test-servers`): in this one they
         // would share two cooperative threads with the whole parallel suite, and the stop would
@@ -183,7 +183,9 @@ import Testing
         var output: [String] = []
         while let line = await lines.next() { output.append(line) }
         #expect(status == 0, "\(output) \(stderr)")
-        #expect(stopTime < .seconds(2), "stopped in \(stopTime)")
+        // No close timeout (5 s) waited out; the drain (at most 1.5 s) confirmed everything (the
+        // summary below). Two busy cores have taken over 2 s to stop.
+        #expect(stopTime < .milliseconds(4_500), "stopped in \(stopTime)")
         let summary = output.last ?? ""
         let accepted = summary.split(separator: " ").drop { $0 != "accepted" }.dropFirst().first.flatMap { Int($0.dropLast()) }
         #expect(summary.hasSuffix("failed 0, unconfirmed 0"), "\(summary)")

@@ -59,7 +59,10 @@ import Testing
         server.route("/missing") { _ in .text("unknown connection id", status: 404) }
         let before = Self.openDescriptors()
         try await failRepeatedly(code: .badStatus) { index in
-            try await WebSocketTransport.connect(to: server.webSocketBaseURL + (index.isMultiple(of: 2) ? "/bad" : "/missing")) { _ in }
+            // 30 s: on two busy cores a refused attempt among 50 at once has taken over the default 10 s.
+            try await WebSocketTransport.connect(
+                to: server.webSocketBaseURL + (index.isMultiple(of: 2) ? "/bad" : "/missing"), configuration: WebSocketConfiguration(connectTimeout: .seconds(30))
+            ) { _ in }
         }
         try await expectNoLeak(port: server.port, descriptorsBefore: before)
     }

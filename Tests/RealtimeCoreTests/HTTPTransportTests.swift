@@ -161,30 +161,30 @@ import Testing
         let feed = ChunkFeed()
         server.route("/hold") { _ in ScriptedResponse(headers: [("Content-Type", "text/event-stream")], body: .feed(feed)) }
         server.route("/hello") { _ in .text("hi") }
-        // 2 s: enough to open the holders on a loaded CI machine, short enough to wait for the pool.
-        let runtime = RealtimeRuntime(http: HTTPConnectionOptions(maxConnectionsPerHost: 2, connectTimeout: .seconds(2)))
-        let opened = AsyncStream<Void>.makeStream()
-        let holders = Task {
-            defer { opened.continuation.finish() }  // a holder failed: stop the wait below
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                for _ in 0..<2 {
-                    group.addTask {
-                        try await HTTPTransport.stream(HTTPRequestSpec(url: server.baseURL + "/hold"), runtime: runtime) { _, body in
-                            opened.continuation.yield()
-                            for try await _ in body {}
-                        }
+        // 5 s: enough to open the holders on two busy cores, short enough to wait for the pool.
+        let runtime = RealtimeRuntime(http: HTTPConnectionOptions(maxConnectionsPerHost: 2, connectTimeout: .seconds(5)))
+        // Each holder in a task of its own: a holder that fails (its connect timed out) must not
+        // leave the test waiting on the other one (a group would wait for the open stream).
+        let opened = NIOLockedValueBox((count: 0, failures: [String]()))
+        let holders = (0..<2).map { _ in
+            Task {
+                do {
+                    try await HTTPTransport.stream(HTTPRequestSpec(url: server.baseURL + "/hold"), runtime: runtime) { _, body in
+                        opened.withLockedValue { $0.count += 1 }
+                        for try await _ in body {}
                     }
+                } catch {
+                    opened.withLockedValue { $0.failures.append(String(describing: error)) }
                 }
-                try await group.waitForAll()
             }
         }
-        defer { holders.cancel() }
-        var openedIterator = opened.stream.makeAsyncIterator()
-        for _ in 0..<2 {
-            guard await openedIterator.next() != nil else {
-                Issue.record("a holding stream failed to open: \(String(describing: await holders.result))")
-                return
-            }
+        defer { for holder in holders { holder.cancel() } }
+        try await waitUntil("both holding streams opened or one failed") {
+            opened.withLockedValue { $0.count == 2 || !$0.failures.isEmpty }
+        }
+        if let failure = opened.withLockedValue({ $0.failures.first }) {
+            Issue.record("a holding stream failed to open: \(failure)")
+            return
         }
         let error = await #expect(throws: RealtimeError.self) {
             _ = try await HTTPTransport.execute(HTTPRequestSpec(url: server.baseURL + "/hello"), runtime: runtime)

@@ -28,12 +28,11 @@ struct WebSocketUpgradeRaceTests {
         var codes: [RealtimeError.Code: Int] = [:]
         var opened = 0
         var slowest = Duration.zero
-        let started = ContinuousClock.now
         for _ in 0..<200 {
             let attempt = ContinuousClock.now
             do {
                 try await WebSocketTransport.connect(
-                    to: "ws://127.0.0.1:\(peer.port)/", configuration: WebSocketConfiguration(connectTimeout: .seconds(5))
+                    to: "ws://127.0.0.1:\(peer.port)/", configuration: WebSocketConfiguration(connectTimeout: .seconds(20))
                 ) { connection in
                     for try await _ in connection.inbound {}
                 }
@@ -47,8 +46,10 @@ struct WebSocketUpgradeRaceTests {
         #expect(codes.values.reduce(0, +) + opened == 200)
         #expect(opened == 0, "a connection that ends without a close frame never ends normally")
         #expect(Set(codes.keys).isSubset(of: [.connectionClosed, .connectFailed]), "\(codes)")
-        #expect(slowest < .seconds(10), "the slowest connect took \(slowest)")
-        #expect(ContinuousClock.now - started < .seconds(60))
+        // A connect that waited for the keep-alive (30 s default, found after up to three intervals)
+        // or its own timeout (20 s) takes at least 20 s; one that did not takes milliseconds, and
+        // seconds on two busy cores.
+        #expect(slowest < .seconds(20), "the slowest connect took \(slowest)")
     }
 
     @Test("FIN instead of an answer to the upgrade, 200 times: each connect fails at once, not at its 30 s timeout")
@@ -72,7 +73,8 @@ struct WebSocketUpgradeRaceTests {
         await peer.stop()
         #expect(opened == 0)
         #expect(codes == [.connectionClosed: 200], "\(codes)")
-        #expect(slowest < .seconds(5), "the slowest connect took \(slowest)")
+        // Against the 30 s connect timeout it must not wait for (seconds on two busy cores).
+        #expect(slowest < .seconds(20), "the slowest connect took \(slowest)")
     }
 
     @Test("101, a message and a close frame (1008), then FIN, 200 times: the message and the close code always arrive")

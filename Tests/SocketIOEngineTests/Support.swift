@@ -14,7 +14,9 @@ extension SocketIOConfiguration {
         var configuration = SocketIOConfiguration()
         configuration.engine.transports = transports
         configuration.engine.upgrade = upgrade
-        configuration.engine.connectTimeout = .seconds(5)
+        // 30 s: on two busy cores opening a loopback WebSocket has taken over 5 s, and a probe that
+        // times out leaves the session on polling, which a test of the upgrade misreads.
+        configuration.engine.connectTimeout = .seconds(30)
         configuration.reconnectionDelay = .milliseconds(50)
         configuration.reconnectionDelayMax = .milliseconds(200)
         configuration.reachability = AlwaysReachable()

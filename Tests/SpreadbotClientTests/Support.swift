@@ -25,7 +25,7 @@ func spreadbotConfiguration(_ server: SpreadbotTestServer, baseURL: String? = ni
 
 /// Polls `condition` every 10 ms until it holds, or fails the test after `limit`.
 func eventually(
-    _ what: @autoclosure () -> String, limit: Duration = .seconds(20), sourceLocation: SourceLocation = #_sourceLocation,
+    _ what: @autoclosure () -> String, limit: Duration = .seconds(30), sourceLocation: SourceLocation = #_sourceLocation,
     _ condition: () async throws -> Bool
 ) async rethrows {
     let start = ContinuousClock.now

@@ -31,7 +31,7 @@ public struct BridgeConfiguration: Sendable {
     public var metricsPort = 9464
     /// How long a shutdown waits for forwarded messages the backend has not confirmed yet; what is
     /// still unconfirmed then is reported (logged, and counted in ``Bridge/Counts/unconfirmed``).
-    /// Default 1.5 s, so a SIGTERM ends the service within 2 s.
+    /// Default 1.5 s, below every close timeout (5 s), so a SIGTERM does not wait for those.
     public var drainTimeout: Duration = .milliseconds(1500)
 
     public init(eventStreamURL: URL, socketIOURL: String, signalRURL: String, spreadbot: SpreadbotConfiguration) {
