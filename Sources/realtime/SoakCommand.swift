@@ -170,6 +170,11 @@ struct InOrderCheck {
         receive(value)
     }
 
+    /// Counts the next value as missing without a problem (a loss a named server deviation explains).
+    mutating func skipOne() {
+        if let last { self.last = last + 1 }
+    }
+
     mutating func receive(_ value: Int) {
         count += 1
         if let last, value != last + 1 {
@@ -382,6 +387,10 @@ enum SoakScenarios {
         var port: Int
         /// aiosignalr 0.1.1 may write an item again right after a replay (a named deviation of
         /// that server, see StatefulReconnectTests): an immediate repeat is counted, not a problem.
+        /// Messages are numbered by position, so such a copy puts the client's count one ahead of
+        /// the server's: its next Ack covers one message more than arrived, and one item can then
+        /// be lost at a later replay. One item missing after a repeat is counted as that loss (at
+        /// most one per repeat), not as a problem.
         var toleratesImmediateRepeats: Bool
         /// How many times each recorded value ran, asked over a healthy connection at the end.
         var recordedCounts: (HubConnection) async throws -> [Int: Int]
@@ -449,6 +458,9 @@ enum SoakScenarios {
             var check = InOrderCheck()
             var endedSinceLastItem = false
             var repeats = 0
+            /// Repeats not yet followed by the one loss each can cause (see `SignalRBackend`).
+            var unexplainedRepeats = 0
+            var lostAfterRepeats = 0
         }
         let burstSize = 50
         let toleratesRepeats = backend.toleratesImmediateRepeats
@@ -463,7 +475,13 @@ enum SoakScenarios {
                 items.withLockedValue { state in
                     if toleratesRepeats, value == state.check.last {
                         state.repeats += 1
+                        state.unexplainedRepeats += 1
                         return
+                    }
+                    if toleratesRepeats, state.unexplainedRepeats > 0, let last = state.check.last, value == last + 2 {
+                        state.unexplainedRepeats -= 1
+                        state.lostAfterRepeats += 1
+                        state.check.skipOne()
                     }
                     state.check.receive(value, afterAnnouncedGap: state.endedSinceLastItem)
                     state.endedSinceLastItem = false
@@ -551,7 +569,8 @@ enum SoakScenarios {
         let check = final.check
         let endedSummary = ended.isEmpty ? "" : "; \(ended.count) connections ended after their stateful reconnect gave up (reported), "
             + "\(uncertain.count) invocations in flight then, \(final.check.announcedMissing) items missed with them"
-        let repeatSummary = backend.toleratesImmediateRepeats ? "; \(final.repeats) items written twice in a row by the server" : ""
+        let repeatSummary = backend.toleratesImmediateRepeats
+            ? "; \(final.repeats) items written twice in a row by the server, \(final.lostAfterRepeats) lost after such a copy" : ""
         return SoakResult(
             name: backend.name,
             summary: "\(invoked) invocations, \(total) items streamed, \(check.count) received; \(faults) faults, "
