@@ -35,6 +35,8 @@ struct WebSocketClientChannel {
     let protocolError = ProtocolErrorRecorder.Box(nil)
     /// The keep-alive's pings and pongs.
     let keepAliveCounts = NIOLockedValueBox(WebSocketKeepAliveCounts())
+    /// Writes the protocol's own ping (``WebSocketProtocolPing``), once the channel is upgraded.
+    let protocolPingSender = NIOLockedValueBox<ProtocolPingSender?>(nil)
 
     /// The runtime's timer queue, for the keep-alive (``WebSocketKeepAlive``).
     let timers: TimerQueue
@@ -162,6 +164,7 @@ struct WebSocketClientChannel {
         let builders = extensionBuilders
         let recorded = protocolError
         let (keepAlive, timers, counts) = (configuration.autoPing, timers, keepAliveCounts)
+        let (protocolPing, pingSender) = (configuration.protocolPing, protocolPingSender)
         let upgrader = WebSocketClientUpgrader<Outcome>(
             maxFrameSize: max(configuration.maxMessageSize, 125),
             upgradeAccepted: { halfClosure.value.upgradeAccepted() },
@@ -180,6 +183,11 @@ struct WebSocketClientChannel {
                     try channel.pipeline.syncOperations.addHandler(ProtocolErrorRecorder(box: recorded))
                     if let interval = keepAlive {
                         try channel.pipeline.syncOperations.addHandler(WebSocketKeepAlive(interval: interval, timers: timers, failure: recorded, counts: counts))
+                    }
+                    if let protocolPing {
+                        let handler = ProtocolPingHandler(protocolPing)
+                        try channel.pipeline.syncOperations.addHandler(handler)
+                        pingSender.withLockedValue { $0 = handler.sender(on: channel.eventLoop) }
                     }
                     let asyncChannel = try NIOAsyncChannel<WebSocketFrame, WebSocketFrame>(wrappingChannelSynchronously: channel)
                     custody.hold(asyncChannel)
@@ -399,8 +407,8 @@ final class RefusedUpgradeCollector: ChannelInboundHandler, RemovableChannelHand
 /// records).
 ///
 /// A sender that awaits each `send` writes one frame every few turns of the event loop: its next
-/// frame is a job queued behind the flush of the previous one. So while writes come densely (less
-/// than ``burstGap`` apart) a flush waits as long as they keep arriving, and goes out after
+/// frame is a job queued behind the flush of the previous one. So while flushes come densely (less
+/// than ``burstGap`` apart) a flush waits as long as writes keep arriving, and goes out after
 /// ``maxIdleTurns`` turns of the loop with no new write; a sparse write (a request, a reply, the
 /// first frame of a burst) is flushed at once, so round trips pay nothing. At
 /// ``maxPendingBytes`` or ``maxPendingWrites`` a flush goes out at once. Writes themselves are
@@ -414,7 +422,7 @@ final class FlushCoalescingHandler: ChannelOutboundHandler, RemovableChannelHand
     let maxPendingWrites: Int
     let maxIdleTurns: Int
     let burstGap: TimeAmount
-    private var lastWrite = NIODeadline.uptimeNanoseconds(0)
+    private var lastFlush = NIODeadline.uptimeNanoseconds(0)
     private var dense = false
     private var pendingBytes = 0
     private var pendingWrites = 0
@@ -431,9 +439,6 @@ final class FlushCoalescingHandler: ChannelOutboundHandler, RemovableChannelHand
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        let now = NIODeadline.now()
-        dense = now - lastWrite < burstGap
-        lastWrite = now
         pendingBytes &+= unwrapOutboundIn(data).readableBytes
         pendingWrites &+= 1
         writeCount &+= 1
@@ -441,6 +446,12 @@ final class FlushCoalescingHandler: ChannelOutboundHandler, RemovableChannelHand
     }
 
     func flush(context: ChannelHandlerContext) {
+        // Density is measured between flushes, not writes: one frame is several writes (header,
+        // payload) a microsecond apart, and a lone frame (a ping, a reply) must not wait out the
+        // idle turns for a burst that is not coming.
+        let now = NIODeadline.now()
+        dense = now - lastFlush < burstGap
+        lastFlush = now
         flushRequested = true
         if !dense || pendingBytes >= maxPendingBytes || pendingWrites >= maxPendingWrites {
             flushNow(context)
