@@ -76,5 +76,39 @@ import Testing
         #expect(queue.pendingCount == 0)
         #expect(queue.heapCount <= 256)
     }
-}
 
+    /// On a real clock deadlines share wake-ups: the runner wakes at the end of each 10 ms cell of
+    /// the timeline and runs what fell in it; a deadline is never run early.
+    @Test func slackGathersDeadlinesIntoOneWakeUpAndNeverRunsEarly() async throws {
+        let clock = ManualClock()
+        let (stream, continuation) = AsyncStream.makeStream(of: (label: Int, at: Duration).self)
+        let queue = TimerQueue(clock: clock, slack: .milliseconds(10))
+        var fired = stream.makeAsyncIterator()
+        for (label, milliseconds) in [(0, 1), (1, 3), (2, 9), (3, 12)] {
+            queue.schedule(after: .milliseconds(milliseconds)) { continuation.yield((label, queue.now)) }
+        }
+        try await clock.waitForSleepers(1)
+        #expect(clock.sleeps.last == .milliseconds(10), "one sleep, to the end of the first cell")
+        clock.advance(by: .milliseconds(9))
+        #expect(clock.sleeperCount == 1, "at 9 ms nothing ran: the runner still sleeps")
+        clock.advance(by: .milliseconds(1))
+        for expected in 0..<3 {
+            let event = await fired.next()
+            #expect(event?.label == expected)
+            #expect(event?.at == .milliseconds(10))
+        }
+        try await clock.waitForSleepers(1)
+        #expect(clock.sleeps.count == 2, "the three deadlines of the first cell took one wake-up")
+        #expect(clock.sleeps.last == .milliseconds(10), "then to the end of the next cell, 20 ms")
+        clock.advance(by: .milliseconds(10))
+        let last = await fired.next()
+        #expect(last?.label == 3)
+        #expect(last?.at == .milliseconds(20))
+    }
+
+    @Test func realClocksGetTenMillisecondsOfSlackAndManualClocksNone() {
+        #expect(TimerQueue(clock: ContinuousClock()).slack == .milliseconds(10))
+        #expect(TimerQueue(clock: SuspendingClock()).slack == .milliseconds(10))
+        #expect(TimerQueue(clock: ManualClock()).slack == .zero)
+    }
+}
