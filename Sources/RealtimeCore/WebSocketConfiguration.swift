@@ -34,6 +34,8 @@ public struct WebSocketConfiguration: Sendable {
     public var validateUTF8: Bool
     /// How TLS is checked for a `wss://` URL.
     public var tls: TLSOptions
+    /// A protocol's keep-alive messages, handled on the event loop (SignalR, Engine.IO).
+    package var protocolPing: WebSocketProtocolPing?
 
     /// Makes a configuration; every parameter is the property of the same name.
     public init(

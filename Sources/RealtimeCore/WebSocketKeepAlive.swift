@@ -162,3 +162,149 @@ final class WebSocketKeepAlive: ChannelDuplexHandler, RemovableChannelHandler {
         arm(context)
     }
 }
+
+/// A protocol's own keep-alive message on a WebSocket (SignalR's Ping, Engine.IO's ping and pong),
+/// handled on the channel's event loop so an idle connection costs no task wake-up per message.
+///
+/// A frame whose payload is exactly ``peerPing`` (one whole, uncompressed frame of that kind) is
+/// consumed there: ``received`` is called on the event loop, ``reply`` is written if set, and the
+/// frame never reaches the reader. Anything else (the same message inside a larger frame, other
+/// spacing) takes the normal path, so the shortcut changes no meaning. ``WebSocketConnection/sendProtocolPing()``
+/// writes ``ownPing`` from any thread without waiting.
+package struct WebSocketProtocolPing: Sendable {
+    /// A whole message: its bytes and whether it goes in a binary frame.
+    package struct Message: Sendable, Equatable {
+        package var bytes: [UInt8]
+        package var binary: Bool
+        package init(_ bytes: [UInt8], binary: Bool) {
+            self.bytes = bytes
+            self.binary = binary
+        }
+    }
+
+    /// The peer's keep-alive message, consumed on the event loop.
+    package var peerPing: Message?
+    /// Written at once when ``peerPing`` arrives.
+    package var reply: Message?
+    /// Our own keep-alive message, written by ``WebSocketConnection/sendProtocolPing()``.
+    package var ownPing: Message?
+    /// Called on the event loop for each consumed ``peerPing``; it must not block.
+    package var received: @Sendable () -> Void
+
+    package init(peerPing: Message?, reply: Message? = nil, ownPing: Message?, received: @escaping @Sendable () -> Void) {
+        self.peerPing = peerPing
+        self.reply = reply
+        self.ownPing = ownPing
+        self.received = received
+    }
+}
+
+/// Writes a connection's own protocol ping from any thread (``WebSocketProtocolPing``).
+package final class ProtocolPingSender: Sendable {
+    private let handler: NIOLoopBound<ProtocolPingHandler>
+    private let eventLoop: any EventLoop
+
+    fileprivate init(_ handler: ProtocolPingHandler, eventLoop: any EventLoop) {
+        self.handler = NIOLoopBound(handler, eventLoop: eventLoop)
+        self.eventLoop = eventLoop
+    }
+
+    /// Writes the ping on the event loop; nothing once our close frame went out or the channel closed.
+    func send() {
+        if eventLoop.inEventLoop {
+            handler.value.writeOwnPing()
+        } else {
+            let handler = handler
+            eventLoop.execute { handler.value.writeOwnPing() }
+        }
+    }
+}
+
+/// The channel handler behind ``WebSocketProtocolPing``, between the frame codec and the reader.
+final class ProtocolPingHandler: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = WebSocketFrame
+    typealias InboundOut = WebSocketFrame
+    typealias OutboundIn = WebSocketFrame
+    typealias OutboundOut = WebSocketFrame
+
+    private let rule: WebSocketProtocolPing
+    private var context: ChannelHandlerContext?
+    /// A fragmented message is being received: a frame now is one of its parts.
+    private var inMessage = false
+    /// Our close frame went out: no data frame may follow it.
+    private var closeSent = false
+    /// We are writing a fragmented message: a frame of ours now would break it, so it waits.
+    private var outMessage = false
+    private var waiting: [WebSocketProtocolPing.Message] = []
+
+    init(_ rule: WebSocketProtocolPing) {
+        self.rule = rule
+    }
+
+    /// Made on the event loop when the handler is added, for ``WebSocketConnection``.
+    func sender(on eventLoop: any EventLoop) -> ProtocolPingSender { ProtocolPingSender(self, eventLoop: eventLoop) }
+
+    func handlerAdded(context: ChannelHandlerContext) { self.context = context }
+    func handlerRemoved(context: ChannelHandlerContext) { self.context = nil }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        self.context = nil
+        context.fireChannelInactive()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let frame = unwrapInboundIn(data)
+        switch frame.opcode {
+        case .text, .binary:
+            if frame.fin, !inMessage, let ping = rule.peerPing, Self.matches(frame, ping) {
+                rule.received()
+                if let reply = rule.reply { write(reply, context) }
+                return
+            }
+            inMessage = !frame.fin
+        case .continuation:
+            inMessage = !frame.fin
+        default:
+            break
+        }
+        context.fireChannelRead(data)
+    }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        let frame = unwrapOutboundIn(data)
+        switch frame.opcode {
+        case .connectionClose: closeSent = true
+        case .text, .binary, .continuation: outMessage = !frame.fin
+        default: break
+        }
+        context.write(data, promise: promise)
+        if !outMessage, !waiting.isEmpty {
+            let messages = waiting
+            waiting = []
+            for message in messages { write(message, context) }
+        }
+    }
+
+    fileprivate func writeOwnPing() {
+        guard let context, let ping = rule.ownPing else { return }
+        write(ping, context)
+    }
+
+    private func write(_ message: WebSocketProtocolPing.Message, _ context: ChannelHandlerContext) {
+        guard !closeSent else { return }
+        guard !outMessage else {
+            if !waiting.contains(message) { waiting.append(message) }
+            return
+        }
+        var payload = context.channel.allocator.buffer(capacity: message.bytes.count)
+        payload.writeBytes(message.bytes)
+        let frame = WebSocketFrame(fin: true, opcode: message.binary ? .binary : .text, maskKey: .random(), data: payload)
+        context.writeAndFlush(wrapOutboundOut(frame), promise: nil)
+    }
+
+    private static func matches(_ frame: WebSocketFrame, _ message: WebSocketProtocolPing.Message) -> Bool {
+        // rsv1: a compressed frame (permessage-deflate) carries other bytes than the message.
+        guard !frame.rsv1, (frame.opcode == .binary) == message.binary, frame.data.readableBytes == message.bytes.count else { return false }
+        return frame.data.readableBytesView.elementsEqual(message.bytes)
+    }
+}

@@ -17,6 +17,17 @@ public struct WebSocketConnection: Sendable {
     let keepAliveCountsBox: NIOLockedValueBox<WebSocketKeepAliveCounts>
     /// Pings the keep-alive sent and pongs it received so far.
     package var keepAliveCounts: WebSocketKeepAliveCounts { keepAliveCountsBox.withLockedValue { $0 } }
+    let protocolPingSender: ProtocolPingSender?
+
+    /// Writes the protocol's own keep-alive message (``WebSocketConfiguration/protocolPing``) on the
+    /// event loop, without waiting and outside the send order (between two messages); returns false
+    /// when the configuration has none.
+    @discardableResult
+    package func sendProtocolPing() -> Bool {
+        guard let protocolPingSender else { return false }
+        protocolPingSender.send()
+        return true
+    }
 
     /// Sends one message; returns once it is written to the socket (this is the backpressure).
     public func send(_ message: RealtimeMessage) async throws {
@@ -190,7 +201,8 @@ public enum WebSocketTransport {
                             base: inbound, outbound: outbound, maxMessageSize: maxMessageSize, validateUTF8: validateUTF8,
                             url: url),
                         outbound: outbound, closeRequested: closeRequested, upgradeResponse: opened.response,
-                        keepAliveCountsBox: channelFactory.keepAliveCounts)
+                        keepAliveCountsBox: channelFactory.keepAliveCounts,
+                        protocolPingSender: channelFactory.protocolPingSender.withLockedValue { $0 })
                     try await body(connection)
                 }
             }

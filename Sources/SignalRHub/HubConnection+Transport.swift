@@ -219,20 +219,28 @@ extension HubConnection {
     private func openWebSocket(url httpURL: String, headers: HTTPHeaders, resuming: Int? = nil) async throws {
         var wsURL = httpURL
         if wsURL.hasPrefix("https://") { wsURL = "wss://" + wsURL.dropFirst(8) } else if wsURL.hasPrefix("http://") { wsURL = "ws://" + wsURL.dropFirst(7) }
-        let configuration = WebSocketConfiguration(
+        var configuration = WebSocketConfiguration(
             headers: headers, cookies: options.cookies, maxMessageSize: options.maximumReceiveMessageSize, autoPing: nil,
             connectTimeout: options.handshakeTimeout, tls: options.tls)
         let generation = resuming ?? nextGeneration()
         let ready = OneShot<Void>()
         let run = SessionRun()
         let binary = options.hubProtocol == .messagePack
+        // Pings both ways are handled on the event loop: an idle connection's keep-alive wakes no
+        // task. The server's Ping (a frame holding exactly one) counts as heard, like any message.
+        let ping = WebSocketProtocolPing.Message(codec.encode(.ping), binary: binary)
+        configuration.protocolPing = WebSocketProtocolPing(peerPing: ping, ownPing: ping) { [weak self] in
+            guard let self else { return }
+            self.state.withLockedValue { $0.machine.didReceive(now: self.timers.now) }
+            self.metrics.received(messages: 1, bytes: ping.bytes.count)
+        }
         let replay = state.withLockedValue { $0.replay }
         var resume: (@Sendable () async throws -> Void)?
         if replay != nil {
             resume = { @Sendable in try await self.openWebSocket(url: httpURL, headers: headers, resuming: generation) }
         }
         logger.debug("opening the WebSocket", metadata: ["realtime.transport": "WebSockets", "realtime.url": "\(Redaction.url(wsURL))"])
-        try await runSession(generation: generation, run: run, ready: ready, resume: resume) { [wsURL, resuming] in
+        try await runSession(generation: generation, run: run, ready: ready, resume: resume) { [wsURL, resuming, configuration] in
             try await WebSocketTransport.connect(to: wsURL, configuration: configuration, runtime: self.options.runtime) { ws in
                 // One frame may carry several hub messages (0x1E-terminated JSON, length-prefixed
                 // MessagePack): messages sent while a frame is being written go together in the next
@@ -256,6 +264,7 @@ extension HubConnection {
                 let session = Session(
                     generation: generation, transport: .webSockets,
                     send: { bytes in try await frames.send(bytes) },
+                    sendPing: { _ = ws.sendProtocolPing() },
                     close: { error in
                         run.requestClose(error)
                         // An aborted connection (server timeout) does not wait for a closing
@@ -574,9 +583,15 @@ extension HubConnection {
         for action in actions {
             switch action {
             case .sendPing:
-                // A write is async and the timer queue's task must not wait on one socket: a short
-                // task sends the Ping.
-                Task { try? await self.transmit(.ping, on: session) }
+                if let sendPing = session.sendPing, state.withLockedValue({ $0.replay?.isReconnecting != true }) {
+                    // WebSockets: written on the event loop, between two frames, without waiting.
+                    sendPing()
+                    metrics.sent(messages: 1, bytes: codec.encode(.ping).count)
+                } else {
+                    // A write is async and the timer queue's task must not wait on one socket: a
+                    // short task sends the Ping.
+                    Task { try? await self.transmit(.ping, on: session) }
+                }
             case .abortTransport(let error):
                 session.abort(error)
                 return

@@ -82,6 +82,8 @@ public final class HubConnection: Service, Sendable {
         let generation: Int
         let transport: HttpTransportType
         let send: @Sendable ([UInt8]) async throws -> Void
+        /// Writes a Ping at once without waiting (WebSockets); nil: Pings go through `send`.
+        var sendPing: (@Sendable () -> Void)? = nil
         let close: @Sendable (RealtimeError?) async -> Void
         let run: SessionRun
 
