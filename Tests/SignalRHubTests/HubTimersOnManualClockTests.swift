@@ -1,4 +1,5 @@
 import Foundation
+import MetricsTestKit
 import RealtimeCore
 import RealtimeTesting
 import SignalRHub
@@ -68,6 +69,37 @@ struct HubTimersOnManualClockTests {
         try await waitUntil("the keep-alive Ping") { server.pingsReceived == 1 }
         try await clock.waitForSleepers()
         #expect(clock.sleeps.count <= sleepsAfterStart + 2, "one wake for the Ping, not a spin: \(clock.sleeps.count - sleepsAfterStart) sleeps")
+        await connection.stop()
+    }
+
+    /// The server's Pings are consumed on the event loop (they never reach the reader task), and
+    /// still count as heard: 40 s of the client's clock with a Ping heard every 10 s is no timeout.
+    @Test("The server's Pings keep a connection alive past serverTimeout")
+    func serverPingsAreHeard() async throws {
+        var options = SignalRTestServer.Options()
+        options.keepAliveInterval = .milliseconds(100)  // real time: the server's clock is its own
+        let server = try await SignalRTestServer.start(options: options)
+        defer { Task { await server.stop() } }
+        let clock = ManualClock()
+        let metrics = TestMetrics()
+        let probe = MetricsProbe(metrics, protocol: "signalr")
+        let connection = HubConnectionBuilder().withUrl(url: server.url, transport: .webSockets)
+            .withRuntime(RealtimeRuntime(clock: clock, metricsFactory: metrics)).build()
+        let closed = Recorder<String>()
+        connection.onClosed { error in closed.append((error as? RealtimeError)?.code.description ?? "nil") }
+        try await connection.start()
+        try await clock.waitForSleepers()
+        for step in 1...4 {
+            let heard = probe.counter(ClientMetrics.messagesReceivedLabel)
+            try await waitUntil("a Ping from the server, heard") { probe.counter(ClientMetrics.messagesReceivedLabel) > heard }
+            clock.advance(by: .seconds(10))
+            // The timer queue ran what came due and sleeps again (or the connection closed).
+            try await waitUntil("the timers ran at \(step * 10) s") { clock.sleeperCount >= 1 || !closed.values.isEmpty }
+        }
+        #expect(closed.values.isEmpty, "no timeout: \(closed.values)")
+        let sum: Int = try await connection.invoke(method: "add", arguments: 2, 3)
+        #expect(sum == 5)
+        #expect(connection.currentState == .connected)
         await connection.stop()
     }
 }
