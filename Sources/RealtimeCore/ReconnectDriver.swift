@@ -223,9 +223,17 @@ public final class ReconnectDriver<Outbound: Sendable>: Sendable {
         return nil
     }
 
-    /// The running task was cancelled: stop for good.
+    /// The running task was cancelled: stop for good. A connection that was open is counted closed
+    /// here, as at a session's own end.
     private func stopNow() -> [ReconnectMachine.Action] {
-        box.withLockedValue { $0.machine.stop() }
+        let metrics = metrics
+        return box.withLockedValue { state in
+            if state.machine.phase == .connected {
+                metrics?.closed()
+                state.sender = nil
+            }
+            return state.machine.stop()
+        }
     }
 
     /// The session reported its connection open (from ``SessionContext``).

@@ -1,5 +1,6 @@
+import MetricsTestKit
 import NIOConcurrencyHelpers
-import RealtimeCore
+@testable import RealtimeCore
 import RealtimeTesting
 import Testing
 
@@ -136,5 +137,31 @@ import Testing
         }
         #expect(second == nil)
         #expect(delivered.withLockedValue { $0 } == ["precious"])
+    }
+
+    /// A client that stops while connected cancels the session: the open-connections meter drops
+    /// then too. It stayed at 1 when the stop came as a cancellation (a Socket.IO disconnect under
+    /// load), not as the session's own end.
+    @Test func aCancelledConnectedSessionIsCountedClosed() async throws {
+        let metrics = TestMetrics()
+        let runtime = RealtimeRuntime(clock: ManualClock(), metricsFactory: metrics)
+        let probe = MetricsProbe(metrics, protocol: "test")
+        let driver = ReconnectDriver<String>(policy: ReconnectPolicy(backoff: .fixed([.zero]), reachability: AlwaysReachable()), runtime: runtime)
+        driver.report(to: ClientMetrics(protocol: "test", client: "default", runtime: runtime))
+        let connected = AsyncStream<Void>.makeStream()
+        let run = Task {
+            await driver.run { context in
+                try await context.connected { _ in }
+                connected.continuation.yield()
+                try await Task.sleep(for: .seconds(3600))  // connected until the test cancels the run
+                return .closed
+            }
+        }
+        var iterator = connected.stream.makeAsyncIterator()
+        await iterator.next()
+        #expect(probe.meter(ClientMetrics.connectionsOpenLabel) == 1)
+        run.cancel()
+        #expect(await run.value == nil)
+        #expect(probe.meter(ClientMetrics.connectionsOpenLabel) == 0)
     }
 }
