@@ -167,8 +167,8 @@ final class WebSocketKeepAlive: ChannelDuplexHandler, RemovableChannelHandler {
 /// handled on the channel's event loop so an idle connection costs no task wake-up per message.
 ///
 /// A frame whose payload is exactly ``peerPing`` (one whole, uncompressed frame of that kind) is
-/// consumed there: ``received`` is called on the event loop, ``reply`` is written if set, and the
-/// frame never reaches the reader. Anything else (the same message inside a larger frame, other
+/// consumed there when ``received`` (called on the event loop) says so: ``reply`` is written if
+/// set, and the frame never reaches the reader. Anything else (the same message inside a larger frame, other
 /// spacing) takes the normal path, so the shortcut changes no meaning. ``WebSocketConnection/sendProtocolPing()``
 /// writes ``ownPing`` from any thread without waiting.
 package struct WebSocketProtocolPing: Sendable {
@@ -188,10 +188,11 @@ package struct WebSocketProtocolPing: Sendable {
     package var reply: Message?
     /// Our own keep-alive message, written by ``WebSocketConnection/sendProtocolPing()``.
     package var ownPing: Message?
-    /// Called on the event loop for each consumed ``peerPing``; it must not block.
-    package var received: @Sendable () -> Void
+    /// Called on the event loop for each ``peerPing``; true: handled here, false: the frame goes on
+    /// to the reader like any other. It must not block.
+    package var received: @Sendable () -> Bool
 
-    package init(peerPing: Message?, reply: Message? = nil, ownPing: Message?, received: @escaping @Sendable () -> Void) {
+    package init(peerPing: Message?, reply: Message? = nil, ownPing: Message?, received: @escaping @Sendable () -> Bool) {
         self.peerPing = peerPing
         self.reply = reply
         self.ownPing = ownPing
@@ -256,8 +257,7 @@ final class ProtocolPingHandler: ChannelDuplexHandler, RemovableChannelHandler {
         let frame = unwrapInboundIn(data)
         switch frame.opcode {
         case .text, .binary:
-            if frame.fin, !inMessage, let ping = rule.peerPing, Self.matches(frame, ping) {
-                rule.received()
+            if frame.fin, !inMessage, let ping = rule.peerPing, Self.matches(frame, ping), rule.received() {
                 if let reply = rule.reply { write(reply, context) }
                 return
             }

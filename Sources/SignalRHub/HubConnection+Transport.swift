@@ -230,9 +230,10 @@ extension HubConnection {
         // task. The server's Ping (a frame holding exactly one) counts as heard, like any message.
         let ping = WebSocketProtocolPing.Message(codec.encode(.ping), binary: binary)
         configuration.protocolPing = WebSocketProtocolPing(peerPing: ping, ownPing: ping) { [weak self] in
-            guard let self else { return }
+            guard let self else { return true }
             self.state.withLockedValue { $0.machine.didReceive(now: self.timers.now) }
             self.metrics.received(messages: 1, bytes: ping.bytes.count)
+            return true
         }
         let replay = state.withLockedValue { $0.replay }
         var resume: (@Sendable () async throws -> Void)?

@@ -16,6 +16,9 @@ protocol EngineIODelegate: AnyObject, Sendable {
     func engineIOUpgraded() async
     /// The server pinged (the pong is already queued).
     func engineIOPinged()
+    /// Someone listens for ping events: pings then go through the reader (``engineIOPinged()``)
+    /// instead of being answered on the event loop.
+    var observesPings: Bool { get }
 }
 
 /// How a session ended when it did not fail.
@@ -312,7 +315,7 @@ final class EngineIOSession: Sendable {
     // MARK: WebSocket
 
     private var webSocketConfiguration: WebSocketConfiguration {
-        WebSocketConfiguration(
+        var configuration = WebSocketConfiguration(
             headers: options.headers,
             cookies: options.cookies,
             compression: options.compression,
@@ -321,6 +324,18 @@ final class EngineIOSession: Sendable {
             autoPing: nil,
             connectTimeout: options.connectTimeout,
             tls: options.tls)
+        // The server's ping is answered on the event loop: an idle connection wakes no task. When
+        // the application listens for ping events, pings take the reader's path, in order with
+        // everything else.
+        let heartbeat = heartbeat
+        configuration.protocolPing = WebSocketProtocolPing(
+            peerPing: .init(Array("2".utf8), binary: false), reply: .init(Array("3".utf8), binary: false), ownPing: nil
+        ) { [weak self] in
+            guard let self, let delegate = try? self.delegate, !delegate.observesPings else { return false }
+            heartbeat.reset()
+            return true
+        }
+        return configuration
     }
 
     /// Probes the WebSocket while polling goes on, then pauses polling, completes the upgrade and

@@ -435,6 +435,11 @@ public final class SocketIOClient: Sendable {
         for entry in entries { entry.call(event) }
     }
 
+    /// A handler for `event` (or for every event) is registered.
+    func observes(_ event: SocketClientEvent) -> Bool {
+        state.withLockedValue { !($0.handlers[event.rawValue]?.isEmpty ?? true) || !$0.anyHandlers.isEmpty }
+    }
+
     package func fire(_ event: SocketClientEvent, _ arguments: [JSONValue]) {
         dispatch(event.rawValue, arguments, ackID: nil, fromServer: false)
     }

@@ -333,4 +333,8 @@ final class SessionHandler: EngineIODelegate {
     func engineIOPinged() {
         for socket in manager.sockets where socket.isActive { socket.fire(.ping, []) }
     }
+
+    var observesPings: Bool {
+        manager.sockets.contains { $0.isActive && $0.observes(.ping) }
+    }
 }

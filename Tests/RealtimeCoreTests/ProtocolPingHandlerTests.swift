@@ -21,6 +21,7 @@ import Testing
             let heard = heard
             let handler = ProtocolPingHandler(WebSocketProtocolPing(peerPing: peerPing, reply: reply, ownPing: ProtocolPingHandlerTests.signalRPing) {
                 heard.withLockedValue { $0 += 1 }
+                return true
             })
             try channel.pipeline.syncOperations.addHandler(handler)
             sender = handler.sender(on: channel.eventLoop)

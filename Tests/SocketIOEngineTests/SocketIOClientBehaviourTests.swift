@@ -97,6 +97,33 @@ struct SocketIOClientBehaviourTests {
         await server.stop()
     }
 
+    /// With no ping handler the server's pings are answered on the event loop (no task wakes for
+    /// them) and still count for the heartbeat; once a handler listens, pings go through the reader
+    /// and fire ping events.
+    @Test("pings answered on the event loop keep the session; a ping handler then gets ping events")
+    func pingsAnsweredOnTheEventLoop() async throws {
+        var options = SocketIOTestServer.Options()
+        options.pingInterval = .seconds(1)
+        options.pingTimeout = .seconds(1)
+        let server = try await SocketIOTestServer.start(options: options)
+        let manager = SocketManager(url: server.url, configuration: .testing([.websocket]))
+        let socket = manager.defaultSocket
+        let connects = Recorder<Int>()
+        socket.on(clientEvent: .connect) { _ in connects.append(1) }
+        try await socket.connect(timeout: .seconds(30))
+        // Four intervals: twice the client's heartbeat limit (pingInterval + pingTimeout).
+        try await waitUntil("four pongs") { server.pongsReceived >= 4 }
+        #expect(connects.values.count == 1, "one session all along: the heartbeat saw every ping")
+        #expect(socket.status == .connected)
+        let pings = Recorder<Int>()
+        socket.on(clientEvent: .ping) { _ in pings.append(1) }
+        await pings.wait(for: 2)
+        #expect(connects.values.count == 1)
+        manager.disconnect()
+        await manager.waitUntilStopped()
+        await server.stop()
+    }
+
     @Test("an ack after its timeout is dropped; the next ack is matched correctly")
     func lateAck() async throws {
         let server = try await SocketIOTestServer.start()
