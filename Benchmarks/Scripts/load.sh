@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Load: N concurrent connections per protocol (10,000 by default) from one process against servers
 # in another process on loopback. For each protocol it prints how long opening all of them took,
-# resident memory per connection, the CPU the client process spends over 30 s while all are idle
-# (two of SignalR's 15 s keep-alive periods), and how long a broadcast takes to reach every connection.
+# resident memory per connection, the CPU the client process spends while all are idle (over 40 s:
+# two of SignalR's 15 s keep-alive periods and one of Socket.IO's 25 s; Spreadbot over 70 s, since
+# a silent connection pings after two 30 s intervals), and how long a broadcast takes to reach every
+# connection.
 #   Benchmarks/Scripts/load.sh [N] [EngineCompare binary]
 # Not part of CI. Bounded: each protocol's run is killed after 5 minutes. Raises the descriptor
 # limit to what the hard limit allows (each connection needs one in each process).
@@ -15,7 +17,7 @@ if [ -z "$bin" ]; then
   bin=$PWD/.build/release/EngineCompare
 fi
 ulimit -n "$(ulimit -Hn)"
-export IDLE_SECONDS=${IDLE_SECONDS:-30}
+export IDLE_SECONDS=${IDLE_SECONDS:-40}
 echo "[load.sh] $count connections per protocol, descriptor limit $(ulimit -n), idle CPU over ${IDLE_SECONDS} s, $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 pids=()
 cleanup() { for p in "${pids[@]}"; do pkill -P "$p" 2>/dev/null || true; kill "$p" 2>/dev/null || true; done; pkill -f "$bin serve" 2>/dev/null || true; }
@@ -35,4 +37,4 @@ timeout --signal=KILL 300 "$bin" socketio-idle "http://127.0.0.1:$PORT" "$count"
 server signalr "$bin" serve signalr
 timeout --signal=KILL 300 "$bin" signalr-idle "http://127.0.0.1:$PORT/hub" "$count" || echo "signalr: failed ($?)"
 server spreadbot "$bin" serve spreadbot
-timeout --signal=KILL 300 "$bin" spreadbot-idle "http://127.0.0.1:$PORT" "$count" || echo "spreadbot: failed ($?)"
+IDLE_SECONDS=${SPREADBOT_IDLE_SECONDS:-70} timeout --signal=KILL 300 "$bin" spreadbot-idle "http://127.0.0.1:$PORT" "$count" || echo "spreadbot: failed ($?)"

@@ -98,6 +98,7 @@ public final class RunningCommand: Sendable {
             continuation.finish()
         }
         let ended = self.ended
+        // The process's end, awaited by whoever reads `exited` (the run outlives this initializer).
         exited = Task {
             let data = await BlockingWork.run { errors.fileHandleForReading.readDataToEndOfFile() }
             box.set(data)

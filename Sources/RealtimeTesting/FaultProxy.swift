@@ -200,6 +200,7 @@ public final class FaultProxy: Sendable {
             if let duration { after(duration) { $0.end(stall: [], latency: directions) } }
         case .refuse(let duration):
             _ = stopListening()
+            // Listening again is async and the timer's action is not.
             if let duration { after(duration) { proxy in Task { try? await proxy.acceptConnections() } } }
         }
     }
@@ -339,6 +340,8 @@ public final class FaultProxy: Sendable {
         }
     }
 
+    /// A fault's end, while the test goes on (real time: the proxy stands for the network); it holds
+    /// the proxy weakly, so a stopped proxy is not kept alive by it.
     private func after(_ duration: Duration, _ body: @escaping @Sendable (FaultProxy) -> Void) {
         Task { [weak self] in
             try? await Task.sleep(for: duration)

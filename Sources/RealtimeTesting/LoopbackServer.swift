@@ -56,6 +56,7 @@ public final class LoopbackServer: Sendable {
             },
             logger: logger
         )
+        // The server runs in the background of a test until stop() cancels and awaits this task.
         let task = Task {
             defer { portContinuation.finish() }
             try await app.run()

@@ -486,6 +486,7 @@ public final class SignalRTestServer: Sendable {
         }
         stream("countForever") { _ in
             let (stream, continuation) = AsyncThrowingStream<JSONValue, any Error>.makeStream()
+            // Produces until the client cancels the stream (onTermination cancels this task).
             let task = Task {
                 var value = 0
                 while !Task.isCancelled {
@@ -642,6 +643,7 @@ final class ServerHubConnection: Sendable {
         }
         return try await withCheckedThrowingContinuation { continuation in
             shared.withLockedValue { $0.clientCalls[callId] = continuation }
+            // Sending is async and a continuation's body is not; the reply resumes the caller.
             Task {
                 do { try await self.send(.invocation(HubInvocation(invocationId: callId, target: target, arguments: arguments))) } catch {
                     if let waiting = self.shared.withLockedValue({ $0.clientCalls.removeValue(forKey: callId) }) { waiting.resume(throwing: error) }
@@ -754,6 +756,7 @@ final class ServerHubConnection: Sendable {
                 case let message where message.isSequenced:
                     let (process, scheduleAck) = replay.incoming()
                     if scheduleAck {
+                        // The Ack goes a second later, as ASP.NET Core batches them, beside reading.
                         Task { [weak self] in
                             try? await Task.sleep(for: .seconds(1))
                             while self?.server.acknowledgementsHeld == true { try? await Task.sleep(for: .milliseconds(20)) }
@@ -779,6 +782,7 @@ final class ServerHubConnection: Sendable {
         }
     }
 
+    /// The connection's keep-alive, cancelled when the connection ends (the caller keeps the task).
     private func startPinger(_ interval: Duration) -> Task<Void, Never> {
         Task { [weak self] in
             while !Task.isCancelled {
@@ -832,6 +836,7 @@ final class ServerHubConnection: Sendable {
                     try? await self.send(.completion(HubCompletion(invocationId: id, outcome: outcome)))
                 }
             }
+            // A concurrent hub method runs beside reading (the server takes the next message at once).
             if concurrent { Task { await work() } } else { await work() }
         case .streamInvocation(let invocation):
             guard let invocationId = invocation.invocationId,
@@ -843,6 +848,7 @@ final class ServerHubConnection: Sendable {
                 return
             }
             let stream = body(SignalRTestServer.Call(connectionId: id, arguments: invocation.arguments, headers: invocation.headers))
+            // Streams beside reading; a CancelInvocation cancels it.
             let task = Task {
                 var outcome: HubCompletion.Outcome = .void
                 do {
@@ -950,6 +956,7 @@ actor ServerOutbox {
             waitingPoll = nil
             previous.resume(returning: [])
         }
+        // The long poll's hold time, cancelled when a message answers the poll first.
         let timer = Task { [weak self] in
             try? await Task.sleep(for: timeout)
             await self?.expirePoll()

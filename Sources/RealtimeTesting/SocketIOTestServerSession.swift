@@ -43,6 +43,7 @@ final class ServerEngineSession: Sendable {
         guard let server else { return }
         let interval = server.options.pingInterval
         let timeout = server.options.pingTimeout
+        // The session's pings, cancelled when the session ends.
         let task = Task { [weak self] in
             while !Task.isCancelled {
                 try? await Task.sleep(for: interval)
@@ -303,6 +304,7 @@ final class ServerEngineSession: Sendable {
         case "whoami": ack([state.withLockedValue { $0.sockets[namespace]?.auth } ?? .null])
         case "echo_event": emit(namespace: namespace, event: "echoed", arguments: arguments)
         case "ask":
+            // Waits for the client's answer beside reading (the answer arrives through reading).
             Task {
                 let reply = await self.call(namespace: namespace, event: "question", arguments: arguments)
                 self.emit(namespace: namespace, event: "answer", arguments: reply)
@@ -322,6 +324,7 @@ final class ServerEngineSession: Sendable {
             ack([])
         case "late_ack":
             let delay = arguments.first?.intValue ?? 100
+            // A late ack on purpose, while the session goes on.
             Task {
                 try? await Task.sleep(for: .milliseconds(delay))
                 ack(["late"])

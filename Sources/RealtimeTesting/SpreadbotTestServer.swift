@@ -387,6 +387,7 @@ public final class SpreadbotTestServer: Sendable {
         sink.onTermination = { [weak self] _ in self?.unsubscribe(id) }
         let body = AsyncStream<ByteBuffer> { continuation in
             continuation.yield(ByteBuffer(string: ": open\n\n"))
+            // Feeds the response body; the body's termination (the client went) cancels it.
             let task = Task {
                 for message in replay { continuation.yield(Self.event(message, path: path)) }
                 for await message in stream {

@@ -21,13 +21,11 @@ enum BridgeDemo {
         let socketIO = try await SocketIOTestServer.start()
         let signalR = try await SignalRTestServer.start()
         let spreadbot = try await SpreadbotTestServer.start()
-        defer {
-            Task {
-                await sse.stop()
-                await socketIO.stop()
-                await signalR.stop()
-                await spreadbot.stop()
-            }
+        DemoCleanup.after {
+            await sse.stop()
+            await socketIO.stop()
+            await signalR.stop()
+            await spreadbot.stop()
         }
         var configuration = BridgeConfiguration(
             eventStreamURL: URL(string: sse.url)!, socketIOURL: socketIO.url, signalRURL: signalR.url,
@@ -36,6 +34,7 @@ enum BridgeDemo {
         let quiet = Logger(label: "bridge") { _ in SwiftLogNoOpLogHandler() }
         let bridge = Bridge(configuration: configuration, logger: quiet)
         let group = ServiceGroup(configuration: .init(services: bridge.services.map { .init(service: $0) }, logger: quiet))
+        // The service group runs beside the checks below, which end it and await it (`running.value`).
         let running = Task { try await group.run() }
         try await waitUntil("every client connected", limit: .seconds(20)) {
             sse.openStreams == 1 && bridge.socket.status == .connected && signalR.connectionCount == 1 && spreadbot.streamCount == 1

@@ -14,9 +14,12 @@ struct Demo: AsyncParsableCommand {
         var failures = 0
         for (name, step) in Self.steps {
             say("== \(name)")
+            let cleanup = DemoCleanup()
             do {
-                try await step()
+                try await DemoCleanup.$current.withValue(cleanup) { try await step() }
+                await cleanup.run()
             } catch {
+                await cleanup.run()
                 failures += 1
                 say("   FAILED: \(error)")
             }
@@ -36,7 +39,7 @@ struct Demo: AsyncParsableCommand {
 
     static func webSocketEcho() async throws {
         let server = try await WebSocketEchoServer.start()
-        defer { Task { await server.stop() } }
+        DemoCleanup.after { await server.stop() }
         let replies = NIOLockedValueBox<[String]>([])
         try await WebSocketTransport.connect(to: server.webSocketBaseURL + "/echo") { connection in
             try await connection.send(text: "hello from swift-realtime")
@@ -52,7 +55,7 @@ struct Demo: AsyncParsableCommand {
 
     static func webSocketCompressed() async throws {
         let server = try await WebSocketEchoServer.start(compression: true)
-        defer { Task { await server.stop() } }
+        DemoCleanup.after { await server.stop() }
         let text = String(repeating: "realtime ", count: 10_000)
         let ok = NIOLockedValueBox(false)
         try await WebSocketTransport.connect(to: server.webSocketBaseURL, configuration: .init(compression: true)) { connection in
@@ -67,7 +70,7 @@ struct Demo: AsyncParsableCommand {
 
     static func webSocketCloseCode() async throws {
         let server = try await WebSocketEchoServer.start()
-        defer { Task { await server.stop() } }
+        DemoCleanup.after { await server.stop() }
         do {
             try await WebSocketTransport.connect(to: server.webSocketBaseURL) { connection in
                 try await connection.send(text: "!close 4003 demo says goodbye")
@@ -81,7 +84,7 @@ struct Demo: AsyncParsableCommand {
 
     static func httpStreamAsSSE() async throws {
         let server = try await ScriptedHTTPServer.start()
-        defer { Task { await server.stop() } }
+        DemoCleanup.after { await server.stop() }
         let feed = ChunkFeed()
         server.route("/events") { _ in ScriptedResponse(headers: [("Content-Type", "text/event-stream")], body: .feed(feed)) }
         feed.send("id: 1\nevent: greeting\ndata: hello\n\n")
@@ -102,7 +105,7 @@ struct Demo: AsyncParsableCommand {
 
     static func longPolling() async throws {
         let server = try await LongPollServer.start(holdTime: .milliseconds(500))
-        defer { Task { await server.stop() } }
+        DemoCleanup.after { await server.stop() }
         let received = NIOLockedValueBox<[String]>([])
         let poller = LongPoller(
             makeRequest: { HTTPRequestSpec(url: server.url) },
@@ -129,7 +132,7 @@ struct Demo: AsyncParsableCommand {
 
     static func reconnect() async throws {
         let server = try await ScriptedHTTPServer.start()
-        defer { Task { await server.stop() } }
+        DemoCleanup.after { await server.stop() }
         let connections = NIOLockedValueBox(0)
         server.route("/feed") { _ in
             let number = connections.withLockedValue { $0 += 1; return $0 }
@@ -137,6 +140,7 @@ struct Demo: AsyncParsableCommand {
         }
         let driver = ReconnectDriver<String>(
             policy: ReconnectPolicy(backoff: .fixed([.milliseconds(100)]), reachability: AlwaysReachable()))
+        // Watches the states while the driver runs below; awaited once the driver has stopped.
         let states = Task {
             var seen: [String] = []
             for await state in driver.state.updates() {
@@ -159,5 +163,25 @@ struct Demo: AsyncParsableCommand {
         say("   states: \(await states.value.joined(separator: " -> "))")
         say("   offline queue flushed in order: \(delivered.withLockedValue { $0 })")
         if let error { throw error }
+    }
+}
+
+/// What a demo step started and must stop (its loopback servers): the runner awaits the stops after
+/// the step, whatever the step did, so no step leaves a server running into the next.
+final class DemoCleanup: Sendable {
+    @TaskLocal static var current: DemoCleanup?
+    private let stops = NIOLockedValueBox<[@Sendable () async -> Void]>([])
+
+    /// Registers `stop` to run after the current step (the latest registered first).
+    static func after(_ stop: @escaping @Sendable () async -> Void) {
+        current?.stops.withLockedValue { $0.append(stop) }
+    }
+
+    func run() async {
+        let stops = stops.withLockedValue { stops in
+            defer { stops = [] }
+            return stops
+        }
+        for stop in stops.reversed() { await stop() }
     }
 }

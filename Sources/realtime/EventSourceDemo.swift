@@ -13,7 +13,7 @@ enum EventSourceDemo {
 
     static func eventSource() async throws {
         let server = try await ScriptedHTTPServer.start()
-        defer { Task { await server.stop() } }
+        DemoCleanup.after { await server.stop() }
         let connections = NIOLockedValueBox(0)
         server.route("/events") { request in
             let number = connections.withLockedValue { $0 += 1; return $0 }

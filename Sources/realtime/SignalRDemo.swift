@@ -12,7 +12,7 @@ enum SignalRDemo {
 
     static func exchange() async throws {
         let server = try await SignalRTestServer.start()
-        defer { Task { await server.stop() } }
+        DemoCleanup.after { await server.stop() }
         let connection = HubConnectionBuilder()
             .withUrl(url: server.url)
             .withHubProtocol(hubProtocol: .messagePack)
@@ -56,7 +56,7 @@ enum SignalRDemo {
         var options = SignalRTestServer.Options()
         options.failingTransports = ["WebSockets"]
         let server = try await SignalRTestServer.start(options: options)
-        defer { Task { await server.stop() } }
+        DemoCleanup.after { await server.stop() }
         let connection = HubConnectionBuilder().withUrl(url: server.url).build()
         try await connection.start()
         say("   WebSockets refused; connected over \(connection.transport.map { "\($0)" } ?? "?")")

@@ -40,6 +40,7 @@ struct SoakCommand: AsyncParsableCommand {
         let names = protocols.split(separator: ",").map { String($0).trimmingCharacters(in: .whitespaces) }
         soakSay("soak: \(names.joined(separator: ", ")) for \(seconds) s, seed \(seed)")
         let sampler = ResourceSampler()
+        // Samples beside the protocols' runs; cancelled and awaited when they are done.
         let sampling = Task { await sampler.run(every: .seconds(10)) }
         var results: [SoakResult] = []
         try await withThrowingTaskGroup(of: SoakResult.self) { group in
@@ -240,6 +241,7 @@ enum SoakScenarios {
         configuration.clientLabel = "soak"
         let source = EventSource(url: URL(string: proxy.url() + path)!, configuration: configuration)
         let check = NIOLockedValueBox(InOrderCheck())
+        // Reads beside the publishing below; cancelled and awaited at the end of the run.
         let reading = Task {
             for try await event in source.events {
                 guard let id = Int(event.lastEventId) else { continue }
@@ -600,6 +602,7 @@ enum SoakScenarios {
         client.establishConnection(path: "soak")
         _ = await settle(limit: .seconds(10)) { client.state == .connected }
         proxy.startRandomFaults(schedule)
+        // Publishes beside the checks below, which await its result.
         let publishing = Task {
             var index = 0
             let end = ContinuousClock.now + duration

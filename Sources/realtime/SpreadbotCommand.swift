@@ -81,6 +81,7 @@ struct SpreadbotCommand: AsyncParsableCommand {
         client.establishConnection(path: path)
         // establishConnection set the state to connecting; it goes on to connected, or to
         // disconnected when every attempt failed.
+        // Awaited just below.
         let opened = Task {
             for await state in client.stateUpdates() where state != .connecting {
                 return state == .connected

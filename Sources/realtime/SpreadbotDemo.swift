@@ -13,7 +13,7 @@ enum SpreadbotDemo {
 
     static func exchange() async throws {
         let server = try await SpreadbotTestServer.start()
-        defer { Task { await server.stop() } }
+        DemoCleanup.after { await server.stop() }
         server.refuseWebSocket()
         server.setResource("/account", json: #"{"plan":"demo","messages":2}"#)
         var configuration = SpreadbotConfiguration(
