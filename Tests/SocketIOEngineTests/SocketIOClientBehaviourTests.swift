@@ -99,20 +99,31 @@ struct SocketIOClientBehaviourTests {
 
     /// With no ping handler the server's pings are answered on the event loop (no task wakes for
     /// them) and still count for the heartbeat; once a handler listens, pings go through the reader
-    /// and fire ping events.
+    /// and fire ping events. The client's heartbeat runs on a manual clock, so the machine's speed
+    /// cannot end a session (with 1 s on a real clock, two busy cores did).
     @Test("pings answered on the event loop keep the session; a ping handler then gets ping events")
     func pingsAnsweredOnTheEventLoop() async throws {
         var options = SocketIOTestServer.Options()
-        options.pingInterval = .seconds(1)
-        options.pingTimeout = .seconds(1)
+        options.pingInterval = .milliseconds(200)  // the server's own, real clock
+        options.pingTimeout = .seconds(30)
         let server = try await SocketIOTestServer.start(options: options)
-        let manager = SocketManager(url: server.url, configuration: .testing([.websocket]))
+        let clock = ManualClock()
+        var configuration = SocketIOConfiguration.testing([.websocket])
+        configuration.runtime = RealtimeRuntime(clock: clock)
+        let manager = SocketManager(url: server.url, configuration: configuration)
         let socket = manager.defaultSocket
         let connects = Recorder<Int>()
         socket.on(clientEvent: .connect) { _ in connects.append(1) }
         try await socket.connect(timeout: .seconds(30))
-        // Four intervals: twice the client's heartbeat limit (pingInterval + pingTimeout).
-        try await waitUntil("four pongs") { server.pongsReceived >= 4 }
+        // The client's limit is pingInterval + pingTimeout (30.2 s). Three steps of 15 s, each after
+        // a pong went out (the heartbeat is reset before the pong is written): 45 s in all.
+        for _ in 0..<3 {
+            let pongs = server.pongsReceived
+            try await waitUntil("a pong") { server.pongsReceived > pongs }
+            clock.advance(by: .seconds(15))
+        }
+        let pongs = server.pongsReceived
+        try await waitUntil("a pong after 45 s") { server.pongsReceived > pongs }
         #expect(connects.values.count == 1, "one session all along: the heartbeat saw every ping")
         #expect(socket.status == .connected)
         let pings = Recorder<Int>()
