@@ -3,12 +3,13 @@
 # find tests that depend on timing. Bounded: N runs (default 20), each within CI's limits.
 #   Scripts/repeat-tests.sh [N]
 # Prints one line per run and a summary "N runs, F with failures"; the failing tests' names are in
-# repeat-tests.log. Exit status 1 when any run failed.
+# repeat-tests.log, a failed run's whole output in repeat-tests.run-N.out. Exit status 1 when any run failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-20}
 log=repeat-tests.log
 : > "$log"
+rm -f repeat-tests.run-*.out
 burn() { while :; do :; done; }
 burn & b1=$!
 burn & b2=$!
@@ -22,6 +23,7 @@ for i in $(seq 1 "$runs"); do
   echo "run $i: $summary ($(( $(date +%s) - start )) s)" | tee -a "$log"
   if ! printf '%s\n' "$summary" | grep -q " 0 failed"; then
     bad=$((bad + 1))
+    printf '%s\n' "$out" > "repeat-tests.run-$i.out"
     printf '%s\n' "$out" | grep -E "^✘ Test |Expectation failed|Caught error|hung:|exceeded|^↳ [^/]" | grep -v "Testing Library\|Target Platform" | head -30 | sed 's/^/    /' | tee -a "$log"
   fi
 done

@@ -26,12 +26,26 @@ def report(name, ok, why=""):
         print(f"FAIL {name}: {why}", flush=True)
 
 
+# The engine.io and socket.io logs of every client go to memory and are printed ("LOG ...") only when
+# a scenario fails, so a failure on a loaded CI machine says which step waited and for what.
+log = io.StringIO()
+_handler = logging.StreamHandler(log)
+_handler.setFormatter(logging.Formatter("%(relativeCreated)d ms %(name)s %(message)s"))
+peer_logger = logging.getLogger("peer")
+peer_logger.addHandler(_handler)
+peer_logger.setLevel(logging.INFO)
+
+
+def client(**options):
+    return socketio.AsyncClient(logger=peer_logger, engineio_logger=peer_logger, **options)
+
+
 async def with_timeout(awaitable, seconds=15):  # slack for a loaded 2-core CI machine
     return await asyncio.wait_for(awaitable, seconds)
 
 
 async def default_namespace():
-    sio = socketio.AsyncClient(reconnection=False)
+    sio = client(reconnection=False)
     welcome = asyncio.get_running_loop().create_future()
     echoed = asyncio.get_running_loop().create_future()
     answer = asyncio.get_running_loop().create_future()
@@ -93,13 +107,13 @@ async def default_namespace():
 
 
 async def chat_namespace():
-    sio = socketio.AsyncClient(reconnection=False)
+    sio = client(reconnection=False)
     await with_timeout(sio.connect(url, namespaces=["/chat"], auth={"token": "secret"}, transports=transports, wait_timeout=15))
     who = await sio.call("whoami", namespace="/chat", timeout=5)
     report("namespace with auth accepted", who == {"token": "secret"}, repr(who))
     await sio.disconnect()
 
-    refused = socketio.AsyncClient(reconnection=False)
+    refused = client(reconnection=False)
     reasons = []
 
     @refused.on("connect_error", namespace="/chat")
@@ -115,16 +129,7 @@ async def chat_namespace():
 
 
 async def restart():
-    # The engine.io and socket.io logs go to memory and are printed ("LOG ...") only when this
-    # scenario fails, so a failure on a loaded CI machine says which step waited and for what.
-    log = io.StringIO()
-    handler = logging.StreamHandler(log)
-    handler.setFormatter(logging.Formatter("%(relativeCreated)d ms %(name)s %(message)s"))
-    peer_logger = logging.getLogger("restart")
-    peer_logger.addHandler(handler)
-    peer_logger.setLevel(logging.INFO)
-    sio = socketio.AsyncClient(reconnection=True, reconnection_delay=0.2, reconnection_delay_max=1,
-                               logger=peer_logger, engineio_logger=peer_logger)
+    sio = client(reconnection=True, reconnection_delay=0.2, reconnection_delay_max=1)
     connects = asyncio.Queue()
     dropped = asyncio.get_running_loop().create_future()
 
@@ -163,17 +168,21 @@ async def restart():
         await sio.disconnect()
     except Exception as error:
         report("restart", False, f"{step}: {type(error).__name__}: {error}")
-        for line in log.getvalue().splitlines():
-            print(f"LOG {line}", flush=True)
 
 
 async def main():
     scenarios = (restart,) if sys.argv[3:] == ["restart"] else (default_namespace, chat_namespace)
     for scenario in scenarios:
+        before = failures
+        log.seek(0)
+        log.truncate()
         try:
             await scenario()
         except Exception as error:  # report and go on
             report(scenario.__name__, False, f"{type(error).__name__}: {error}")
+        if failures > before:
+            for line in log.getvalue().splitlines():
+                print(f"LOG {line}", flush=True)
     print("DONE", flush=True)
     sys.exit(1 if failures else 0)
 
