@@ -587,7 +587,7 @@ extension HubConnection {
                 if let sendPing = session.sendPing, state.withLockedValue({ $0.replay?.isReconnecting != true }) {
                     // WebSockets: written on the event loop, between two frames, without waiting.
                     sendPing()
-                    metrics.sent(messages: 1, bytes: codec.encode(.ping).count)
+                    metrics.sent(messages: 1, bytes: encodedPingSize)
                 } else {
                     // A write is async and the timer queue's task must not wait on one socket: a
                     // short task sends the Ping.

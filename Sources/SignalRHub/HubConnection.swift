@@ -21,6 +21,8 @@ public final class HubConnection: Service, Sendable {
     /// The options the connection was made with.
     public let options: HubConnectionOptions
     let codec: HubProtocolCodec
+    /// The size of an encoded Ping, counted in the metrics for each keep-alive written on the event loop.
+    let encodedPingSize: Int
     package let logger: Logger
     let state: NIOLockedValueBox<Shared>
     /// Holds reading while the handlers or a stream's reader are behind (every transport, every
@@ -101,6 +103,7 @@ public final class HubConnection: Service, Sendable {
     public init(options: HubConnectionOptions, logLevel: LogLevel? = nil) {
         self.options = options
         codec = HubProtocolCodec(options.hubProtocol, maximumMessageSize: options.maximumReceiveMessageSize)
+        encodedPingSize = codec.encode(.ping).count
         var logger = options.runtime.logger
         if let logLevel {
             logger.logLevel = switch logLevel {

@@ -97,6 +97,8 @@ func idle(_ what: String, count: Int, broadcast: (@Sendable (any Sendable) async
     let after = residentKiB()
     let idleSeconds = ProcessInfo.processInfo.environment["IDLE_SECONDS"].flatMap(Int.init) ?? 10
     let cpuBefore = cpuSeconds()
+    // For Scripts/idle_heap.sh, which stops the process here to see what an idle connection holds.
+    FileHandle.standardError.write(Data("IDLE \(count) connections open\n".utf8))
     try await Task.sleep(for: .seconds(idleSeconds))
     let idleCPU = (cpuSeconds() - cpuBefore) / Double(idleSeconds) * 100
     var line = "\(what): \(count) idle connections, RSS \(before) -> \(after) KiB, \(String(format: "%.1f", Double(after - before) / Double(count))) KiB per connection"
