@@ -56,6 +56,9 @@ final class EngineIOSession: Sendable {
     private let outbox: Outbox<EngineIOFrame>
     private let state = NIOLockedValueBox(State())
     private let heartbeat: HeartbeatTracker
+    /// Fails with the heartbeat's timeout; succeeds when the session moved to the WebSocket (the
+    /// polling group then stops watching: the WebSocket's reader sees the failure itself).
+    private let heartbeatOutcome = OneShot<Void>()
     private weak let delegateBox: (any EngineIODelegate)?
 
     /// The event loop the session's WebSocket runs on; its reading and writing tasks run there too.
@@ -74,7 +77,7 @@ final class EngineIOSession: Sendable {
         self.eventLoop = eventLoop
         self.runtime = pinned
         self.urls = try EngineIOURLs(url: url, options: options)
-        self.heartbeat = HeartbeatTracker(clock: runtime.clock)
+        self.heartbeat = HeartbeatTracker(timers: runtime.timers)
         self.delegateBox = delegate
     }
 
@@ -119,7 +122,10 @@ final class EngineIOSession: Sendable {
     /// Runs the session until it ends. Throws ``RealtimeError`` when it fails (handshake, transport,
     /// heartbeat timeout, protocol violation).
     func run() async throws -> EngineIOSessionEnd {
-        defer { outbox.close() }
+        defer {
+            heartbeat.stop()
+            outbox.close()
+        }
         return try await withEventLoopPreference(eventLoop) {
             switch options.transports.first ?? .polling {
             case .websocket: return try await runWebSocketOnly()
@@ -170,6 +176,7 @@ final class EngineIOSession: Sendable {
             $0.transport = .polling
         }
         heartbeat.reset()
+        watchHeartbeat(handshake)
         try await delegate.engineIOOpened(handshake, transport: .polling)
         for packet in packets {
             if let end = try await handle(packet) { return end }
@@ -178,7 +185,7 @@ final class EngineIOSession: Sendable {
         return try await withThrowingTaskGroup(of: ChildEnd.self) { group in
             group.addTask { try await self.pollingReader(handshake) }
             group.addTask { try await self.pollingWriter(handshake, generation: self.outbox.generation) }
-            group.addTask { try await self.heartbeatMonitor(handshake) }
+            group.addTask { try await self.pollingHeartbeat() }
             if upgrade { group.addTask { try await self.upgradeToWebSocket(handshake) } }
             for try await end in group {
                 if case .sessionOver(let reason) = end {
@@ -366,6 +373,7 @@ final class EngineIOSession: Sendable {
                 upgraded.withLockedValue { $0 = true }
                 self.state.withLockedValue { $0.transport = .websocket }
                 self.decideReader(upgraded: true)
+                self.heartbeatOutcome.complete(.success(()))
                 let generation = self.outbox.resume(retireWriter: true)
                 try await self.delegate.engineIOUpgraded()
                 self.runtime.logger.debug("Engine.IO session upgraded to WebSocket")
@@ -428,12 +436,9 @@ final class EngineIOSession: Sendable {
                 $0.transport = .websocket
             }
             self.heartbeat.reset()
+            self.watchHeartbeat(handshake)
             try await self.delegate.engineIOOpened(handshake, transport: .websocket)
-            let end = try await withThrowingTaskGroup(of: ChildEnd.self) { group in
-                group.addTask { try await self.heartbeatMonitor(handshake) }
-                defer { group.cancelAll() }
-                return try await self.runWebSocket(connection, inbound: &inbound, generation: self.outbox.generation)
-            }
+            let end = try await self.runWebSocket(connection, inbound: &inbound, generation: self.outbox.generation)
             result.withLockedValue { $0 = end }
         }
         guard let end = result.withLockedValue({ $0 }) else {
@@ -446,8 +451,13 @@ final class EngineIOSession: Sendable {
     private func runWebSocket(
         _ connection: WebSocketConnection, inbound: inout WebSocketMessages.AsyncIterator, generation: Int
     ) async throws -> EngineIOSessionEnd {
-        state.withLockedValue { $0.webSocket = connection }
+        // The heartbeat may have expired before the WebSocket was recorded (nothing closed it then).
+        let expired = state.withLockedValue { state -> RealtimeError? in
+            state.webSocket = connection
+            return state.heartbeatFailure
+        }
         defer { state.withLockedValue { $0.webSocket = nil } }
+        if let expired { throw expired }
         do {
             return try await readAndWriteWebSocket(connection, inbound: &inbound, generation: generation)
         } catch {
@@ -546,17 +556,31 @@ final class EngineIOSession: Sendable {
         return nil
     }
 
-    private func heartbeatMonitor(_ handshake: EngineIOHandshake) async throws -> ChildEnd {
+    /// Starts the heartbeat's deadline: pingInterval + pingTimeout after the last ping.
+    private func watchHeartbeat(_ handshake: EngineIOHandshake) {
         let limit = handshake.pingInterval + handshake.pingTimeout
-        try await heartbeat.monitor(limit: limit)
+        heartbeat.watch(limit: limit) { [weak self] in self?.heartbeatExpired(limit) }
+    }
+
+    /// No ping within the limit: the session fails with a timeout. The polling group's watcher
+    /// throws it; a WebSocket is closed, which ends its reader, and the reader throws it.
+    private func heartbeatExpired(_ limit: Duration) {
         let error = RealtimeError.timeout("no ping from the server within pingInterval + pingTimeout (\(limit))")
         let webSocket = state.withLockedValue { state -> WebSocketConnection? in
             state.heartbeatFailure = error
             return state.webSocket
         }
-        // A reader waiting on the socket does not see task cancellation from a sibling: close it.
-        if let webSocket { try? await webSocket.close(code: 1000, reason: nil) }
-        throw error
+        heartbeatOutcome.complete(.failure(error))
+        // Unstructured: this runs on the timer queue, which must not wait on a socket's close
+        // handshake; it happens once, for a session that is over.
+        if let webSocket { Task { try? await webSocket.close(code: 1000, reason: nil) } }
+    }
+
+    /// The polling group's member for the heartbeat: throws its timeout; returns once the session
+    /// moved to the WebSocket.
+    private func pollingHeartbeat() async throws -> ChildEnd {
+        try await heartbeatOutcome.cancellableValue()
+        return .keepGoing
     }
 
     static func parseHandshake(_ json: String) throws -> EngineIOHandshake {
@@ -568,26 +592,70 @@ final class EngineIOSession: Sendable {
     }
 }
 
-/// The heartbeat clock: when the last ping arrived, on the runtime's clock (a ManualClock in tests).
+/// The heartbeat: when the last ping arrived, and one deadline in the runtime's ``TimerQueue`` (a
+/// ManualClock in tests) at that time + pingInterval + pingTimeout. A ping only records the time;
+/// when the deadline comes and a ping arrived since, it moves to the new limit. An idle session
+/// costs a heap entry, not a task sleeping on the clock.
 final class HeartbeatTracker: Sendable {
-    private let timeline: ClockTimeline
-    private let lastPing = NIOLockedValueBox<Duration>(.zero)
-
-    init(clock: some Clock<Duration>) {
-        timeline = ClockTimeline(clock: clock)
+    private struct State {
+        var lastPing: Duration = .zero
+        var limit: Duration?
+        var timer: TimerQueue.Timer?
+        var expired: (@Sendable () -> Void)?
     }
 
+    private let timers: TimerQueue
+    private let state = NIOLockedValueBox(State())
+
+    init(timers: TimerQueue) {
+        self.timers = timers
+    }
+
+    /// A ping arrived (on the reader's path or on the event loop).
     func reset() {
-        let now = timeline.now
-        lastPing.withLockedValue { $0 = now }
+        let now = timers.now
+        state.withLockedValue { $0.lastPing = now }
     }
 
-    /// Returns when `limit` passed since the last ping; throws when cancelled.
-    func monitor(limit: Duration) async throws {
-        while true {
-            let deadline = lastPing.withLockedValue { $0 } + limit
-            if timeline.now >= deadline { return }
-            try await timeline.sleep(until: deadline)
+    /// Starts watching: `expired` runs once, on the timer queue, when `limit` passes with no ping.
+    /// Watching again replaces the limit and the callback (the handshake of an upgrade says the same).
+    func watch(limit: Duration, expired: @escaping @Sendable () -> Void) {
+        let previous = state.withLockedValue { state -> TimerQueue.Timer? in
+            state.limit = limit
+            state.expired = expired
+            defer { state.timer = nil }
+            return state.timer
         }
+        if let previous { timers.cancel(previous) }
+        arm()
+    }
+
+    /// Stops watching; `expired` does not run after this returns.
+    func stop() {
+        let timer = state.withLockedValue { state -> TimerQueue.Timer? in
+            state.limit = nil
+            state.expired = nil
+            defer { state.timer = nil }
+            return state.timer
+        }
+        if let timer { timers.cancel(timer) }
+    }
+
+    private func arm() {
+        let now = timers.now
+        let fire = state.withLockedValue { state -> (@Sendable () -> Void)? in
+            guard let limit = state.limit, let expired = state.expired else { return nil }
+            let deadline = state.lastPing + limit
+            if now >= deadline {
+                state.limit = nil
+                state.expired = nil
+                state.timer = nil
+                return expired
+            }
+            // Scheduled under the lock, so a concurrent stop() cancels this very timer.
+            state.timer = timers.schedule(at: deadline) { [weak self] in self?.arm() }
+            return nil
+        }
+        fire?()
     }
 }

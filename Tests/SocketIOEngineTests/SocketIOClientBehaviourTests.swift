@@ -135,6 +135,44 @@ struct SocketIOClientBehaviourTests {
         await server.stop()
     }
 
+    /// The heartbeat is a deadline in the runtime's timer queue, on the client's clock: with the
+    /// server's pings held, the session ends with "ping timeout" once the manual clock passes
+    /// pingInterval + pingTimeout, on polling, on the WebSocket, and after an upgrade (when the
+    /// polling group has handed the heartbeat over to the WebSocket's reader).
+    @Test("no ping within the limit on the client's clock ends the session on every transport",
+          arguments: ["polling", "websocket", "upgraded"])
+    func heartbeatDeadlineOnTheManualClock(setup: String) async throws {
+        var options = SocketIOTestServer.Options()
+        options.pingInterval = .milliseconds(200)  // the server's own, real clock
+        options.pingTimeout = .seconds(30)
+        let server = try await SocketIOTestServer.start(options: options)
+        let clock = ManualClock()
+        var configuration: SocketIOConfiguration = switch setup {
+        case "polling": .testing([.polling], upgrade: false)
+        case "websocket": .testing([.websocket])
+        default: .testing([.polling, .websocket], upgrade: true)
+        }
+        configuration.runtime = RealtimeRuntime(clock: clock)
+        let manager = SocketManager(url: server.url, configuration: configuration)
+        let socket = manager.defaultSocket
+        let reasons = Recorder<[JSONValue]>()
+        socket.on(clientEvent: .disconnect) { reasons.append($0.arguments) }
+        try await socket.connect(timeout: .seconds(30))
+        if setup == "upgraded" {
+            try await waitUntil("the upgrade to WebSocket") { manager.transport == .websocket }
+        }
+        server.pausePings(true)
+        // The limit is 30.2 s after the last ping; pings that came before the pause were at most
+        // at the clock's current time, which has not moved.
+        clock.advance(by: .seconds(31))
+        let seen = await reasons.wait(for: 1)
+        #expect(seen.first == ["ping timeout"], "\(seen)")
+        manager.disconnect()
+        await manager.waitUntilStopped()
+        server.pausePings(false)
+        await server.stop()
+    }
+
     @Test("an ack after its timeout is dropped; the next ack is matched correctly")
     func lateAck() async throws {
         let server = try await SocketIOTestServer.start()
