@@ -38,14 +38,17 @@ struct SocketIOUpgradeTests {
     }
 
     /// The probe is never answered. Polling is held while the probe is out, so the wait is bounded
-    /// (half the server's pingTimeout here: 1 s), the session stays on polling, keeps its heartbeat
-    /// (pings every 500 ms, a pong later than 2 s ends the session) and delivers what was sent meanwhile.
+    /// (half the server's pingTimeout here: 5 s), the session stays on polling, keeps its heartbeat
+    /// (pings every 500 ms, a pong later than 10 s ends the session) and delivers what was sent
+    /// meanwhile. The server's clock is real: with a 2 s pingTimeout (a 1 s hold, 1.5 s to spare
+    /// before the client's own limit) a repeat run beside two CPU-burning loops and a build saw every
+    /// session end with "ping timeout".
     @Test("an unanswered probe: the session stays on polling, heartbeat and events intact")
     func unansweredProbe() async throws {
         var options = SocketIOTestServer.Options()
         options.probeAnswer = .never
         options.pingInterval = .milliseconds(500)
-        options.pingTimeout = .seconds(2)
+        options.pingTimeout = .seconds(10)
         let server = try await SocketIOTestServer.start(options: options)
         let manager = SocketManager(url: server.url, configuration: .testing([.polling, .websocket], upgrade: true))
         let socket = manager.defaultSocket
@@ -58,7 +61,7 @@ struct SocketIOUpgradeTests {
         try socket.emit("count", arguments: [10])
         let received = await ticks.wait(for: 10)
         #expect(received.map { $0.first } == (1...10).map { JSONValue.number(Double($0)) })
-        // Several ping intervals past the probe's timeout (1 s): four more pings answered.
+        // Ping intervals after the probe was sent: four more pings answered.
         let pongs = server.pongsReceived
         try await waitUntil("four more pings answered") { server.pongsReceived >= pongs + 4 }
         #expect(manager.transport == .polling)
