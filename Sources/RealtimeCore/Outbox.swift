@@ -1,13 +1,13 @@
-import DequeModule
+public import DequeModule
 #if canImport(FoundationEssentials)
-import FoundationEssentials
+public import FoundationEssentials
 #else
-import Foundation
+public import Foundation
 #endif
-import NIOConcurrencyHelpers
+public import NIOConcurrencyHelpers
 
 /// What an ``Outbox`` needs to know of a message.
-package protocol OutboxMessage: Sendable {
+@_spi(RealtimeEngine) public protocol OutboxMessage: Sendable {
     /// The bytes it takes as the protocol counts them (limits and batch sizes).
     var outboxSize: Int { get }
     /// The parts it adds to a batch (Engine.IO packets; 1 for most protocols).
@@ -46,45 +46,51 @@ public struct ResendWindow: Sendable, Hashable {
 /// ``ResendWindow``, stay after they are written until the protocol confirms them (an ack) or they
 /// leave the window: after a drop, ``takeUnsent()`` hands back what may not have arrived, then what
 /// was never written. Control messages (pings, handshakes) are never counted or kept.
-package final class Outbox<Message: OutboxMessage>: Sendable {
-    private struct State {
-        var queue: Deque<Message> = []
+@_spi(RealtimeEngine) public final class Outbox<Message: OutboxMessage>: Sendable {
+    // @usableFromInline and @inlinable below: the per-message calls are specialized for each
+    // protocol's message type in its own module (unspecialized, an ack's `confirm` spent most of its
+    // time looking up generic metadata). That is why the outbox is public, as SPI: an @inlinable
+    // `package` body is not used by other modules.
+    @usableFromInline
+    struct State: Sendable {
+        @usableFromInline var queue: Deque<Message> = []
         /// Application messages written and not confirmed yet, oldest first.
-        var written: Deque<Message> = []
-        var writtenBytes = 0
-        var presumedDelivered = 0
+        @usableFromInline var written: Deque<Message> = []
+        @usableFromInline var writtenBytes = 0
+        @usableFromInline var presumedDelivered = 0
         /// Bytes (polling size) of the application frames (emits, acks) in `queue`.
-        var boundedBytes = 0
+        @usableFromInline var boundedBytes = 0
         /// A bounded push was refused: call `onDrain` once the queue has room again.
-        var refusedBounded = false
-        var onDrain: (@Sendable () -> Void)?
-        var waiter: CheckedContinuation<Void, Never>?
-        var idleWaiters: [CheckedContinuation<Void, Never>] = []
+        @usableFromInline var refusedBounded = false
+        @usableFromInline var onDrain: (@Sendable () -> Void)?
+        @usableFromInline var waiter: CheckedContinuation<Void, Never>?
+        @usableFromInline var idleWaiters: [CheckedContinuation<Void, Never>] = []
         /// ``waitUntilEmpty()`` calls, woken when nothing is queued or in flight.
-        var emptyWaiters: [UUID: CheckedContinuation<Void, Never>] = [:]
-        var paused = false
-        var inFlight = false
-        var closed = false
+        @usableFromInline var emptyWaiters: [UUID: CheckedContinuation<Void, Never>] = [:]
+        @usableFromInline var paused = false
+        @usableFromInline var inFlight = false
+        @usableFromInline var closed = false
         /// Bumped to retire the current writer (after an upgrade the polling writer stops).
-        var writerGeneration = 0
+        @usableFromInline var writerGeneration = 0
     }
 
-    private let state = NIOLockedValueBox(State())
-    package let window: ResendWindow
+    @usableFromInline let state = NIOLockedValueBox(State())
+    public let window: ResendWindow
     /// The most bytes (polling size) of application frames the queue holds.
-    package let limit: Int
+    public let limit: Int
 
     package init(window: ResendWindow = .disabled, limit: Int = .max) {
         self.window = window
         self.limit = max(1, limit)
     }
 
-    package enum BoundedPush { case queued, full, closed }
+    public enum BoundedPush: Sendable { case queued, full, closed }
 
     /// Queues an application frame unless the queue already holds `limit` bytes of them (one frame
     /// always fits in an empty queue). After a refusal, `onDrain` is called once the queue is below
     /// half the limit.
-    package func pushBounded(_ frame: Message, limit: Int? = nil) -> BoundedPush {
+    @inlinable
+    public func pushBounded(_ frame: Message, limit: Int? = nil) -> BoundedPush {
         let size = frame.outboxSize
         let limit = limit ?? self.limit
         let (result, waiter) = state.withLockedValue { state -> (BoundedPush, CheckedContinuation<Void, Never>?) in
@@ -109,7 +115,8 @@ package final class Outbox<Message: OutboxMessage>: Sendable {
 
     /// Queues a frame. Returns false when the session is over (the caller keeps the frame).
     @discardableResult
-    package func push(_ frame: Message) -> Bool {
+    @inlinable
+    public func push(_ frame: Message) -> Bool {
         let waiter = state.withLockedValue { state -> CheckedContinuation<Void, Never>?? in
             if state.closed { return .none }
             state.queue.append(frame)
@@ -123,7 +130,8 @@ package final class Outbox<Message: OutboxMessage>: Sendable {
     }
 
     /// Puts frames that could not be written back at the front.
-    package func requeueFront(_ frames: [Message]) {
+    @inlinable
+    public func requeueFront(_ frames: [Message]) {
         state.withLockedValue { state in
             for frame in frames.reversed() {
                 state.queue.prepend(frame)
@@ -135,9 +143,10 @@ package final class Outbox<Message: OutboxMessage>: Sendable {
     /// Takes the next frames for writer `generation`: all queued frames up to `maxBytes` (polling
     /// size) and `maxParts` packets, at least one frame. Waits while empty or paused. Returns nil when the session is closed or
     /// the writer was retired. Call ``finishedWrite()`` after writing them.
-    private enum Step { case frames([Message]), framesAndDrain([Message], @Sendable () -> Void), stop, wait }
+    @usableFromInline enum Step { case frames([Message]), framesAndDrain([Message], @Sendable () -> Void), stop, wait }
 
-    package func take(maxBytes: Int, maxParts: Int = .max, generation: Int) async -> [Message]? {
+    @inlinable
+    public func take(maxBytes: Int, maxParts: Int = .max, generation: Int) async -> [Message]? {
         while true {
             let step = state.withLockedValue { state -> Step in
                 if state.closed || state.writerGeneration != generation { return .stop }
@@ -189,7 +198,8 @@ package final class Outbox<Message: OutboxMessage>: Sendable {
         }
     }
 
-    package func finishedWrite() {
+    @inlinable
+    public func finishedWrite() {
         let empty = state.withLockedValue { state -> [CheckedContinuation<Void, Never>] in
             state.inFlight = false
             guard state.queue.isEmpty else { return [] }
@@ -218,7 +228,8 @@ package final class Outbox<Message: OutboxMessage>: Sendable {
         }
     }
 
-    private func wakeWriter() {
+    @usableFromInline
+    func wakeWriter() {
         let waiter = state.withLockedValue { state -> CheckedContinuation<Void, Never>? in
             defer { state.waiter = nil }
             return state.waiter
@@ -243,7 +254,8 @@ package final class Outbox<Message: OutboxMessage>: Sendable {
         }
     }
 
-    private func wakeIdleWaiters() {
+    @usableFromInline
+    func wakeIdleWaiters() {
         let waiters = state.withLockedValue { state -> [CheckedContinuation<Void, Never>] in
             defer { state.idleWaiters = [] }
             return state.idleWaiters
@@ -265,11 +277,13 @@ package final class Outbox<Message: OutboxMessage>: Sendable {
         return generation
     }
 
-    package var generation: Int { state.withLockedValue { $0.writerGeneration } }
+    @inlinable
+    public var generation: Int { state.withLockedValue { $0.writerGeneration } }
 
     /// Frames were written over a WebSocket: keep the re-sendable ones until confirmed, within the
     /// window (the oldest leave first, presumed delivered).
-    package func wroteUnconfirmed(_ frames: some Sequence<Message>) {
+    @inlinable
+    public func wroteUnconfirmed(_ frames: some Sequence<Message>) {
         // Frames leaving the window are freed after the lock is released: freeing them under it
         // kept emitting threads waiting on the lock.
         let evicted = state.withLockedValue { state -> [Message] in
@@ -292,7 +306,8 @@ package final class Outbox<Message: OutboxMessage>: Sendable {
 
     /// The peer confirmed the first written message that matches (an ack): it received it, and (one
     /// TCP stream, read in order) every message written before it.
-    package func confirm(where matches: (Message) -> Bool) {
+    @inlinable
+    public func confirm(where matches: (Message) -> Bool) {
         let confirmed = state.withLockedValue { state -> [Message] in
             guard let index = state.written.firstIndex(where: matches) else { return [] }
             let confirmed = Array(state.written[...index])

@@ -7,7 +7,7 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOWebSocket
 public import OrderedCollections
-public import RealtimeCore
+@_spi(RealtimeEngine) public import RealtimeCore
 public import SignalRHub
 
 /// A SignalR server on loopback that follows HubProtocol.md and TransportProtocols.md: negotiate v1

@@ -1,6 +1,6 @@
 import Foundation
 import OrderedCollections
-import RealtimeCore
+@_spi(RealtimeEngine) import RealtimeCore
 
 /// A group of Engine.IO packets that must go out together and in order (a Socket.IO packet and its
 /// attachments, or a control packet), with where it came from so unsent frames can be given back.

@@ -4,7 +4,7 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOFoundationCompat
 import NIOHTTP1
-import RealtimeCore
+@_spi(RealtimeEngine) import RealtimeCore
 
 /// Told about what happens on one Engine.IO session, in order, from the session's reading task.
 protocol EngineIODelegate: AnyObject, Sendable {

@@ -4,7 +4,7 @@ import Logging
 import OrderedCollections
 import Tracing
 import NIOConcurrencyHelpers
-public import RealtimeCore
+@_spi(RealtimeEngine) public import RealtimeCore
 
 /// One namespace on a ``SocketManager``'s connection: connect with auth, emit, acks both ways,
 /// handlers, an offline queue, and connection state recovery.

@@ -3,7 +3,7 @@ import Logging
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
-public import RealtimeCore
+@_spi(RealtimeEngine) public import RealtimeCore
 public import ServiceLifecycle
 import Tracing
 

@@ -1,5 +1,5 @@
 import NIOConcurrencyHelpers
-import RealtimeCore
+@_spi(RealtimeEngine) import RealtimeCore
 
 /// A send the app made, until the stream delivered it or reported why not.
 ///

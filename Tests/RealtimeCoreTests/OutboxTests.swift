@@ -1,5 +1,5 @@
 import NIOConcurrencyHelpers
-import RealtimeCore
+@_spi(RealtimeEngine) import RealtimeCore
 import Testing
 
 /// The one outbox: order, the limit, the writer's batches, pausing, the resend window's memory bound
