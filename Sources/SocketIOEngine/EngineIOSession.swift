@@ -620,6 +620,16 @@ final class HeartbeatTracker: Sendable {
     /// Starts watching: `expired` runs once, on the timer queue, when `limit` passes with no ping.
     /// Watching again replaces the limit and the callback (the handshake of an upgrade says the same).
     func watch(limit: Duration, expired: @escaping @Sendable () -> Void) {
+        replace(limit: limit, expired: expired)
+        arm()
+    }
+
+    /// Stops watching: no deadline calls `expired` after this (one already calling it finishes).
+    func stop() {
+        replace(limit: nil, expired: nil)
+    }
+
+    private func replace(limit: Duration?, expired: (@Sendable () -> Void)?) {
         let previous = state.withLockedValue { state -> TimerQueue.Timer? in
             state.limit = limit
             state.expired = expired
@@ -627,18 +637,6 @@ final class HeartbeatTracker: Sendable {
             return state.timer
         }
         if let previous { timers.cancel(previous) }
-        arm()
-    }
-
-    /// Stops watching; `expired` does not run after this returns.
-    func stop() {
-        let timer = state.withLockedValue { state -> TimerQueue.Timer? in
-            state.limit = nil
-            state.expired = nil
-            defer { state.timer = nil }
-            return state.timer
-        }
-        if let timer { timers.cancel(timer) }
     }
 
     private func arm() {
