@@ -7,7 +7,7 @@ import Logging
 package import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
-public import RealtimeCore
+@_spi(RealtimeEngine) public import RealtimeCore
 public import ServiceLifecycle
 import Tracing
 

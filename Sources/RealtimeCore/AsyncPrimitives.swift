@@ -1,23 +1,30 @@
 import DequeModule
-import NIOConcurrencyHelpers
+public import NIOConcurrencyHelpers
 
 /// A value that arrives once; any number of callers of `value()` wait for it.
-package final class OneShot<Value: Sendable>: Sendable {
-    private struct State {
-        var result: Result<Value, any Error>?
-        var waiters: [CheckedContinuation<Value, any Error>] = []
+///
+/// Public as SPI, its calls `@inlinable`: each client module specializes them for its value type (a
+/// SignalR invocation completes one; unspecialized, looking up generic metadata was a tenth of an
+/// invocation's CPU). An `@inlinable package` body is not used by other modules.
+@_spi(RealtimeEngine) public final class OneShot<Value: Sendable>: Sendable {
+    @usableFromInline
+    struct State: Sendable {
+        @usableFromInline var result: Result<Value, any Error>?
+        @usableFromInline var waiters: [CheckedContinuation<Value, any Error>] = []
         /// Waiters of ``cancellableValue()``, by id.
-        var cancellable: [Int: CheckedContinuation<Value, any Error>] = [:]
-        var nextID = 0
-        var callbacks: [@Sendable (Result<Value, any Error>) -> Void] = []
+        @usableFromInline var cancellable: [Int: CheckedContinuation<Value, any Error>] = [:]
+        @usableFromInline var nextID = 0
+        @usableFromInline var callbacks: [@Sendable (Result<Value, any Error>) -> Void] = []
     }
 
-    private let state = NIOLockedValueBox(State())
+    @usableFromInline let state = NIOLockedValueBox(State())
 
-    package init() {}
+    @inlinable
+    public init() {}
 
     /// Sets the result (the first call wins) and wakes every waiter.
-    package func complete(_ result: Result<Value, any Error>) {
+    @inlinable
+    public func complete(_ result: Result<Value, any Error>) {
         let (waiters, callbacks) = state.withLockedValue {
             state -> ([CheckedContinuation<Value, any Error>], [@Sendable (Result<Value, any Error>) -> Void]) in
             guard state.result == nil else { return ([], []) }
@@ -35,7 +42,8 @@ package final class OneShot<Value: Sendable>: Sendable {
 
     /// Calls `callback` with the result when it arrives (at once if it has), on the completing
     /// thread: for a synchronous API that reports later, without a task that only waits.
-    package func whenComplete(_ callback: @escaping @Sendable (Result<Value, any Error>) -> Void) {
+    @inlinable
+    public func whenComplete(_ callback: @escaping @Sendable (Result<Value, any Error>) -> Void) {
         let ready = state.withLockedValue { state -> Result<Value, any Error>? in
             if let result = state.result { return result }
             state.callbacks.append(callback)
@@ -45,9 +53,11 @@ package final class OneShot<Value: Sendable>: Sendable {
     }
 
     /// Whether ``complete(_:)`` has been called.
-    package var isCompleted: Bool { state.withLockedValue { $0.result != nil } }
+    @inlinable
+    public var isCompleted: Bool { state.withLockedValue { $0.result != nil } }
 
-    package func value() async throws -> Value {
+    @inlinable
+    public func value() async throws -> Value {
         try await withCheckedThrowingContinuation { continuation in
             let ready = state.withLockedValue { state -> Result<Value, any Error>? in
                 if let result = state.result { return result }
@@ -60,7 +70,8 @@ package final class OneShot<Value: Sendable>: Sendable {
 
     /// The value; a waiter whose task is cancelled stops waiting with `CancellationError` (the value
     /// still arrives for the others).
-    package func cancellableValue() async throws -> Value {
+    @inlinable
+    public func cancellableValue() async throws -> Value {
         let id = state.withLockedValue { state -> Int in
             defer { state.nextID += 1 }
             return state.nextID

@@ -3,7 +3,7 @@ import Logging
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
-import RealtimeCore
+@_spi(RealtimeEngine) import RealtimeCore
 import Tracing
 
 extension HubConnection {

@@ -5,7 +5,7 @@ package import Logging
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
-public import RealtimeCore
+@_spi(RealtimeEngine) public import RealtimeCore
 
 /// A connection to an ASP.NET Core SignalR hub (or any server speaking the SignalR protocol).
 ///

@@ -1,6 +1,6 @@
 import DequeModule
 import NIOConcurrencyHelpers
-import RealtimeCore
+@_spi(RealtimeEngine) import RealtimeCore
 
 /// Stateful reconnect's bookkeeping for one connection (HubProtocol.md, "Stateful Reconnect";
 /// the TypeScript client's MessageBuffer): messages of types 1 to 5 are numbered from 1 in each

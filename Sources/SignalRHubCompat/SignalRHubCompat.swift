@@ -1,5 +1,5 @@
 public import Foundation
-public import RealtimeCore
+@_spi(RealtimeEngine) public import RealtimeCore
 @_exported public import SignalRHub
 import Logging
 

@@ -3,7 +3,7 @@ import Logging
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
-import RealtimeCore
+@_spi(RealtimeEngine) import RealtimeCore
 
 /// The tokens of one client (or of a ``Spreadbot`` and its ``Spreadbot/rest``), and the one
 /// refresh that concurrent 401s share.

@@ -1,4 +1,4 @@
-import RealtimeCore
+@_spi(RealtimeEngine) import RealtimeCore
 @testable import SignalRHub
 import RealtimeTesting
 import Testing
