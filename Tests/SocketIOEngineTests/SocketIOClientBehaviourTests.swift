@@ -53,15 +53,20 @@ struct SocketIOClientBehaviourTests {
         await server.stop()
     }
 
+    /// The client's heartbeat runs on a manual clock; the server's (real clock) allows 30 s for a
+    /// pong, so only the client's deadline can end the session. With 1 s on both real clocks a
+    /// repeat run beside two CPU-burning loops saw the server end it first ("transport error"): a
+    /// pong that goes through the reader (this test listens for ping events) came after 1 s.
     @Test("no ping within pingInterval + pingTimeout: the session is dead and the client reconnects")
     func heartbeatTimeout() async throws {
         var options = SocketIOTestServer.Options()
-        // 1 s each: with 500 ms a pong delayed by a loaded CI machine made the server end the
-        // session first, and the client saw "transport error" instead of its own ping timeout.
-        options.pingInterval = .seconds(1)
-        options.pingTimeout = .seconds(1)
+        options.pingInterval = .milliseconds(200)
+        options.pingTimeout = .seconds(30)
         let server = try await SocketIOTestServer.start(options: options)
-        let manager = SocketManager(url: server.url, configuration: .testing([.websocket]))
+        let clock = ManualClock()
+        var configuration = SocketIOConfiguration.testing([.websocket])
+        configuration.runtime = RealtimeRuntime(clock: clock)
+        let manager = SocketManager(url: server.url, configuration: configuration)
         let socket = manager.defaultSocket
         let reasons = Recorder<[JSONValue]>()
         let connects = Recorder<Int>()
@@ -74,24 +79,21 @@ struct SocketIOClientBehaviourTests {
         await pings.wait(for: 3)
         #expect(socket.status == .connected)
         server.pausePings(true)
+        // The client's limit is pingInterval + pingTimeout = 30.2 s after the last ping.
+        clock.advance(by: .seconds(31))
         let seen = await reasons.wait(for: 1)
         #expect(seen.first == ["ping timeout"], "\(seen)")
         server.pausePings(false)
-        await connects.wait(for: 2)
-        // A session opened while pings were still paused may die once more; wait for a live one.
+        // The reconnect waits its backoff (50-200 ms) on the manual clock: move it 5 ms per check
+        // (a check a millisecond), slow enough that the new connection's 30 s connect timeout on the
+        // same clock leaves it 6 s of real time.
+        try await waitUntil("the client reconnected") {
+            clock.advance(by: .milliseconds(5))
+            return connects.values.count >= 2
+        }
         let pingCount = pings.values.count
         await pings.wait(for: pingCount + 2)
-        // An ack whose session dies fails at once with connectionClosed: ask again on the next one.
-        var reply: [JSONValue] = []
-        for _ in 0..<5 {
-            do {
-                reply = try await socket.emitWithAck("echo", "alive", timeout: .seconds(20))
-                break
-            } catch let error as RealtimeError where error.code == .connectionClosed {
-                await connects.wait(for: connects.values.count + 1)
-            }
-        }
-        #expect(reply == ["alive"])
+        #expect(try await socket.emitWithAck("echo", "alive", timeout: .seconds(20)) == ["alive"])
         manager.disconnect()
         await manager.waitUntilStopped()
         await server.stop()

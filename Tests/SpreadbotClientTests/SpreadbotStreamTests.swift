@@ -32,6 +32,9 @@ struct SpreadbotStreamTests {
         await eventually("connected") { client.state == .connected }
         #expect(client.transport == expected, "errors: \(recorder.errors)")
         #expect(await transports.value == [nil, expected])
+        // The state says connected just before the open handlers run, on the opening thread: a
+        // repeat run beside two CPU-burning loops read `opens` in between and saw 0.
+        await eventually("the open handler ran") { recorder.opens >= 1 }
         #expect(recorder.opens == 1)
 
         server.publish("one", to: "prices")
