@@ -3,13 +3,14 @@
 # find tests that depend on timing. Bounded: N runs (default 20), each within CI's limits.
 #   Scripts/repeat-tests.sh [N]
 # Prints one line per run and a summary "N runs, F with failures"; the failing tests' names are in
-# repeat-tests.log, a failed run's whole output in repeat-tests.run-N.out. Exit status 1 when any run failed.
+# repeat-tests.log, a failed run's results in repeat-tests.run-N.out and its whole output (every
+# test's prints) in repeat-tests.run-N.log. Exit status 1 when any run failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-20}
 log=repeat-tests.log
 : > "$log"
-rm -f repeat-tests.run-*.out
+rm -f repeat-tests.run-*
 burn() { while :; do :; done; }
 burn & b1=$!
 burn & b2=$!
@@ -24,6 +25,7 @@ for i in $(seq 1 "$runs"); do
   if ! printf '%s\n' "$summary" | grep -q " 0 failed"; then
     bad=$((bad + 1))
     printf '%s\n' "$out" > "repeat-tests.run-$i.out"
+    if [ -f .build/failed-test-run.log ]; then mv .build/failed-test-run.log "repeat-tests.run-$i.log"; fi
     printf '%s\n' "$out" | grep -E "^✘ Test |Expectation failed|Caught error|hung:|exceeded|^↳ [^/]" | grep -v "Testing Library\|Target Platform" | head -30 | sed 's/^/    /' | tee -a "$log"
   fi
 done

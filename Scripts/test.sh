@@ -70,6 +70,11 @@ fi
 passed=$(grep -E "^✔ Test .* passed" "$out" | grep -vc "^✔ Test run" || true)
 failed=$(grep -E "^✘ Test .* failed" "$out" | grep -vc "^✘ Test run" || true)
 grep -E "^(✔|✘) Test run" "$out" | tail -1 || true
+# The whole output (every test's own prints, a peer's log) is kept for a failed run; the lines
+# above are only the results.
+if [ "$failed" != 0 ] || [ "$status" != 0 ]; then
+  mkdir -p .build && cp "$out" .build/failed-test-run.log && log "the whole output: .build/failed-test-run.log"
+fi
 rm -f "$out"
 if [ "$status" != 0 ] && [ "$failed" = 0 ]; then failed=1; fi
 echo "${passed} passed, ${failed} failed"
