@@ -5,7 +5,7 @@ import Testing
 
 /// python-socketio 5.18.1's AsyncClient (code we did not write) against our in-process
 /// `SocketIOTestServer`: the server is checked by a reference client, over each transport setup.
-@Suite(.serialized, .timeLimit(.minutes(2)))
+@Suite(.serialized, .timeLimit(.minutes(3)))
 struct PythonClientAgainstTestServerTests {
     @Test(arguments: ["polling", "websocket", "polling,websocket"])
     func referenceClientScenarios(transports: String) async throws {
@@ -18,7 +18,7 @@ struct PythonClientAgainstTestServerTests {
         options.pingInterval = .seconds(2)
         let server = try await SocketIOTestServer.start(options: options)
         let client = try await PythonPeer.start(scriptPath: peerScript("sio_client.py"), arguments: [server.url, transports], waitForPort: false)
-        let (output, status) = await client.waitForExit(limit: .seconds(60))
+        let (output, status) = await client.waitForExit(limit: .seconds(150))
         await server.stop()
         let lines = output.split(separator: "\n").map(String.init)
         for failure in lines where failure.hasPrefix("FAIL") {
@@ -57,7 +57,7 @@ struct PythonClientAgainstTestServerTests {
         var options = SocketIOTestServer.Options()
         options.port = port
         server = try await SocketIOTestServer.start(options: options)
-        let (rest, status) = await client.waitForExit(limit: .seconds(60))
+        let (rest, status) = await client.waitForExit(limit: .seconds(150))
         await server.stop()
         let lines = output + rest.split(separator: "\n").map(String.init)
         #expect(lines.contains("OK reconnect after the server restarts"), "\(lines)")

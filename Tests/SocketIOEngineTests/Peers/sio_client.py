@@ -36,11 +36,16 @@ peer_logger.addHandler(_handler)
 peer_logger.setLevel(logging.INFO)
 
 
+# Every wait has slack for a loaded 2-core CI machine, where the in-process server under test
+# shares two threads with the rest of the suite. engine.io's own HTTP requests time out after 5 s by
+# default, and a repeat run beside two CPU-burning loops showed a POST answered after more than 5 s:
+# the client then aborts its session ("Connection refused by the server, aborting") and the
+# scenario's next wait fails. So requests get 30 s, calls 30 s, connects 30 s, other waits 45 s.
 def client(**options):
-    return socketio.AsyncClient(logger=peer_logger, engineio_logger=peer_logger, **options)
+    return socketio.AsyncClient(logger=peer_logger, engineio_logger=peer_logger, request_timeout=30, **options)
 
 
-async def with_timeout(awaitable, seconds=15):  # slack for a loaded 2-core CI machine
+async def with_timeout(awaitable, seconds=45):
     return await asyncio.wait_for(awaitable, seconds)
 
 
@@ -73,12 +78,12 @@ async def default_namespace():
         if not disconnected.done():
             disconnected.set_result(True)
 
-    await with_timeout(sio.connect(url, transports=transports, wait_timeout=15))
+    await with_timeout(sio.connect(url, transports=transports, wait_timeout=30))
     data = await with_timeout(welcome)
     report("connect and welcome", isinstance(data, dict) and data.get("sid") == sio.get_sid("/"), repr(data))
 
     blob = bytes(range(256))
-    reply = await sio.call("echo", ("text", 42, 1.5, True, None, {"nested": [1, blob]}), timeout=5)
+    reply = await sio.call("echo", ("text", 42, 1.5, True, None, {"nested": [1, blob]}), timeout=30)
     report("ack with binary in nested position", list(reply) == ["text", 42, 1.5, True, None, {"nested": [1, blob]}], repr(reply))
 
     await sio.emit("echo_event", (b"\x01\x02\x03", "after"))
@@ -108,8 +113,8 @@ async def default_namespace():
 
 async def chat_namespace():
     sio = client(reconnection=False)
-    await with_timeout(sio.connect(url, namespaces=["/chat"], auth={"token": "secret"}, transports=transports, wait_timeout=15))
-    who = await sio.call("whoami", namespace="/chat", timeout=5)
+    await with_timeout(sio.connect(url, namespaces=["/chat"], auth={"token": "secret"}, transports=transports, wait_timeout=30))
+    who = await sio.call("whoami", namespace="/chat", timeout=30)
     report("namespace with auth accepted", who == {"token": "secret"}, repr(who))
     await sio.disconnect()
 
@@ -121,7 +126,7 @@ async def chat_namespace():
         reasons.append(data)
 
     try:
-        await with_timeout(refused.connect(url, namespaces=["/chat"], auth={"token": "wrong"}, transports=transports, wait_timeout=15))
+        await with_timeout(refused.connect(url, namespaces=["/chat"], auth={"token": "wrong"}, transports=transports, wait_timeout=30))
         report("namespace with auth refused", False, "connected")
         await refused.disconnect()
     except socketio.exceptions.ConnectionError as error:
@@ -144,7 +149,7 @@ async def restart():
 
     step = "first connect"
     try:
-        await with_timeout(sio.connect(url, transports=transports, wait_timeout=15))
+        await with_timeout(sio.connect(url, transports=transports, wait_timeout=30))
         first = await with_timeout(connects.get())
         print("READY", flush=True)
         step = "disconnect event after the server stopped"
