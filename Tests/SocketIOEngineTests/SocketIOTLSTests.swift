@@ -51,7 +51,10 @@ struct SocketIOTLSTests {
         let socket = manager.defaultSocket
         let errors = Recorder<[JSONValue]>()
         socket.on(clientEvent: .error) { errors.append($0.arguments) }
-        let error = await #expect(throws: RealtimeError.self) { try await socket.connect(timeout: .seconds(2)) }
+        // A refused certificate ends the connect at once (the manager stops: TLS failures are not
+        // retried), long before this limit. With 2 s, a repeat run beside two CPU-burning loops saw
+        // the limit pass before the handshake had failed.
+        let error = await #expect(throws: RealtimeError.self) { try await socket.connect(timeout: .seconds(30)) }
         #expect(error?.code == .tlsFailure, "connect(timeout:) reports the attempt's TLS failure, not a bare timeout")
         let reported = await errors.wait(for: 1)
         #expect(reported.contains { "\($0)".contains("RealtimeError.tlsFailure") }, "\(reported)")
