@@ -5,10 +5,11 @@ extension RealtimeRuntime {
     /// with the `realtime.protocol` and `realtime.client` attributes. The caller ends it.
     package func startClientSpan(_ name: String, protocol protocolName: String, client: String, context: ServiceContext? = nil) -> any Span {
         let tracer = activeTracer
+        let parent = context ?? ServiceContext.current ?? .topLevel
         // No tracer configured (the default): the span records nothing, so its attributes are not
         // built (an emit with an ack starts one; this was 4 % of its CPU).
-        if tracer is NoOpTracer { return NoOpTracer.NoOpSpan(context: context ?? ServiceContext.current ?? .topLevel) }
-        let span = tracer.startSpan(name, context: context ?? ServiceContext.current ?? .topLevel, ofKind: .client)
+        if tracer is NoOpTracer { return NoOpTracer.NoOpSpan(context: parent) }
+        let span = tracer.startSpan(name, context: parent, ofKind: .client)
         span.attributes["realtime.protocol"] = protocolName
         span.attributes["realtime.client"] = client
         return span
