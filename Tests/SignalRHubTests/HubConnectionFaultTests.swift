@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import MetricsTestKit
 import NIOConcurrencyHelpers
 import NIOHTTP1
 import RealtimeCore
@@ -189,21 +190,40 @@ struct HubConnectionFaultTests {
         #expect(server.handshakeCount == 1)
     }
 
+    /// The server timeout runs on the client's clock, here a ManualClock: a 1 s timeout on the real
+    /// clock failed when a loaded machine held the server's 100 ms Pings back for over a second
+    /// (a repeat run beside two CPU-burning loops: the connection was stopped before the stall).
     @Test("A stalled server is detected by the server timeout")
     func serverTimeout() async throws {
         var options = SignalRTestServer.Options()
-        options.keepAliveInterval = .milliseconds(100)
+        options.keepAliveInterval = .milliseconds(100)  // the server's own, real clock
         let server = try await SignalRTestServer.start(options: options)
         defer { Task { await server.stop() } }
-        let connection = HubConnectionBuilder().withUrl(url: server.url).withServerTimeout(1).withKeepAliveInterval(0.2).build()
+        let clock = ManualClock()
+        let metrics = TestMetrics()
+        let probe = MetricsProbe(metrics, protocol: "signalr")
+        let connection = HubConnectionBuilder().withUrl(url: server.url).withServerTimeout(1).withKeepAliveInterval(0.2)
+            .withRuntime(RealtimeRuntime(clock: clock, metricsFactory: metrics)).build()
         let closed = Recorder<String>()
         connection.onClosed { error in closed.append((error as? RealtimeError)?.code.description ?? "nil") }
         try await connection.start()
-        // Pings keep it alive well past the timeout: real time has to pass the timeout (the
-        // behaviour under test runs on the runtime's clock, here the real one).
-        try await Task.sleep(for: .milliseconds(1_500))
+        try await clock.waitForSleepers()
+        // Pings keep it alive past the timeout: 1.5 s of the client's clock, a Ping heard before each step.
+        for step in 1...3 {
+            let heard = probe.counter(ClientMetrics.messagesReceivedLabel)
+            try await waitUntil("a Ping from the server, heard") { probe.counter(ClientMetrics.messagesReceivedLabel) > heard }
+            clock.advance(by: .milliseconds(500))
+            try await waitUntil("the timers ran at \(step * 500) ms") { clock.sleeperCount >= 1 || !closed.values.isEmpty }
+        }
+        #expect(closed.values.isEmpty, "no timeout while the server pings: \(closed.values)")
         #expect(connection.currentState == .connected)
         server.stallAll()
+        // A Ping the server wrote before the stall may still be heard after a step: the timeout
+        // then comes one step later.
+        for _ in 1...5 where closed.values.isEmpty {
+            clock.advance(by: .milliseconds(1_100))
+            try await waitUntil("the timers ran") { clock.sleeperCount >= 1 || !closed.values.isEmpty }
+        }
         #expect(try await closed.wait(count: 1) == ["timeout"])
         server.resumeAll()
     }
