@@ -37,17 +37,14 @@ final class EngineIOSession: Sendable {
         case keepGoing
     }
 
+    private typealias Machine = EngineIOSessionMachine<CheckedContinuation<Bool, Never>, CheckedContinuation<Void, Never>>
+
     private struct State {
-        var handshake: EngineIOHandshake?
-        var transport: EngineIOOptions.Transport = .polling
-        var closing = false
-        var pauseRequested = false
-        var readerParked: CheckedContinuation<Void, Never>?
-        var parkedReaderWaiter: CheckedContinuation<Void, Never>?
-        var readerDecision: CheckedContinuation<Bool, Never>?
+        var machine = Machine()
         /// The WebSocket in use, so a heartbeat failure can end a read that is waiting on it.
         var webSocket: WebSocketConnection?
-        var heartbeatFailure: RealtimeError?
+        /// The heartbeat's deadline on the runtime's timer queue.
+        var heartbeatTimer: TimerQueue.Timer?
     }
 
     let options: EngineIOOptions
@@ -55,7 +52,6 @@ final class EngineIOSession: Sendable {
     private let urls: EngineIOURLs
     private let outbox: Outbox<EngineIOFrame>
     private let state = NIOLockedValueBox(State())
-    private let heartbeat: HeartbeatTracker
     /// Fails with the heartbeat's timeout; succeeds when the session moved to the WebSocket (the
     /// polling group then stops watching: the WebSocket's reader sees the failure itself).
     private let heartbeatOutcome = OneShot<Void>()
@@ -77,7 +73,6 @@ final class EngineIOSession: Sendable {
         self.eventLoop = eventLoop
         self.runtime = pinned
         self.urls = try EngineIOURLs(url: url, options: options)
-        self.heartbeat = HeartbeatTracker(timers: runtime.timers)
         self.delegateBox = delegate
     }
 
@@ -88,8 +83,8 @@ final class EngineIOSession: Sendable {
         }
     }
 
-    var handshake: EngineIOHandshake? { state.withLockedValue { $0.handshake } }
-    var transport: EngineIOOptions.Transport { state.withLockedValue { $0.transport } }
+    var handshake: EngineIOHandshake? { state.withLockedValue { $0.machine.handshake } }
+    var transport: EngineIOOptions.Transport { state.withLockedValue { $0.machine.transport } }
 
     /// Queues a frame for sending. Returns false once the session is over.
     @discardableResult
@@ -103,7 +98,7 @@ final class EngineIOSession: Sendable {
 
     /// Sends the close packet; ``run()`` returns ``EngineIOSessionEnd/closedByClient`` once it is written.
     func close() {
-        state.withLockedValue { $0.closing = true }
+        state.withLockedValue { $0.machine.closing() }
         outbox.push(EngineIOFrame(packets: [EngineIOPacket(.close)], requeueNamespace: nil))
     }
 
@@ -123,7 +118,7 @@ final class EngineIOSession: Sendable {
     /// heartbeat timeout, protocol violation).
     func run() async throws -> EngineIOSessionEnd {
         defer {
-            heartbeat.stop()
+            sessionEnded()
             outbox.close()
         }
         return try await withEventLoopPreference(eventLoop) {
@@ -171,12 +166,7 @@ final class EngineIOSession: Sendable {
         }
         let handshake = try Self.parseHandshake(json)
         packets.removeFirst()
-        state.withLockedValue {
-            $0.handshake = handshake
-            $0.transport = .polling
-        }
-        heartbeat.reset()
-        watchHeartbeat(handshake)
+        opened(handshake, on: .polling)
         try await delegate.engineIOOpened(handshake, transport: .polling)
         for packet in packets {
             if let end = try await handle(packet) { return end }
@@ -241,82 +231,45 @@ final class EngineIOSession: Sendable {
     }
 
     /// Called by the polling reader before each GET: while an upgrade holds polling, parks and waits
-    /// for the outcome. Returns true when the session moved to WebSocket (the reader stops).
+    /// for the outcome. Returns true when the reader stops (the session moved to WebSocket or is over).
     private func parkIfPaused() async -> Bool {
-        let paused = state.withLockedValue { $0.pauseRequested }
-        guard paused else { return false }
+        switch state.withLockedValue({ $0.machine.readerStep() }) {
+        case .poll: return false
+        case .stop: return true
+        case .park: break
+        }
         return await withTaskCancellationHandler {
             await withCheckedContinuation { (decision: CheckedContinuation<Bool, Never>) in
-                // The upgrade may have failed (and released the pause) since the check above.
-                let parked = state.withLockedValue { state -> (parked: Bool, waiter: CheckedContinuation<Void, Never>?) in
-                    guard state.pauseRequested else { return (false, nil) }
-                    state.readerDecision = decision
-                    defer { state.parkedReaderWaiter = nil }
-                    return (true, state.parkedReaderWaiter)
+                // The upgrade may have ended since the check above: the machine answers at once then.
+                switch state.withLockedValue({ $0.machine.readerParks(decision) }) {
+                case .resume(let reader, let stop):
+                    reader.resume(returning: stop)
+                case .parked(let upgrade):
+                    upgrade?.resume()
+                    if Task.isCancelled { state.withLockedValue { $0.machine.readerCancelled() }?.resume(returning: true) }
                 }
-                guard parked.parked else {
-                    decision.resume(returning: false)
-                    return
-                }
-                parked.waiter?.resume()
-                if Task.isCancelled { releaseParkedReader() }
             }
         } onCancel: {
-            releaseParkedReader()
+            // A cancelled reader stops waiting for the upgrade's outcome (the session is ending).
+            state.withLockedValue { $0.machine.readerCancelled() }?.resume(returning: true)
         }
-    }
-
-    /// A cancelled reader stops waiting for the upgrade's outcome (the session is ending).
-    private func releaseParkedReader() {
-        state.withLockedValue { state -> CheckedContinuation<Bool, Never>? in
-            defer { state.readerDecision = nil }
-            return state.readerDecision
-        }?.resume(returning: true)
-    }
-
-    /// Asks the polling reader not to start another GET (the pending one still completes). Called
-    /// before the probe: a server ends the pending GET with a noop when it sees the probe, and a
-    /// reader that had already started the next GET would wait for that one until the server's
-    /// next ping (a race that loopback under load shows).
-    private func requestPollingPause() {
-        state.withLockedValue { $0.pauseRequested = true }
     }
 
     /// Holds polling: no new GET, no new POST; returns when the pending GET and POST are done, or
     /// at once when the task is cancelled (a reader that failed never parks).
     private func pausePolling() async {
         await withTaskCancellationHandler {
-            await withCheckedContinuation { (parked: CheckedContinuation<Void, Never>) in
-                let alreadyParked = state.withLockedValue { state -> Bool in
-                    state.pauseRequested = true
-                    if state.readerDecision != nil { return true }
-                    state.parkedReaderWaiter = parked
-                    return false
+            await withCheckedContinuation { (upgrade: CheckedContinuation<Void, Never>) in
+                switch state.withLockedValue({ $0.machine.pausePolling(upgrade) }) {
+                case .proceed(let upgrade): upgrade.resume()
+                case .wait: if Task.isCancelled { state.withLockedValue { $0.machine.pauseCancelled() }?.resume() }
                 }
-                if alreadyParked { parked.resume() }
-                if Task.isCancelled { releasePauseWaiter() }
             }
         } onCancel: {
-            releasePauseWaiter()
+            state.withLockedValue { $0.machine.pauseCancelled() }?.resume()
         }
         if Task.isCancelled { return }
         await outbox.pauseAndDrain()
-    }
-
-    private func releasePauseWaiter() {
-        state.withLockedValue { state -> CheckedContinuation<Void, Never>? in
-            defer { state.parkedReaderWaiter = nil }
-            return state.parkedReaderWaiter
-        }?.resume()
-    }
-
-    private func decideReader(upgraded: Bool) {
-        let decision = state.withLockedValue { state -> CheckedContinuation<Bool, Never>? in
-            state.pauseRequested = false
-            defer { state.readerDecision = nil }
-            return state.readerDecision
-        }
-        decision?.resume(returning: upgraded)
     }
 
     // MARK: WebSocket
@@ -334,12 +287,11 @@ final class EngineIOSession: Sendable {
         // The server's ping is answered on the event loop: an idle connection wakes no task. When
         // the application listens for ping events, pings take the reader's path, in order with
         // everything else.
-        let heartbeat = heartbeat
         configuration.protocolPing = WebSocketProtocolPing(
             peerPing: .init(Array("2".utf8), binary: false), reply: .init(Array("3".utf8), binary: false), ownPing: nil
         ) { [weak self] in
             guard let self, let delegate = try? self.delegate, !delegate.observesPings else { return false }
-            heartbeat.reset()
+            self.pinged()
             return true
         }
         return configuration
@@ -356,8 +308,10 @@ final class EngineIOSession: Sendable {
             ) { connection in
                 var inbound = connection.inbound.makeAsyncIterator()
                 // Pause polling first (spec order): no new GET; the server ends the pending one with
-                // a noop once it sees the probe.
-                self.requestPollingPause()
+                // a noop once it sees the probe. A reader that had already started the next GET
+                // would wait for that one until the server's next ping (a race loopback under load
+                // shows).
+                self.state.withLockedValue { $0.machine.probing() }
                 try await connection.send(text: "2probe")
                 // Polling is held while the probe is out, so an unanswered probe is bounded (and
                 // shorter than the server's pong allowance, so a ping held meanwhile is answered in time).
@@ -371,8 +325,7 @@ final class EngineIOSession: Sendable {
                 try Task.checkCancellation()
                 try await connection.send(text: "5")
                 upgraded.withLockedValue { $0 = true }
-                self.state.withLockedValue { $0.transport = .websocket }
-                self.decideReader(upgraded: true)
+                self.state.withLockedValue { $0.machine.upgraded() }?.resume(returning: true)
                 self.heartbeatOutcome.complete(.success(()))
                 let generation = self.outbox.resume(retireWriter: true)
                 try await self.delegate.engineIOUpgraded()
@@ -383,7 +336,7 @@ final class EngineIOSession: Sendable {
         } catch {
             if upgraded.withLockedValue({ $0 }) { throw error }
             // Whatever happened, polling must not stay paused.
-            decideReader(upgraded: false)
+            state.withLockedValue { $0.machine.upgradeFailed() }?.resume(returning: false)
             outbox.resume(retireWriter: false)
             if error is CancellationError || Task.isCancelled { throw CancellationError() }
             runtime.logger.debug("Engine.IO WebSocket upgrade failed; staying on polling", metadata: ["realtime.error": "\(error)"])
@@ -431,12 +384,7 @@ final class EngineIOSession: Sendable {
                 throw RealtimeError(.protocolViolation, "the server's first WebSocket message is not an Engine.IO open packet")
             }
             let handshake = try Self.parseHandshake(json)
-            self.state.withLockedValue {
-                $0.handshake = handshake
-                $0.transport = .websocket
-            }
-            self.heartbeat.reset()
-            self.watchHeartbeat(handshake)
+            self.opened(handshake, on: .websocket)
             try await self.delegate.engineIOOpened(handshake, transport: .websocket)
             let end = try await self.runWebSocket(connection, inbound: &inbound, generation: self.outbox.generation)
             result.withLockedValue { $0 = end }
@@ -454,14 +402,14 @@ final class EngineIOSession: Sendable {
         // The heartbeat may have expired before the WebSocket was recorded (nothing closed it then).
         let expired = state.withLockedValue { state -> RealtimeError? in
             state.webSocket = connection
-            return state.heartbeatFailure
+            return state.machine.heartbeatFailure
         }
         defer { state.withLockedValue { $0.webSocket = nil } }
         if let expired { throw expired }
         do {
             return try await readAndWriteWebSocket(connection, inbound: &inbound, generation: generation)
         } catch {
-            if let failure = state.withLockedValue({ $0.heartbeatFailure }) { throw failure }
+            if let failure = state.withLockedValue({ $0.machine.heartbeatFailure }) { throw failure }
             throw error
         }
     }
@@ -487,8 +435,8 @@ final class EngineIOSession: Sendable {
                     return end
                 }
             }
-            if let failure = state.withLockedValue({ $0.heartbeatFailure }) { throw failure }
-            if state.withLockedValue({ $0.closing }) { return .closedByClient }
+            if let failure = state.withLockedValue({ $0.machine.heartbeatFailure }) { throw failure }
+            if state.withLockedValue({ $0.machine.closeRequested }) { return .closedByClient }
             throw RealtimeError(.connectionClosed, "the WebSocket closed without an Engine.IO close packet", closeCode: 1006)
         }
     }
@@ -541,7 +489,7 @@ final class EngineIOSession: Sendable {
     private func handle(_ packet: EngineIOPacket) async throws -> EngineIOSessionEnd? {
         switch packet.type {
         case .ping:
-            heartbeat.reset()
+            pinged()
             outbox.push(EngineIOFrame(packets: [EngineIOPacket(.pong, packet.payload)], requeueNamespace: nil))
             try delegate.engineIOPinged()
         case .message:
@@ -556,24 +504,56 @@ final class EngineIOSession: Sendable {
         return nil
     }
 
-    /// Starts the heartbeat's deadline: pingInterval + pingTimeout after the last ping.
-    private func watchHeartbeat(_ handshake: EngineIOHandshake) {
-        let limit = handshake.pingInterval + handshake.pingTimeout
-        heartbeat.watch(limit: limit) { [weak self] in self?.heartbeatExpired(limit) }
+    /// The open packet arrived: the session is open on `transport` and its heartbeat is watched.
+    private func opened(_ handshake: EngineIOHandshake, on transport: EngineIOOptions.Transport) {
+        let now = runtime.timers.now
+        state.withLockedValue { state in
+            let deadline = state.machine.opened(handshake, on: transport, now: now)
+            armHeartbeat(at: deadline, &state)
+        }
     }
 
-    /// No ping within the limit: the session fails with a timeout. The polling group's watcher
-    /// throws it; a WebSocket is closed, which ends its reader, and the reader throws it.
-    private func heartbeatExpired(_ limit: Duration) {
-        let error = RealtimeError.timeout("no ping from the server within pingInterval + pingTimeout (\(limit))")
-        let webSocket = state.withLockedValue { state -> WebSocketConnection? in
-            state.heartbeatFailure = error
-            return state.webSocket
+    /// A ping arrived (on the reader's path or on the event loop): it only records the time.
+    private func pinged() {
+        let now = runtime.timers.now
+        state.withLockedValue { $0.machine.pinged(now: now) }
+    }
+
+    /// Scheduled under the session's lock, so the end of the session cancels this very timer.
+    private func armHeartbeat(at deadline: Duration, _ state: inout State) {
+        if let previous = state.heartbeatTimer { runtime.timers.cancel(previous) }
+        state.heartbeatTimer = runtime.timers.schedule(at: deadline) { [weak self] in self?.heartbeatDue() }
+    }
+
+    /// The heartbeat's deadline came: it moves on to the last ping's limit, or the session fails
+    /// with a timeout. The polling group's watcher throws it; a WebSocket is closed, which ends its
+    /// reader, and the reader throws it.
+    private func heartbeatDue() {
+        let now = runtime.timers.now
+        let (verdict, webSocket) = state.withLockedValue { state -> (Machine.HeartbeatVerdict, WebSocketConnection?) in
+            state.heartbeatTimer = nil
+            let verdict = state.machine.heartbeatDue(now: now)
+            if case .rearm(let deadline) = verdict { armHeartbeat(at: deadline, &state) }
+            return (verdict, state.webSocket)
         }
+        guard case .expired(let error) = verdict else { return }
         heartbeatOutcome.complete(.failure(error))
         // Unstructured: this runs on the timer queue, which must not wait on a socket's close
         // handshake; it happens once, for a session that is over.
         if let webSocket { Task { try? await webSocket.close(code: 1000, reason: nil) } }
+    }
+
+    /// The session is over: no deadline fires after this (one already firing finishes), and a
+    /// waiter still parked is let go.
+    private func sessionEnded() {
+        let (timer, reader, upgrade) = state.withLockedValue { state in
+            let (reader, upgrade) = state.machine.ended()
+            defer { state.heartbeatTimer = nil }
+            return (state.heartbeatTimer, reader, upgrade)
+        }
+        if let timer { runtime.timers.cancel(timer) }
+        reader?.resume(returning: true)
+        upgrade?.resume()
     }
 
     /// The polling group's member for the heartbeat: throws its timeout; returns once the session
@@ -589,71 +569,5 @@ final class EngineIOSession: Sendable {
         } catch {
             throw RealtimeError(.protocolViolation, "invalid Engine.IO open packet", underlying: error)
         }
-    }
-}
-
-/// The heartbeat: when the last ping arrived, and one deadline in the runtime's ``TimerQueue`` (a
-/// ManualClock in tests) at that time + pingInterval + pingTimeout. A ping only records the time;
-/// when the deadline comes and a ping arrived since, it moves to the new limit. An idle session
-/// costs a heap entry, not a task sleeping on the clock.
-final class HeartbeatTracker: Sendable {
-    private struct State {
-        var lastPing: Duration = .zero
-        var limit: Duration?
-        var timer: TimerQueue.Timer?
-        var expired: (@Sendable () -> Void)?
-    }
-
-    private let timers: TimerQueue
-    private let state = NIOLockedValueBox(State())
-
-    init(timers: TimerQueue) {
-        self.timers = timers
-    }
-
-    /// A ping arrived (on the reader's path or on the event loop).
-    func reset() {
-        let now = timers.now
-        state.withLockedValue { $0.lastPing = now }
-    }
-
-    /// Starts watching: `expired` runs once, on the timer queue, when `limit` passes with no ping.
-    /// Watching again replaces the limit and the callback (the handshake of an upgrade says the same).
-    func watch(limit: Duration, expired: @escaping @Sendable () -> Void) {
-        replace(limit: limit, expired: expired)
-        arm()
-    }
-
-    /// Stops watching: no deadline calls `expired` after this (one already calling it finishes).
-    func stop() {
-        replace(limit: nil, expired: nil)
-    }
-
-    private func replace(limit: Duration?, expired: (@Sendable () -> Void)?) {
-        let previous = state.withLockedValue { state -> TimerQueue.Timer? in
-            state.limit = limit
-            state.expired = expired
-            defer { state.timer = nil }
-            return state.timer
-        }
-        if let previous { timers.cancel(previous) }
-    }
-
-    private func arm() {
-        let now = timers.now
-        let fire = state.withLockedValue { state -> (@Sendable () -> Void)? in
-            guard let limit = state.limit, let expired = state.expired else { return nil }
-            let deadline = state.lastPing + limit
-            if now >= deadline {
-                state.limit = nil
-                state.expired = nil
-                state.timer = nil
-                return expired
-            }
-            // Scheduled under the lock, so a concurrent stop() cancels this very timer.
-            state.timer = timers.schedule(at: deadline) { [weak self] in self?.arm() }
-            return nil
-        }
-        fire?()
     }
 }
