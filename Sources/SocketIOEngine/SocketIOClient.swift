@@ -29,22 +29,15 @@ public final class SocketIOClient: Sendable {
     private struct WeakClient: Sendable { weak var client: SocketIOClient? }
 
     private struct State {
-        var status: SocketIOStatus = .notConnected
-        var wantsConnection = false
-        var sid: String?
-        var pid: String?
-        var lastOffset: String?
-        var recovered = false
+        var lifecycle = SocketIONamespaceMachine<CheckedContinuation<Void, any Error>>()
         var auth: SocketIOAuth = .none
         var nextAckID = 0
         var acks: [Int: AckEntry] = [:]
         var handlers: [String: [HandlerEntry]] = [:]
         var anyHandlers: [(id: UUID, call: @Sendable (SocketAnyEvent) -> Void)] = []
         var queue: OfflineQueue<EngineIOFrame>
-        var receiveBuffer: [SocketIOPacket] = []
         var streams: [UUID: EventStreamEntry] = [:]
         var droppedEmits = 0
-        var connectWaiters: [UUID: CheckedContinuation<Void, any Error>] = [:]
     }
 
     /// The namespace (`/` by default).
@@ -71,31 +64,26 @@ public final class SocketIOClient: Sendable {
     // MARK: State
 
     /// Where the namespace is: not connected, connecting, connected, disconnected.
-    public var status: SocketIOStatus { state.withLockedValue { $0.status } }
+    public var status: SocketIOStatus { state.withLockedValue { $0.lifecycle.status } }
     /// Status changes as a sequence (the current value first).
     public var statusUpdates: AsyncStream<SocketIOStatus> { statusBroadcaster.updates() }
     /// The session id the server gave this namespace.
-    public var sid: String? { state.withLockedValue { $0.sid } }
+    public var sid: String? { state.withLockedValue { $0.lifecycle.sid } }
     /// Whether the last connect recovered the previous session (connection state recovery).
-    public var recovered: Bool { state.withLockedValue { $0.recovered } }
+    public var recovered: Bool { state.withLockedValue { $0.lifecycle.recovered } }
     /// The recovery session id and the offset of the last event received, sent on reconnect.
-    public var recoveryState: (pid: String?, offset: String?) { state.withLockedValue { ($0.pid, $0.lastOffset) } }
+    public var recoveryState: (pid: String?, offset: String?) { state.withLockedValue { ($0.lifecycle.pid, $0.lifecycle.lastOffset) } }
     /// Emits waiting in the offline queue.
     public var queuedEmitCount: Int { state.withLockedValue { $0.queue.count } }
     /// Emits dropped and reported (an ack failure, or an `error` client event): the offline queue
     /// overflowed while unsent frames were handed back after a drop, or a queued emit turned out
     /// larger than the server's `maxPayload` once the handshake told it.
     public var droppedEmitCount: Int { state.withLockedValue { $0.droppedEmits } }
-    var isActive: Bool { state.withLockedValue { $0.wantsConnection } }
+    var isActive: Bool { state.withLockedValue { $0.lifecycle.wantsConnection } }
 
-    private func setStatus(_ status: SocketIOStatus, in state: inout State) -> Bool {
-        guard state.status != status else { return false }
-        state.status = status
-        return true
-    }
-
-    private func publish(_ status: SocketIOStatus, changed: Bool) {
-        guard changed else { return }
+    /// Publishes a status change the lifecycle returned (nil: unchanged).
+    private func publish(_ change: SocketIOStatus?) {
+        guard let status = change else { return }
         statusBroadcaster.update(status)
         fire(.statusChange, [.number(Double(status.rawValue))])
     }
@@ -108,13 +96,11 @@ public final class SocketIOClient: Sendable {
     /// CONNECT payload (kept for reconnects); returns at once. Emits made meanwhile are queued.
     /// (SocketIOCompat's synchronous `connect()`; the API of this module is ``connect(auth:timeout:)``.)
     package func requestConnection(auth: SocketIOAuth?) {
-        let changed = state.withLockedValue { state -> Bool in
+        let change = state.withLockedValue { state -> SocketIOStatus? in
             if let auth { state.auth = auth }
-            state.wantsConnection = true
-            if state.status == .connected { return false }
-            return setStatus(.connecting, in: &state)
+            return state.lifecycle.requestConnection()
         }
-        publish(.connecting, changed: changed)
+        publish(change)
         manager?.open(for: self)
     }
 
@@ -134,12 +120,10 @@ public final class SocketIOClient: Sendable {
         defer { runtime.timers.cancel(timer) }
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-                let connected = state.withLockedValue { state -> Bool in
-                    if state.status == .connected { return true }
-                    state.connectWaiters[id] = continuation
-                    return false
+                switch state.withLockedValue({ $0.lifecycle.waitForConnection(id, continuation) }) {
+                case .resume(let connected): connected.resume()
+                case .waiting: requestConnection(auth: auth)
                 }
-                if connected { continuation.resume() } else { requestConnection(auth: auth) }
             }
         } onCancel: {
             self.resumeConnectWaiter(id, with: .failure(CancellationError()))
@@ -147,35 +131,32 @@ public final class SocketIOClient: Sendable {
     }
 
     private func resumeConnectWaiter(_ id: UUID, with result: Result<Void, any Error>) {
-        state.withLockedValue { $0.connectWaiters.removeValue(forKey: id) }?.resume(with: result)
+        state.withLockedValue { $0.lifecycle.stopWaiting(id) }?.resume(with: result)
     }
 
     /// Leaves the namespace (sends DISCONNECT) and stops reconnecting it. Pending acks fail with
     /// `notConnected`; queued emits stay queued for the next `connect()`.
     public func disconnect() {
-        let (wasActive, acks, waiters, changed) = state.withLockedValue { state in
-            let wasActive = state.wantsConnection || state.status == .connected
-            state.wantsConnection = false
-            defer {
-                state.acks = [:]
-                state.connectWaiters = [:]
-                state.receiveBuffer = []
-            }
-            let changed = setStatus(.disconnected, in: &state)
-            return (wasActive, state.acks, state.connectWaiters, changed)
+        let (ending, acks) = state.withLockedValue { state -> (SocketIONamespaceMachine<CheckedContinuation<Void, any Error>>.Ending, [Int: AckEntry]) in
+            let ending = state.lifecycle.disconnect()
+            // A socket that was never asked to connect keeps its acks: their emits stay queued
+            // for the next connect, and each still has its timeout.
+            guard ending.wasActive else { return (ending, [:]) }
+            defer { state.acks = [:] }
+            return (ending, state.acks)
         }
-        guard wasActive else { return }
+        guard ending.wasActive else { return }
         finishStreams()
         let error = RealtimeError(.notConnected, "the socket for \(namespace) was disconnected")
         for (id, entry) in acks {
             ackTimeouts.cancel(id)
             entry.deliver(.failure(error))
         }
-        for waiter in waiters.values { waiter.resume(throwing: error) }
+        for waiter in ending.waiters { waiter.resume(throwing: error) }
         if let session = manager?.openSession {
             session.send(frame(SocketIOPacket(type: .disconnect, namespace: namespace), requeue: false))
         }
-        publish(.disconnected, changed: changed)
+        publish(ending.published)
         fire(.disconnect, ["io client disconnect"])
         manager?.socketBecameInactive()
     }
@@ -194,7 +175,7 @@ public final class SocketIOClient: Sendable {
             fire(.error, [.string("the auth payload must be a JSON object; sending none")])
             payload = nil
         }
-        let (pid, offset) = state.withLockedValue { ($0.pid, $0.lastOffset) }
+        let (pid, offset) = state.withLockedValue { ($0.lifecycle.pid, $0.lifecycle.lastOffset) }
         if let pid {
             // Recovery fields first; the auth members win on a clash (as the JavaScript client does).
             var members: [(String, JSONValue)] = [("pid", .string(pid)), ("offset", offset.map(JSONValue.string) ?? .null)]
@@ -205,8 +186,7 @@ public final class SocketIOClient: Sendable {
             payload = .object(.init(members, uniquingKeysWith: { $1 }))
         }
         let packet = SocketIOPacket(type: .connect, namespace: namespace, data: payload)
-        let changed = state.withLockedValue { setStatus(.connecting, in: &$0) }
-        publish(.connecting, changed: changed)
+        publish(state.withLockedValue { $0.lifecycle.sendingConnect() })
         session.send(frame(packet, requeue: false))
     }
 
@@ -238,7 +218,7 @@ public final class SocketIOClient: Sendable {
         }
         let session = manager?.openSession
         let result = state.withLockedValue { state -> OfflineQueue<EngineIOFrame>.EnqueueResult? in
-            if state.status == .connected, state.queue.isEmpty, let session, session.trySend(frame) == .queued { return nil }
+            if state.lifecycle.status == .connected, state.queue.isEmpty, let session, session.trySend(frame) == .queued { return nil }
             return state.queue.enqueue(frame)
         }
         switch result {
@@ -452,45 +432,30 @@ public final class SocketIOClient: Sendable {
             didConnect(packet, session: session)
         case .connectError:
             let message = packet.data?.stringValue ?? packet.data?["message"]?.stringValue ?? "connection refused"
-            let (waiters, changed) = state.withLockedValue { state in
-                state.wantsConnection = false
-                defer { state.connectWaiters = [:] }
-                return (state.connectWaiters, setStatus(.disconnected, in: &state))
-            }
+            let ending = state.withLockedValue { $0.lifecycle.refused() }
             let error = RealtimeError(.refused, "the server refused namespace \(namespace)", serverMessage: message)
             // Handlers first, then the waiting `connect(timeout:)`: whoever awaited sees the events done.
-            publish(.disconnected, changed: changed)
+            publish(ending.published)
             fire(.error, [packet.data ?? .string(message)])
-            for waiter in waiters.values { waiter.resume(throwing: error) }
+            for waiter in ending.waiters { waiter.resume(throwing: error) }
             finishStreams()
             manager?.socketBecameInactive()
         case .disconnect:
-            let (acks, changed) = state.withLockedValue { state in
-                state.wantsConnection = false
-                // The server ended this session on purpose: nothing to recover.
-                state.pid = nil
-                state.lastOffset = nil
+            let (acks, change) = state.withLockedValue { state in
                 defer { state.acks = [:] }
-                return (state.acks, setStatus(.disconnected, in: &state))
+                return (state.acks, state.lifecycle.serverDisconnected())
             }
             let error = RealtimeError(.notConnected, "the server disconnected namespace \(namespace)")
             for (id, entry) in acks {
                 ackTimeouts.cancel(id)
                 entry.deliver(.failure(error))
             }
-            publish(.disconnected, changed: changed)
+            publish(change)
             fire(.disconnect, ["io server disconnect"])
             finishStreams()
             manager?.socketBecameInactive()
         case .event, .binaryEvent:
-            let buffered = state.withLockedValue { state -> Bool in
-                guard state.status == .connected else {
-                    state.receiveBuffer.append(packet)
-                    return true
-                }
-                return false
-            }
-            if !buffered { deliver(packet) }
+            if !state.withLockedValue({ $0.lifecycle.holdsEvent(packet) }) { deliver(packet) }
         case .ack, .binaryAck:
             if let id = packet.id { session?.confirmDelivery(namespace: namespace, ackID: id) }
             guard let id = packet.id, let entry = state.withLockedValue({ $0.acks.removeValue(forKey: id) }) else {
@@ -510,11 +475,7 @@ public final class SocketIOClient: Sendable {
         default: ""
         }
         // With connection state recovery the server appends its offset to every event.
-        let offset = state.withLockedValue { state -> String? in
-            guard state.pid != nil, arguments.count > 1, case .string(let offset) = arguments.last else { return nil }
-            state.lastOffset = offset
-            return offset
-        }
+        let offset = state.withLockedValue { $0.lifecycle.recordOffset(arguments) }
         dispatch(name, Array(arguments.dropFirst().dropLast(offset == nil ? 0 : 1)), ackID: packet.id, offset: offset)
     }
 
@@ -522,43 +483,30 @@ public final class SocketIOClient: Sendable {
         let sid = packet.data?["sid"]?.stringValue
         let pid = packet.data?["pid"]?.stringValue
         var tooLarge: [(EngineIOFrame, RealtimeError)] = []
-        let (buffered, waiters, changed) = state.withLockedValue { state in
-            state.recovered = pid != nil && pid == state.pid
-            state.pid = pid
-            if !state.recovered { state.lastOffset = nil }
-            state.sid = sid
-            let changed = setStatus(.connected, in: &state)
+        let connected = state.withLockedValue { state in
+            let connected = state.lifecycle.connected(sid: sid, pid: pid)
             // Flush the offline queue before anything else can be sent, in order. Frames queued
             // before this server's limits were known and too large for them are not sent.
             if let session { tooLarge = flush(into: session, state: &state) }
-            defer {
-                state.receiveBuffer = []
-                state.connectWaiters = [:]
-            }
-            return (state.receiveBuffer, state.connectWaiters, changed)
+            return connected
         }
-        publish(.connected, changed: changed)
+        publish(connected.published)
         manager?.reportQueueDepth()
         for (frame, error) in tooLarge { reportUnsendable(frame, error) }
         var details: [String: JSONValue] = [:]
         if let sid { details["sid"] = .string(sid) }
         if let pid { details["pid"] = .string(pid) }
         fire(.connect, [.string(namespace), .object(.init(uniqueKeysWithValues: details.sorted { $0.key < $1.key }))])
-        for packet in buffered { deliver(packet) }
-        for waiter in waiters.values { waiter.resume() }
+        for packet in connected.buffered { deliver(packet) }
+        for waiter in connected.waiters { waiter.resume() }
     }
 
     /// The Engine.IO session ended (the manager will reconnect if this socket is still active).
     func engineClosed(reason: String, error: RealtimeError?) {
-        let (wasConnected, changed, status) = state.withLockedValue { state in
-            let wasConnected = state.status == .connected
-            state.receiveBuffer = []
-            let status: SocketIOStatus = state.wantsConnection ? .connecting : .disconnected
-            return (wasConnected, setStatus(status, in: &state), status)
-        }
-        publish(status, changed: changed)
-        if wasConnected { fire(.disconnect, [.string(reason)]) }
-        if let error, wasConnected || isActive { fire(.error, [.string(error.description)]) }
+        let closed = state.withLockedValue { $0.lifecycle.sessionClosed() }
+        publish(closed.published)
+        if closed.wasConnected { fire(.disconnect, [.string(reason)]) }
+        if let error, closed.wasConnected || isActive { fire(.error, [.string(error.description)]) }
     }
 
     /// The Engine.IO session ended. `written`: this namespace's frames written but not confirmed;
@@ -640,7 +588,7 @@ public final class SocketIOClient: Sendable {
     /// The session's send queue has room again: move what waited in the offline queue.
     func sendQueueDrained(_ session: EngineIOSession) {
         let tooLarge = state.withLockedValue { state -> [(EngineIOFrame, RealtimeError)] in
-            guard state.status == .connected else { return [] }
+            guard state.lifecycle.status == .connected else { return [] }
             return flush(into: session, state: &state)
         }
         for (frame, error) in tooLarge { reportUnsendable(frame, error) }
@@ -672,17 +620,12 @@ public final class SocketIOClient: Sendable {
 
     /// The manager stopped for good (closed, or reconnection gave up).
     func managerStopped(error: RealtimeError?) {
-        let (waiters, changed, wasActive) = state.withLockedValue { state in
-            let wasActive = state.wantsConnection
-            state.wantsConnection = false
-            defer { state.connectWaiters = [:] }
-            return (state.connectWaiters, setStatus(.disconnected, in: &state), wasActive)
-        }
+        let ending = state.withLockedValue { $0.lifecycle.managerStopped() }
         let failure = error ?? RealtimeError(.notConnected, "the connection was closed")
-        for waiter in waiters.values { waiter.resume(throwing: failure) }
+        for waiter in ending.waiters { waiter.resume(throwing: failure) }
         finishStreams()
-        publish(.disconnected, changed: changed)
-        if let error, wasActive {
+        publish(ending.published)
+        if let error, ending.wasActive {
             fire(.reconnectFailed, [.string(error.description)])
         }
     }

@@ -175,6 +175,24 @@ struct SocketIOClientBehaviourTests {
         await server.stop()
     }
 
+    /// An emit with an ack made before any connect waits in the offline queue; a `disconnect()`
+    /// then has nothing to end (the socket was never asked to connect). Its ack used to be dropped
+    /// there without an answer, so its timeout found nothing and the call never returned.
+    @Test("disconnect() on a socket never asked to connect keeps a queued emit's ack: it still times out")
+    func disconnectBeforeConnectKeepsTheAck() async throws {
+        let clock = ManualClock()
+        var configuration = SocketIOConfiguration.testing([.websocket])
+        configuration.runtime = RealtimeRuntime(clock: clock)
+        let manager = SocketManager(url: "http://127.0.0.1:9", configuration: configuration)
+        let socket = manager.defaultSocket
+        let call = Task { try await socket.emitWithAck("queued", 1, timeout: .seconds(5)) }
+        try await waitUntil("the emit is queued") { socket.queuedEmitCount == 1 }
+        socket.disconnect()
+        #expect(socket.queuedEmitCount == 1, "the emit stays queued for the next connect")
+        clock.advance(by: .seconds(6))
+        await #expect { _ = try await call.value } throws: { ($0 as? RealtimeError)?.code == .timeout }
+    }
+
     @Test("an ack after its timeout is dropped; the next ack is matched correctly")
     func lateAck() async throws {
         let server = try await SocketIOTestServer.start()
