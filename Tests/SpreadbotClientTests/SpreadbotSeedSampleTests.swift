@@ -100,6 +100,11 @@ struct SpreadbotSeedSampleTests {
                 })
         }
         #expect(posted == "12")
-        #expect(server.received(on: "myResource") == [.binary(Array(#"{"name":"x"}"#.utf8))])
+        // The seed's form has the spec's 5 s request timeout, and a request that times out is
+        // retried (up to 3 attempts): on a loaded machine the server's answer came after 5 s and
+        // the POST arrived twice (a repeat run beside two burners). Every copy is the payload.
+        let received = server.received(on: "myResource")
+        #expect((1...3).contains(received.count), "\(received.count) copies")
+        #expect(received.allSatisfy { $0 == .binary(Array(#"{"name":"x"}"#.utf8)) })
     }
 }
