@@ -41,7 +41,7 @@ import Testing
         let socket = manager.defaultSocket
         try await socket.connect(timeout: .seconds(30))
         try await waitUntil("the upgrade to WebSocket") { manager.transport == .websocket }
-        let reply = try await socket.emitWithAck("echo", "through the origin check", timeout: .seconds(5))
+        let reply = try await socket.emitWithAck("echo", "through the origin check", timeout: .seconds(30))
         #expect(reply == ["through the origin check"])
         manager.disconnect()
     }

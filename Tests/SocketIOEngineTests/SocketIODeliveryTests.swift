@@ -29,7 +29,7 @@ struct SocketIODeliveryTests {
             let manager = SocketManager(url: proxy.url(), configuration: configuration)
             let socket = manager.defaultSocket
             try await socket.connect(timeout: .seconds(30))
-            _ = try await socket.emitWithAck("seq_reset", arguments: [], timeout: .seconds(5))
+            _ = try await socket.emitWithAck("seq_reset", arguments: [], timeout: .seconds(30))
 
             let cutAfter = 1_000 + (run * 4_057) % 9_000
             proxy.inject(.cutAfter(bytes: cutAfter, .clientToTarget, run % 2 == 0 ? .reset : .fin))
@@ -78,7 +78,7 @@ struct SocketIODeliveryTests {
                 }
             }
             try await socket.connect(timeout: .seconds(30))
-            _ = try await socket.emitWithAck("seq_reset", arguments: [], timeout: .seconds(5))
+            _ = try await socket.emitWithAck("seq_reset", arguments: [], timeout: .seconds(30))
             proxy.inject(.cutAfter(bytes: 2_000 + run * 1_500, .clientToTarget, .reset))
             var refused = 0
             var refusedIndexes = Set<Int>()
@@ -197,13 +197,13 @@ struct SocketIODeliveryTests {
         // A minute-long timeout: an error other than connectionClosed, or none, fails the test.
         let stalled = Task { try await socket.emitWithAck("stall", arguments: [], timeout: .seconds(60)) }
         // The echo is answered after the server read the stall emit (one connection, in order).
-        _ = try await socket.emitWithAck("echo", arguments: ["after"], timeout: .seconds(5))
+        _ = try await socket.emitWithAck("echo", arguments: ["after"], timeout: .seconds(30))
         // Over polling the stall emit may share a POST with that echo, and the echo's answer (on the
         // GET) can come before the POST's own 200: cut then, the POST counts as not written, its
         // emits go back to the queue and keep their acks (as documented), and this test saw a
         // timeout in CI. POSTs go one at a time, so a second echo answered means the first POST
         // was confirmed.
-        _ = try await socket.emitWithAck("echo", arguments: ["confirmed"], timeout: .seconds(5))
+        _ = try await socket.emitWithAck("echo", arguments: ["confirmed"], timeout: .seconds(30))
         await proxy.refuseConnections()
         proxy.cutAll(.reset)
         let result = await stalled.result
@@ -235,7 +235,7 @@ struct SocketIODeliveryTests {
         let tooLong = JSONValue.string(String(repeating: "a", count: 1_100_000))
         #expect { try socket.emit("size", arguments: [tooLong]) } throws: { ($0 as? RealtimeError)?.code == .messageTooLarge }
         // 800,000 bytes of binary take 1,066,668 as base64 in a polling payload, which may carry it.
-        await #expect { try await socket.emitWithAck("size", arguments: [.binary(Data(count: 800_000))], timeout: .seconds(5)) } throws: {
+        await #expect { try await socket.emitWithAck("size", arguments: [.binary(Data(count: 800_000))], timeout: .seconds(30)) } throws: {
             ($0 as? RealtimeError)?.code == .messageTooLarge
         }
         // python-engineio on aiohttp reads a large POST body with one partial read and fails to
@@ -244,7 +244,7 @@ struct SocketIODeliveryTests {
             let fits = try await socket.emitWithAck("size", arguments: [.string(String(repeating: "b", count: 999_000))], timeout: .seconds(10))
             #expect(fits == [999_000])
         } else {
-            #expect(try await socket.emitWithAck("size", arguments: ["small"], timeout: .seconds(5)) == [5])
+            #expect(try await socket.emitWithAck("size", arguments: ["small"], timeout: .seconds(30)) == [5])
         }
         #expect(socket.sid == sid)
         #expect(connects.values.count == 1, "no reconnect")
@@ -287,7 +287,7 @@ struct SocketIODeliveryTests {
         try await socket.connect(timeout: .seconds(30))
         let reply = try await socket.emitWithAck("size", arguments: [.binary(Data(count: 800_000))], timeout: .seconds(10))
         #expect(reply == [800_000])
-        await #expect { try await socket.emitWithAck("size", arguments: [.binary(Data(count: 1_000_001))], timeout: .seconds(5)) } throws: {
+        await #expect { try await socket.emitWithAck("size", arguments: [.binary(Data(count: 1_000_001))], timeout: .seconds(30)) } throws: {
             ($0 as? RealtimeError)?.code == .messageTooLarge
         }
     }

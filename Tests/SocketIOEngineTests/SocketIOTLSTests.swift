@@ -34,10 +34,10 @@ struct SocketIOTLSTests {
         socket.on(clientEvent: .websocketUpgrade) { _ in upgrades.append(1) }
         try await socket.connect(timeout: .seconds(30))
         let blob = Data((0..<4096).map { UInt8($0 % 256) })
-        #expect(try await socket.emitWithAck("echo", arguments: ["tls", .binary(blob)], timeout: .seconds(5)) == ["tls", .binary(blob)])
+        #expect(try await socket.emitWithAck("echo", arguments: ["tls", .binary(blob)], timeout: .seconds(30)) == ["tls", .binary(blob)])
         await upgrades.wait(for: 1)
         #expect(manager.transport == .websocket)
-        #expect(try await socket.emitWithAck("echo", arguments: [.binary(blob)], timeout: .seconds(5)) == [.binary(blob)])
+        #expect(try await socket.emitWithAck("echo", arguments: [.binary(blob)], timeout: .seconds(30)) == [.binary(blob)])
         #expect(server.url.hasPrefix("https://"))
         manager.disconnect()
         await manager.waitUntilStopped()

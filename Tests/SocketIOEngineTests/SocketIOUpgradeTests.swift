@@ -68,7 +68,7 @@ struct SocketIOUpgradeTests {
         #expect(socket.status == .connected)
         #expect(disconnects.values.isEmpty, "the session ended: \(disconnects.values)")
         #expect(server.connectCount == 1)
-        #expect(try await socket.emitWithAck("echo", arguments: ["still here"], timeout: .seconds(5)) == ["still here"])
+        #expect(try await socket.emitWithAck("echo", arguments: ["still here"], timeout: .seconds(30)) == ["still here"])
         manager.disconnect()
         await manager.waitUntilStopped()
         await server.stop()
