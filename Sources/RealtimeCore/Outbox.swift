@@ -64,6 +64,11 @@ public struct ResendWindow: Sendable, Hashable {
         @usableFromInline var refusedBounded = false
         @usableFromInline var onDrain: (@Sendable () -> Void)?
         @usableFromInline var waiter: CheckedContinuation<Void, Never>?
+        /// A writer that runs on an event loop instead of waiting in ``take(maxBytes:maxParts:generation:)``
+        /// (``OutboxWebSocketWriter``): told when there is something to take.
+        @usableFromInline var wake: (@Sendable () -> Void)?
+        /// The wake was called and the writer has not taken since: pushes do not call it again.
+        @usableFromInline var wakePending = false
         @usableFromInline var idleWaiters: [CheckedContinuation<Void, Never>] = []
         /// ``waitUntilEmpty()`` calls, woken when nothing is queued or in flight.
         @usableFromInline var emptyWaiters: [UUID: CheckedContinuation<Void, Never>] = [:]
@@ -86,6 +91,24 @@ public struct ResendWindow: Sendable, Hashable {
 
     public enum BoundedPush: Sendable { case queued, full, closed }
 
+    /// The wake to call after a push, under the lock: once per take, and not while a write is in
+    /// flight or the writer is paused (finishing the write, or the resume, takes the next batch).
+    @inlinable
+    static func wakeAfterPush(_ state: inout State) -> (@Sendable () -> Void)? {
+        guard let wake = state.wake, !state.wakePending, !state.inFlight, !state.paused else { return nil }
+        state.wakePending = true
+        return wake
+    }
+
+    /// Has `wake` called when something can be taken (a push, a resume, a close), for a writer that
+    /// takes with ``takeNow(maxBytes:maxParts:generation:)`` instead of waiting in ``take(maxBytes:maxParts:generation:)``.
+    package func setWake(_ wake: (@Sendable () -> Void)?) {
+        state.withLockedValue {
+            $0.wake = wake
+            $0.wakePending = false
+        }
+    }
+
     /// Queues an application frame unless the queue already holds `limit` bytes of them (one frame
     /// always fits in an empty queue). After a refusal, `onDrain` is called once the queue is below
     /// half the limit.
@@ -93,18 +116,19 @@ public struct ResendWindow: Sendable, Hashable {
     public func pushBounded(_ frame: Message, limit: Int? = nil) -> BoundedPush {
         let size = frame.outboxSize
         let limit = limit ?? self.limit
-        let (result, waiter) = state.withLockedValue { state -> (BoundedPush, CheckedContinuation<Void, Never>?) in
-            if state.closed { return (.closed, nil) }
+        let (result, waiter, wake) = state.withLockedValue { state -> (BoundedPush, CheckedContinuation<Void, Never>?, (@Sendable () -> Void)?) in
+            if state.closed { return (.closed, nil, nil) }
             if state.boundedBytes > 0 && state.boundedBytes + size > limit {
                 state.refusedBounded = true
-                return (.full, nil)
+                return (.full, nil, nil)
             }
             state.queue.append(frame)
             state.boundedBytes += size
             defer { state.waiter = nil }
-            return (.queued, state.waiter)
+            return (.queued, state.waiter, Self.wakeAfterPush(&state))
         }
         waiter?.resume()
+        wake?()
         return result
     }
 
@@ -117,15 +141,16 @@ public struct ResendWindow: Sendable, Hashable {
     @discardableResult
     @inlinable
     public func push(_ frame: Message) -> Bool {
-        let waiter = state.withLockedValue { state -> CheckedContinuation<Void, Never>?? in
-            if state.closed { return .none }
+        let woken = state.withLockedValue { state -> (CheckedContinuation<Void, Never>?, (@Sendable () -> Void)?)? in
+            if state.closed { return nil }
             state.queue.append(frame)
             if frame.isApplicationData { state.boundedBytes += frame.outboxSize }
             defer { state.waiter = nil }
-            return .some(state.waiter)
+            return (state.waiter, Self.wakeAfterPush(&state))
         }
-        guard let waiter else { return false }
-        waiter?.resume()
+        guard let woken else { return false }
+        woken.0?.resume()
+        woken.1?()
         return true
     }
 
@@ -145,31 +170,55 @@ public struct ResendWindow: Sendable, Hashable {
     /// the writer was retired. Call ``finishedWrite()`` after writing them.
     @usableFromInline enum Step { case frames([Message]), framesAndDrain([Message], @Sendable () -> Void), stop, wait }
 
+    /// The next batch for writer `generation`, under the lock (see ``take(maxBytes:maxParts:generation:)``).
+    @inlinable
+    func nextBatch(maxBytes: Int, maxParts: Int, generation: Int, _ state: inout State) -> Step {
+        if state.closed || state.writerGeneration != generation { return .stop }
+        if state.paused || state.queue.isEmpty { return .wait }
+        var frames: [Message] = []
+        var total = 0
+        var parts = 0
+        while let first = state.queue.first {
+            let size = maxBytes == .max ? 0 : first.outboxSize
+            if !frames.isEmpty && (total + size > maxBytes || parts + first.outboxParts > maxParts) { break }
+            frames.append(state.queue.removeFirst())
+            total += size
+            parts += first.outboxParts
+        }
+        for frame in frames where frame.isApplicationData {
+            state.boundedBytes = max(0, state.boundedBytes - frame.outboxSize)
+        }
+        state.inFlight = true
+        if state.refusedBounded, state.boundedBytes <= limit / 2, let onDrain = state.onDrain {
+            state.refusedBounded = false
+            return .framesAndDrain(frames, onDrain)
+        }
+        return .frames(frames)
+    }
+
+    /// Like ``take(maxBytes:maxParts:generation:)`` without waiting: nil when there is nothing to
+    /// take now (empty, paused), the outbox is closed or the writer retired. The wake set with
+    /// ``setWake(_:)`` tells when to ask again.
+    @inlinable
+    public func takeNow(maxBytes: Int, maxParts: Int = .max, generation: Int) -> [Message]? {
+        let step = state.withLockedValue { state -> Step in
+            state.wakePending = false
+            return nextBatch(maxBytes: maxBytes, maxParts: maxParts, generation: generation, &state)
+        }
+        switch step {
+        case .frames(let frames): return frames
+        case .framesAndDrain(let frames, let onDrain):
+            onDrain()
+            return frames
+        case .stop, .wait: return nil
+        }
+    }
+
     @inlinable
     public func take(maxBytes: Int, maxParts: Int = .max, generation: Int) async -> [Message]? {
         while true {
             let step = state.withLockedValue { state -> Step in
-                if state.closed || state.writerGeneration != generation { return .stop }
-                if state.paused || state.queue.isEmpty { return .wait }
-                var frames: [Message] = []
-                var total = 0
-                var parts = 0
-                while let first = state.queue.first {
-                    let size = maxBytes == .max ? 0 : first.outboxSize
-                    if !frames.isEmpty && (total + size > maxBytes || parts + first.outboxParts > maxParts) { break }
-                    frames.append(state.queue.removeFirst())
-                    total += size
-                    parts += first.outboxParts
-                }
-                for frame in frames where frame.isApplicationData {
-                    state.boundedBytes = max(0, state.boundedBytes - frame.outboxSize)
-                }
-                state.inFlight = true
-                if state.refusedBounded, state.boundedBytes <= limit / 2, let onDrain = state.onDrain {
-                    state.refusedBounded = false
-                    return .framesAndDrain(frames, onDrain)
-                }
-                return .frames(frames)
+                nextBatch(maxBytes: maxBytes, maxParts: maxParts, generation: generation, &state)
             }
             switch step {
             case .frames(let frames): return frames
@@ -267,13 +316,14 @@ public struct ResendWindow: Sendable, Hashable {
     /// Returns the generation the next writer must use.
     @discardableResult
     package func resume(retireWriter: Bool) -> Int {
-        let (generation, waiter) = state.withLockedValue { state -> (Int, CheckedContinuation<Void, Never>?) in
+        let (generation, waiter, wake) = state.withLockedValue { state -> (Int, CheckedContinuation<Void, Never>?, (@Sendable () -> Void)?) in
             state.paused = false
             if retireWriter { state.writerGeneration += 1 }
             defer { state.waiter = nil }
-            return (state.writerGeneration, state.waiter)
+            return (state.writerGeneration, state.waiter, state.queue.isEmpty ? nil : Self.wakeAfterPush(&state))
         }
         waiter?.resume()
+        wake?()
         return generation
     }
 

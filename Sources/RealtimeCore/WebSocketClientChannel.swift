@@ -37,6 +37,9 @@ struct WebSocketClientChannel {
     let keepAliveCounts = NIOLockedValueBox(WebSocketKeepAliveCounts())
     /// Writes the protocol's own ping (``WebSocketProtocolPing``), once the channel is upgraded.
     let protocolPingSender = NIOLockedValueBox<ProtocolPingSender?>(nil)
+    /// Writes whole messages on the event loop (``WebSocketLoopWriter``), once the channel is
+    /// upgraded without extensions (a compressed connection's frames go through swift-websocket's writer).
+    let loopWriter = NIOLockedValueBox<WebSocketLoopWriter?>(nil)
 
     /// The runtime's timer queue, for the keep-alive (``WebSocketKeepAlive``).
     let timers: TimerQueue
@@ -164,7 +167,7 @@ struct WebSocketClientChannel {
         let builders = extensionBuilders
         let recorded = protocolError
         let (keepAlive, timers, counts) = (configuration.autoPing, timers, keepAliveCounts)
-        let (protocolPing, pingSender) = (configuration.protocolPing, protocolPingSender)
+        let (protocolPing, pingSender, loopWriter) = (configuration.protocolPing, protocolPingSender, loopWriter)
         let upgrader = WebSocketClientUpgrader<Outcome>(
             maxFrameSize: max(configuration.maxMessageSize, 125),
             upgradeAccepted: { halfClosure.value.upgradeAccepted() },
@@ -188,6 +191,11 @@ struct WebSocketClientChannel {
                         let handler = ProtocolPingHandler(protocolPing)
                         try channel.pipeline.syncOperations.addHandler(handler)
                         pingSender.withLockedValue { $0 = handler.sender(on: channel.eventLoop) }
+                    }
+                    if extensions.isEmpty {
+                        let handler = LoopWriteHandler()
+                        try channel.pipeline.syncOperations.addHandler(handler)
+                        loopWriter.withLockedValue { $0 = handler.writer(on: channel.eventLoop) }
                     }
                     let asyncChannel = try NIOAsyncChannel<WebSocketFrame, WebSocketFrame>(wrappingChannelSynchronously: channel)
                     custody.hold(asyncChannel)

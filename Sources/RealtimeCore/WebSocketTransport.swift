@@ -18,6 +18,9 @@ public struct WebSocketConnection: Sendable {
     /// Pings the keep-alive sent and pongs it received so far.
     package var keepAliveCounts: WebSocketKeepAliveCounts { keepAliveCountsBox.withLockedValue { $0 } }
     let protocolPingSender: ProtocolPingSender?
+    /// Writes whole messages on the event loop, beside ``send(_:)``; nil when the connection
+    /// negotiated an extension (permessage-deflate), whose frames must go through ``send(_:)``.
+    package let loopWriter: WebSocketLoopWriter?
 
     /// Writes the protocol's own keep-alive message (``WebSocketConfiguration/protocolPing``) on the
     /// event loop, without waiting and outside the send order (between two messages); returns false
@@ -202,7 +205,8 @@ public enum WebSocketTransport {
                             url: url),
                         outbound: outbound, closeRequested: closeRequested, upgradeResponse: opened.response,
                         keepAliveCountsBox: channelFactory.keepAliveCounts,
-                        protocolPingSender: channelFactory.protocolPingSender.withLockedValue { $0 })
+                        protocolPingSender: channelFactory.protocolPingSender.withLockedValue { $0 },
+                        loopWriter: channelFactory.loopWriter.withLockedValue { $0 })
                     try await body(connection)
                 }
             }

@@ -255,11 +255,10 @@ extension HubConnection {
                         frame.reserveCapacity(batch.reduce(0) { $0 + $1.count })
                         for bytes in batch { frame += bytes }
                     }
-                    if binary {
-                        try await ws.send(binary: ByteBuffer(bytes: frame))
-                    } else {
-                        try await ws.send(text: String(decoding: frame, as: UTF8.self))
-                    }
+                    let message: RealtimeMessage = binary ? .binary(ByteBuffer(bytes: frame)) : .text(String(decoding: frame, as: UTF8.self))
+                    // Written on the event loop, without swift-websocket's async writer (a compressed
+                    // connection has none: its frames go through the extension).
+                    if let loopWriter = ws.loopWriter { try await loopWriter.send(message) } else { try await ws.send(message) }
                 }
                 let timers = self.timers
                 let session = Session(

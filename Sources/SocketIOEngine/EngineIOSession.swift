@@ -417,28 +417,78 @@ final class EngineIOSession: Sendable {
     private func readAndWriteWebSocket(
         _ connection: WebSocketConnection, inbound: inout WebSocketMessages.AsyncIterator, generation: Int
     ) async throws -> EngineIOSessionEnd {
-        try await withThrowingTaskGroup(of: ChildEnd.self) { group in
-            group.addTask { try await self.webSocketWriter(connection, generation: generation) }
-            defer { group.cancelAll() }
-            while let message = try await inbound.next() {
-                let packet: EngineIOPacket
-                switch message {
-                case .text(let text):
-                    do { packet = try EngineIOCodec.decode(text: text) } catch {
-                        throw RealtimeError(.protocolViolation, "the server sent an invalid Engine.IO packet", underlying: error)
-                    }
-                case .binary(let buffer):
-                    packet = EngineIOCodec.decode(binary: Data(buffer: buffer, byteTransferStrategy: .noCopy))
-                }
-                if let end = try await handle(packet) {
-                    if end == .closedByServer { try? await connection.close(code: 1000, reason: nil) }
-                    return end
-                }
+        guard let loopWriter = connection.loopWriter else {
+            // A compressed connection: its frames go through swift-websocket's writer, in a task.
+            return try await withThrowingTaskGroup(of: ChildEnd.self) { group in
+                group.addTask { try await self.webSocketWriter(connection, generation: generation) }
+                defer { group.cancelAll() }
+                return try await readWebSocket(connection, inbound: &inbound)
             }
-            if let failure = state.withLockedValue({ $0.machine.heartbeatFailure }) { throw failure }
-            if state.withLockedValue({ $0.machine.closeRequested }) { return .closedByClient }
-            throw RealtimeError(.connectionClosed, "the WebSocket closed without an Engine.IO close packet", closeCode: 1006)
         }
+        // The outbox is written from the event loop as frames are queued: no task waits for them.
+        let writer = OutboxWebSocketWriter(
+            outbox: outbox, writer: loopWriter, generation: generation,
+            encode: { frame in
+                frame.packets.map { packet in
+                    switch EngineIOCodec.encode(packet, supportsBinary: true) {
+                    case .text(let text): .text(text)
+                    case .binary(let data): .binary(ByteBuffer(data: data))
+                    }
+                }
+            },
+            written: { [weak self] written, unwritten, failure in
+                self?.settleLoopBatch(written, unwritten, failure, connection: connection, loopWriter: loopWriter)
+            })
+        writer.start()
+        // No batch is taken once the reader is done. One in flight settles before the WebSocket's
+        // connect returns: its channel is closed by then, and closing fails every pending write on
+        // the event loop first, so the session hands back what was not sent after it settled.
+        defer { writer.stop() }
+        return try await readWebSocket(connection, inbound: &inbound)
+    }
+
+    /// A batch the event loop wrote: what went out is kept in the resend window, what did not goes
+    /// back first in line. After our close packet the connection closes with the closing handshake;
+    /// after a failed write it is closed, and the reader ends with it.
+    private func settleLoopBatch(
+        _ written: ArraySlice<EngineIOFrame>, _ unwritten: ArraySlice<EngineIOFrame>, _ failure: (any Error)?,
+        connection: WebSocketConnection, loopWriter: WebSocketLoopWriter
+    ) {
+        outbox.wroteUnconfirmed(written)
+        if failure != nil { outbox.requeueFront(Array(unwritten)) }
+        outbox.finishedWrite()
+        countSent(Array(written))
+        if written.contains(where: { $0.packets.contains { $0.type == .close } }) {
+            // Unstructured: this runs on the event loop, which must not wait on the closing
+            // handshake; it happens once, for a session that is over.
+            Task { try? await connection.close(code: 1000, reason: nil) }
+        } else if failure != nil {
+            loopWriter.closeChannel()
+        }
+    }
+
+    /// Reads the WebSocket until the session ends.
+    private func readWebSocket(
+        _ connection: WebSocketConnection, inbound: inout WebSocketMessages.AsyncIterator
+    ) async throws -> EngineIOSessionEnd {
+        while let message = try await inbound.next() {
+            let packet: EngineIOPacket
+            switch message {
+            case .text(let text):
+                do { packet = try EngineIOCodec.decode(text: text) } catch {
+                    throw RealtimeError(.protocolViolation, "the server sent an invalid Engine.IO packet", underlying: error)
+                }
+            case .binary(let buffer):
+                packet = EngineIOCodec.decode(binary: Data(buffer: buffer, byteTransferStrategy: .noCopy))
+            }
+            if let end = try await handle(packet) {
+                if end == .closedByServer { try? await connection.close(code: 1000, reason: nil) }
+                return end
+            }
+        }
+        if let failure = state.withLockedValue({ $0.machine.heartbeatFailure }) { throw failure }
+        if state.withLockedValue({ $0.machine.closeRequested }) { return .closedByClient }
+        throw RealtimeError(.connectionClosed, "the WebSocket closed without an Engine.IO close packet", closeCode: 1006)
     }
 
     private func webSocketWriter(_ connection: WebSocketConnection, generation: Int) async throws -> ChildEnd {

@@ -435,6 +435,17 @@ public final class Spreadbot: Service, Sendable {
         logger.log(level: level, "opening the WebSocket", metadata: ["realtime.url": "\(Redaction.url(url))"])
         try await WebSocketTransport.connect(to: url, configuration: ws, runtime: configuration.runtime) { connection in
             open()
+            if !acknowledged, let loopWriter = connection.loopWriter {
+                // Sends are written from the event loop as they are queued: no task waits for them.
+                let writer = self.outbox.webSocketWriter(loopWriter) { written in
+                    for item in written { self.metrics.sent(messages: 1, bytes: item.data.byteCount) }
+                    self.metrics.queueDepth(self.outbox.count)
+                }
+                writer.start()
+                defer { writer.stop() }
+                try await self.readWebSocket(connection, path: path)
+                return
+            }
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask {
                     try await self.writeLoop(path: path) { item in
@@ -446,22 +457,25 @@ public final class Spreadbot: Service, Sendable {
                         return nil
                     }
                 }
-                group.addTask {
-                    for try await message in connection.inbound {
-                        let goOn: Bool
-                        switch message {
-                        case .text(let text): goOn = self.receiveEnvelope(text, path: path, transport: .webSocket)
-                        case .binary(let buffer):
-                            let id = self.run.withLockedValue { $0.lastEventId }
-                            goOn = self.deliver(SpreadbotMessage(id: id, event: path, data: .binary(Data(buffer.readableBytesView)), transport: .webSocket))
-                        }
-                        if !goOn { await self.readGate.waitUntilOpen() }
-                    }
-                }
+                group.addTask { try await self.readWebSocket(connection, path: path) }
                 // Whichever ends first (the server closed, a write failed) ends the connection.
                 defer { group.cancelAll() }
                 try await group.next()
             }
+        }
+    }
+
+    /// Delivers the WebSocket's messages until the server closes it.
+    private func readWebSocket(_ connection: WebSocketConnection, path: String) async throws {
+        for try await message in connection.inbound {
+            let goOn: Bool
+            switch message {
+            case .text(let text): goOn = receiveEnvelope(text, path: path, transport: .webSocket)
+            case .binary(let buffer):
+                let id = run.withLockedValue { $0.lastEventId }
+                goOn = deliver(SpreadbotMessage(id: id, event: path, data: .binary(Data(buffer.readableBytesView)), transport: .webSocket))
+            }
+            if !goOn { await readGate.waitUntilOpen() }
         }
     }
 

@@ -1,4 +1,5 @@
 import NIOConcurrencyHelpers
+import NIOCore
 @_spi(RealtimeEngine) import RealtimeCore
 
 /// A send the app made, until the stream delivered it or reported why not.
@@ -110,6 +111,37 @@ final class SpreadbotOutbox: Sendable {
         }
         outbox.requeueFront([item])
         outbox.finishedWrite()
+    }
+
+    /// Writes the queue over a WebSocket from its event loop as messages are queued (one frame
+    /// each, in order): written messages are delivered, and after a failed write the rest go back
+    /// first in line for the next connection (or fail, once closed) and the channel is closed, which
+    /// ends the reader. `onWritten` is told of each batch written.
+    func webSocketWriter(_ writer: WebSocketLoopWriter, onWritten: @escaping @Sendable ([Item]) -> Void) -> OutboxWebSocketWriter<Item> {
+        OutboxWebSocketWriter(
+            outbox: outbox, writer: writer, generation: outbox.generation,
+            encode: { item in
+                switch item.data {
+                case .text(let text): [.text(text)]
+                case .binary(let data): [.binary(ByteBuffer(bytes: data))]
+                }
+            },
+            written: { [self] written, unwritten, failure in
+                state.withLockedValue { $0.pending -= written.count }
+                if failure != nil {
+                    let closed = state.withLockedValue { $0.closed }
+                    if let closed {
+                        state.withLockedValue { $0.pending -= unwritten.count }
+                        for item in unwritten { item.done.complete(.failure(closed)) }
+                    } else {
+                        outbox.requeueFront(Array(unwritten))
+                    }
+                }
+                outbox.finishedWrite()
+                for item in written { item.done.complete(.success(())) }
+                if !written.isEmpty { onWritten(Array(written)) }
+                if failure != nil { writer.closeChannel() }
+            })
     }
 
     /// Returns when every queued message went out (or failed), or when the waiting task is cancelled.

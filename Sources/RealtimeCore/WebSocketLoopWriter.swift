@@ -1,0 +1,257 @@
+import NIOConcurrencyHelpers
+package import NIOCore
+import NIOWebSocket
+
+/// Writes whole messages on a WebSocket's event loop, beside swift-websocket's writer: a protocol
+/// whose messages wait in an ``Outbox`` has them written as they are queued, with no task waiting
+/// for them and no hop through an async writer per message (see ``OutboxWebSocketWriter``).
+///
+/// Messages go out uncompressed (a connection with permessage-deflate has no loop writer: its
+/// frames pass through the extension in swift-websocket's writer), masked with a key from a
+/// buffered system random source, and never after our close frame. Writes from both writers keep
+/// their order on the event loop; control frames may come between two messages, as the protocol
+/// allows.
+package final class WebSocketLoopWriter: Sendable {
+    private let handler: NIOLoopBound<LoopWriteHandler>
+    /// The connection's event loop: ``write(_:completion:)`` and ``whenWritable(_:)`` run there.
+    package var eventLoop: any EventLoop { loop }
+    private let loop: any EventLoop
+
+    fileprivate init(_ handler: LoopWriteHandler, eventLoop: any EventLoop) {
+        self.handler = NIOLoopBound(handler, eventLoop: eventLoop)
+        self.loop = eventLoop
+    }
+
+    /// Whether the socket takes more now (on the event loop). False once the channel is closed.
+    package var isWritable: Bool { handler.value.isWritable }
+
+    /// Writes `messages` as one text or binary frame each and flushes (on the event loop). Calls
+    /// `completion` once, on the event loop, with how many of them were written before the first
+    /// that failed (all of them on success) and that failure.
+    package func write(_ messages: [RealtimeMessage], completion: @escaping (_ written: Int, _ failure: (any Error)?) -> Void) {
+        handler.value.write(messages, completion: completion)
+    }
+
+    /// Writes one message from any thread and returns once the socket took it (while the socket is
+    /// full, that waits: the backpressure). Throws `connectionClosed` when the connection closed first.
+    package func send(_ message: RealtimeMessage) async throws {
+        let handler = handler
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            let write: @Sendable () -> Void = {
+                handler.value.write([message]) { _, failure in
+                    if let failure {
+                        continuation.resume(throwing: Self.closedError(failure))
+                    } else {
+                        continuation.resume()
+                    }
+                }
+            }
+            if eventLoop.inEventLoop { write() } else { eventLoop.execute(write) }
+        }
+    }
+
+    static func closedError(_ error: any Error) -> RealtimeError {
+        if let error = error as? RealtimeError { return error }
+        return RealtimeError(.connectionClosed, "the WebSocket closed before the message was written", underlying: error)
+    }
+
+    /// Calls `callback` (on the event loop) each time the socket becomes writable again.
+    package func whenWritable(_ callback: @escaping () -> Void) {
+        handler.value.onWritable = callback
+    }
+
+    /// Closes the channel (on the event loop): what was written goes first.
+    package func closeChannel() {
+        handler.value.closeChannel()
+    }
+}
+
+/// The channel handler behind ``WebSocketLoopWriter``, between the frame codec and the reader.
+final class LoopWriteHandler: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = WebSocketFrame
+    typealias InboundOut = WebSocketFrame
+    typealias OutboundIn = WebSocketFrame
+    typealias OutboundOut = WebSocketFrame
+
+    private var context: ChannelHandlerContext?
+    /// Our close frame went out (from swift-websocket's writer): no data frame may follow it.
+    private var closeSent = false
+    /// swift-websocket's writer is in the middle of a fragmented message: ours would break it.
+    private var outMessage = false
+    fileprivate var onWritable: (() -> Void)?
+    private var keys = MaskingKeySource()
+
+    func writer(on eventLoop: any EventLoop) -> WebSocketLoopWriter { WebSocketLoopWriter(self, eventLoop: eventLoop) }
+
+    func handlerAdded(context: ChannelHandlerContext) { self.context = context }
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.context = nil
+        onWritable = nil
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        self.context = nil
+        // A writer waiting for room learns that none will come: its next write fails at once.
+        let waiting = onWritable
+        onWritable = nil
+        waiting?()
+        context.fireChannelInactive()
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable { onWritable?() }
+        context.fireChannelWritabilityChanged()
+    }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        let frame = unwrapOutboundIn(data)
+        switch frame.opcode {
+        case .connectionClose: closeSent = true
+        case .text, .binary, .continuation: outMessage = !frame.fin
+        default: break
+        }
+        context.write(data, promise: promise)
+    }
+
+    var isWritable: Bool { context.map { $0.channel.isWritable && !closeSent } ?? false }
+
+    func write(_ messages: [RealtimeMessage], completion: @escaping (Int, (any Error)?) -> Void) {
+        guard let context, !closeSent, !outMessage else {
+            completion(0, RealtimeError(.connectionClosed, "the WebSocket is closing"))
+            return
+        }
+        guard !messages.isEmpty else {
+            completion(0, nil)
+            return
+        }
+        // Promises complete in write order on the event loop: count the writes that succeeded
+        // before the first failure, and answer once the last one is known.
+        var written = 0
+        var failure: (any Error)?
+        var answered = 0
+        let total = messages.count
+        for message in messages {
+            let frame: WebSocketFrame
+            switch message {
+            case .text(let text):
+                var buffer = context.channel.allocator.buffer(capacity: text.utf8.count)
+                buffer.writeString(text)
+                frame = WebSocketFrame(fin: true, opcode: .text, maskKey: keys.next(), data: buffer)
+            case .binary(let buffer):
+                frame = WebSocketFrame(fin: true, opcode: .binary, maskKey: keys.next(), data: buffer)
+            }
+            let promise = context.eventLoop.makePromise(of: Void.self)
+            promise.futureResult.assumeIsolated().whenComplete { result in
+                answered += 1
+                switch result {
+                case .success: if failure == nil { written += 1 }
+                case .failure(let error): if failure == nil { failure = error }
+                }
+                if answered == total { completion(written, failure) }
+            }
+            context.write(wrapOutboundOut(frame), promise: promise)
+        }
+        context.flush()
+    }
+
+    func closeChannel() {
+        context?.close(promise: nil)
+    }
+}
+
+/// Masking keys (RFC 6455 section 5.3: unpredictable, from a strong source) drawn from the system's
+/// random source 64 at a time (32 calls of 8 bytes), where swift-websocket's writer makes four
+/// system calls per frame.
+struct MaskingKeySource {
+    private var pool: [UInt8] = []
+    private var used = 0
+
+    mutating func next() -> WebSocketMaskingKey {
+        if used + 4 > pool.count {
+            pool = [UInt8](repeating: 0, count: 256)
+            var generator = SystemRandomNumberGenerator()
+            pool.withUnsafeMutableBytes { bytes in
+                // 8 bytes per call of the system generator.
+                for offset in stride(from: 0, to: bytes.count, by: 8) {
+                    bytes.storeBytes(of: generator.next() as UInt64, toByteOffset: offset, as: UInt64.self)
+                }
+            }
+            used = 0
+        }
+        defer { used += 4 }
+        return WebSocketMaskingKey(pool[used..<used + 4])!
+    }
+}
+
+/// Writes an ``Outbox`` over a WebSocket from the connection's event loop as messages are queued:
+/// the writer of a connection that keeps no task waiting for its messages. One batch is in flight
+/// at a time, as with a writing task: take everything queued, encode it, write it in one flush, then
+/// hand the batch back (written and unwritten parts) and take the next. While the socket is full it
+/// waits for the channel to become writable again (the outbox holds the rest and bounds it).
+package final class OutboxWebSocketWriter<Message: OutboxMessage>: Sendable {
+    /// The outcome of one batch, on the event loop: the messages written, those not written (from
+    /// the first that failed), and the failure.
+    package typealias Written = @Sendable (_ written: ArraySlice<Message>, _ unwritten: ArraySlice<Message>, _ failure: (any Error)?) -> Void
+
+    private let outbox: Outbox<Message>
+    private let writer: WebSocketLoopWriter
+    private let generation: Int
+    private let encode: @Sendable (Message) -> [RealtimeMessage]
+    private let written: Written
+    private let inFlight: NIOLoopBoundBox<Bool>
+
+    /// - Parameters:
+    ///   - encode: the WebSocket messages one outbox message is written as, in order.
+    ///   - written: called once per batch, on the event loop; it settles the batch with the outbox
+    ///     (`wroteUnconfirmed`, `requeueFront`, `finishedWrite`).
+    package init(
+        outbox: Outbox<Message>, writer: WebSocketLoopWriter, generation: Int,
+        encode: @escaping @Sendable (Message) -> [RealtimeMessage], written: @escaping Written
+    ) {
+        self.outbox = outbox
+        self.writer = writer
+        self.generation = generation
+        self.encode = encode
+        self.written = written
+        self.inFlight = NIOLoopBoundBox(false, eventLoop: writer.eventLoop)
+    }
+
+    /// Starts writing what is queued, and what is queued from now on.
+    package func start() {
+        let eventLoop = writer.eventLoop
+        outbox.setWake { [weak self] in
+            guard let self else { return }
+            if eventLoop.inEventLoop { self.drain() } else { eventLoop.execute { self.drain() } }
+        }
+        eventLoop.execute {
+            self.writer.whenWritable { [weak self] in self?.drain() }
+            self.drain()
+        }
+    }
+
+    /// Stops taking from the outbox (a batch in flight still settles).
+    package func stop() {
+        outbox.setWake(nil)
+    }
+
+    /// On the event loop: takes and writes the next batch unless one is in flight or the socket is full.
+    private func drain() {
+        guard !inFlight.value, writer.isWritable, let batch = outbox.takeNow(maxBytes: .max, generation: generation) else { return }
+        inFlight.value = true
+        var messages: [RealtimeMessage] = []
+        messages.reserveCapacity(batch.count)
+        // ends[i]: how many WebSocket messages the first i + 1 outbox messages make.
+        var ends: [Int] = []
+        ends.reserveCapacity(batch.count)
+        for message in batch {
+            messages.append(contentsOf: encode(message))
+            ends.append(messages.count)
+        }
+        writer.write(messages) { [self] count, failure in
+            let whole = ends.firstIndex { $0 > count } ?? batch.count
+            inFlight.value = false
+            written(batch[..<whole], batch[whole...], failure)
+            if failure == nil { drain() }
+        }
+    }
+}

@@ -1,0 +1,130 @@
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOEmbedded
+import NIOWebSocket
+@_spi(RealtimeEngine) @testable import RealtimeCore
+import Testing
+
+/// The outbox written from the event loop (no writing task): on an `EmbeddedChannel` holding the
+/// loop writer's handler, so every step is observable.
+@Suite("OutboxWebSocketWriter")
+struct OutboxWebSocketWriterTests {
+    struct Note: OutboxMessage {
+        let text: String
+        var outboxSize: Int { text.utf8.count }
+        var outboxParts: Int { 1 }
+        var isApplicationData: Bool { true }
+    }
+
+    struct Batch: Equatable {
+        var written: [String]
+        var unwritten: [String]
+        var failed: Bool
+    }
+
+    final class Setup {
+        let channel: EmbeddedChannel
+        let outbox = Outbox<Note>(window: .standard)
+        let batches = NIOLockedValueBox<[Batch]>([])
+        let writer: OutboxWebSocketWriter<Note>
+
+        init() throws {
+            let channel = EmbeddedChannel()
+            let handler = LoopWriteHandler()
+            try channel.pipeline.syncOperations.addHandler(handler)
+            try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
+            self.channel = channel
+            let (outbox, batches) = (outbox, batches)
+            writer = OutboxWebSocketWriter(
+                outbox: outbox, writer: handler.writer(on: channel.eventLoop), generation: outbox.generation,
+                encode: { [.text($0.text)] },
+                written: { written, unwritten, failure in
+                    batches.withLockedValue { $0.append(Batch(written: written.map(\.text), unwritten: unwritten.map(\.text), failed: failure != nil)) }
+                    outbox.wroteUnconfirmed(written)
+                    if failure != nil { outbox.requeueFront(Array(unwritten)) }
+                    outbox.finishedWrite()
+                })
+            writer.start()
+            channel.embeddedEventLoop.run()
+        }
+
+        /// The text frames written so far, each checked to be masked.
+        func frames() throws -> [String] {
+            var texts: [String] = []
+            while let frame = try channel.readOutbound(as: WebSocketFrame.self) {
+                #expect(frame.maskKey != nil, "a client frame is masked")
+                #expect(frame.fin && frame.opcode == .text)
+                // The payload is masked on its way to the socket (MaskingFrameEncoder), not here.
+                texts.append(String(buffer: frame.data))
+            }
+            return texts
+        }
+    }
+
+    @Test("a push is written at once, in order, masked, with no task waiting for it")
+    func writesAsQueued() throws {
+        let setup = try Setup()
+        setup.outbox.push(Note(text: "a"))
+        setup.outbox.push(Note(text: "b"))
+        setup.channel.embeddedEventLoop.run()
+        #expect(try setup.frames() == ["a", "b"])
+        #expect(setup.batches.withLockedValue { $0 } == [
+            Batch(written: ["a"], unwritten: [], failed: false), Batch(written: ["b"], unwritten: [], failed: false),
+        ])
+        #expect(setup.outbox.queuedCount == 0)
+    }
+
+    @Test("a full socket holds the queue; once writable, everything queued meanwhile goes in one batch")
+    func waitsForWritability() throws {
+        let setup = try Setup()
+        setup.channel.isWritable = false
+        setup.channel.pipeline.fireChannelWritabilityChanged()
+        for text in ["c", "d", "e"] { setup.outbox.push(Note(text: text)) }
+        setup.channel.embeddedEventLoop.run()
+        #expect(try setup.frames() == [], "nothing is taken while the socket is full")
+        #expect(setup.outbox.queuedCount == 3)
+
+        setup.channel.isWritable = true
+        setup.channel.pipeline.fireChannelWritabilityChanged()
+        setup.channel.embeddedEventLoop.run()
+        #expect(try setup.frames() == ["c", "d", "e"])
+        #expect(setup.batches.withLockedValue { $0 } == [Batch(written: ["c", "d", "e"], unwritten: [], failed: false)])
+    }
+
+    @Test("after the channel closed nothing more is taken: the outbox hands the rest back")
+    func closedChannelKeepsTheRest() throws {
+        let setup = try Setup()
+        setup.outbox.push(Note(text: "sent"))
+        setup.channel.embeddedEventLoop.run()
+        #expect(try setup.frames() == ["sent"])
+        _ = try setup.channel.finish()
+        setup.outbox.push(Note(text: "after the close"))
+        setup.channel.embeddedEventLoop.run()
+        let unsent = setup.outbox.takeUnsent()
+        #expect(unsent.unwritten.map(\.text) == ["after the close"])
+        #expect(unsent.written.map(\.text) == ["sent"], "written and not confirmed: kept for the protocol")
+    }
+
+    @Test("after our close frame no message follows it: nothing more is taken")
+    func nothingAfterTheCloseFrame() throws {
+        let setup = try Setup()
+        var reason = setup.channel.allocator.buffer(capacity: 2)
+        reason.write(webSocketErrorCode: .normalClosure)
+        try setup.channel.writeOutbound(WebSocketFrame(fin: true, opcode: .connectionClose, maskKey: .random(), data: reason))
+        _ = try setup.channel.readOutbound(as: WebSocketFrame.self)
+        setup.outbox.push(Note(text: "late"))
+        setup.channel.embeddedEventLoop.run()
+        #expect(try setup.frames() == [])
+        #expect(setup.outbox.queuedCount == 1, "kept for the next connection")
+    }
+
+    @Test("stop: pushes no longer wake the writer")
+    func stop() throws {
+        let setup = try Setup()
+        setup.writer.stop()
+        setup.outbox.push(Note(text: "queued"))
+        setup.channel.embeddedEventLoop.run()
+        #expect(try setup.frames() == [])
+        #expect(setup.outbox.queuedCount == 1)
+    }
+}
