@@ -232,10 +232,9 @@ final class ProtocolPingHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private var context: ChannelHandlerContext?
     /// A fragmented message is being received: a frame now is one of its parts.
     private var inMessage = false
-    /// Our close frame went out: no data frame may follow it.
-    private var closeSent = false
-    /// We are writing a fragmented message: a frame of ours now would break it, so it waits.
-    private var outMessage = false
+    /// What went out: our close frame (nothing may follow it), a fragmented message under way (a
+    /// frame of ours now would break it, so it waits).
+    private var sent = OutboundFrameTracker()
     private var waiting: [WebSocketProtocolPing.Message] = []
 
     init(_ rule: WebSocketProtocolPing) {
@@ -271,14 +270,9 @@ final class ProtocolPingHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        let frame = unwrapOutboundIn(data)
-        switch frame.opcode {
-        case .connectionClose: closeSent = true
-        case .text, .binary, .continuation: outMessage = !frame.fin
-        default: break
-        }
+        sent.wrote(unwrapOutboundIn(data))
         context.write(data, promise: promise)
-        if !outMessage, !waiting.isEmpty {
+        if !sent.inMessage, !waiting.isEmpty {
             let messages = waiting
             waiting = []
             for message in messages { write(message, context) }
@@ -291,8 +285,8 @@ final class ProtocolPingHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     private func write(_ message: WebSocketProtocolPing.Message, _ context: ChannelHandlerContext) {
-        guard !closeSent else { return }
-        guard !outMessage else {
+        guard !sent.closeSent else { return }
+        guard !sent.inMessage else {
             if !waiting.contains(message) { waiting.append(message) }
             return
         }

@@ -74,10 +74,8 @@ final class LoopWriteHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias OutboundOut = WebSocketFrame
 
     private var context: ChannelHandlerContext?
-    /// Our close frame went out (from swift-websocket's writer): no data frame may follow it.
-    private var closeSent = false
-    /// swift-websocket's writer is in the middle of a fragmented message: ours would break it.
-    private var outMessage = false
+    /// What swift-websocket's writer sent: its close frame, a fragmented message under way.
+    private var sent = OutboundFrameTracker()
     fileprivate var onWritable: (() -> Void)?
     private var keys = MaskingKeySource()
 
@@ -104,19 +102,14 @@ final class LoopWriteHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        let frame = unwrapOutboundIn(data)
-        switch frame.opcode {
-        case .connectionClose: closeSent = true
-        case .text, .binary, .continuation: outMessage = !frame.fin
-        default: break
-        }
+        sent.wrote(unwrapOutboundIn(data))
         context.write(data, promise: promise)
     }
 
-    var isWritable: Bool { context.map { $0.channel.isWritable && !closeSent } ?? false }
+    var isWritable: Bool { context.map { $0.channel.isWritable && !sent.closeSent } ?? false }
 
     func write(_ messages: [RealtimeMessage], completion: @escaping (Int, (any Error)?) -> Void) {
-        guard let context, !closeSent, !outMessage else {
+        guard let context, !sent.closeSent, !sent.inMessage else {
             completion(0, RealtimeError(.connectionClosed, "the WebSocket is closing"))
             return
         }
@@ -156,6 +149,23 @@ final class LoopWriteHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     func closeChannel() {
         context?.close(promise: nil)
+    }
+}
+
+/// What has been written toward the socket, as a handler between the frame codec and the writers
+/// sees it: a message of ours may go out only between two whole messages and before our close frame.
+struct OutboundFrameTracker {
+    /// Our close frame went out: no data frame may follow it.
+    private(set) var closeSent = false
+    /// A fragmented message is being written: a frame of another message now would break it.
+    private(set) var inMessage = false
+
+    mutating func wrote(_ frame: WebSocketFrame) {
+        switch frame.opcode {
+        case .connectionClose: closeSent = true
+        case .text, .binary, .continuation: inMessage = !frame.fin
+        default: break
+        }
     }
 }
 
