@@ -60,7 +60,11 @@ struct SpreadbotSeedSampleTests {
         await eventually("a message") { !messages.withLockedValue { $0 }.isEmpty }
         #expect(messages.withLockedValue { $0 } == ["1 /myPath hello"])
         #expect(opened.withLockedValue { $0 } == 1)
-        #expect(errors.withLockedValue { $0 }.isEmpty)
+        // The seed's form has the spec's 5 s request timeout, which is also the WebSocket's open
+        // limit: on a loaded machine (a full run beside a build, the ThreadSanitizer run) the
+        // WebSocket took longer, was reported, and the stream fell back to SSE, as the spec says.
+        // Any other error is a defect.
+        #expect(errors.withLockedValue { $0 }.allSatisfy { $0.hasPrefix("RealtimeError.timeout") }, "\(errors.withLockedValue { $0 })")
 
         // Disconnect
         spreadbot.closeConnection()
