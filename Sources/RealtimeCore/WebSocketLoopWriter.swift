@@ -1,4 +1,3 @@
-import NIOConcurrencyHelpers
 package import NIOCore
 import NIOWebSocket
 

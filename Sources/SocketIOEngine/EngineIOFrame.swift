@@ -1,4 +1,6 @@
 import Foundation
+import NIOCore
+import NIOFoundationCompat
 import OrderedCollections
 @_spi(RealtimeEngine) import RealtimeCore
 
@@ -48,3 +50,14 @@ extension EngineIOFrame {
     }
 }
 
+extension EngineIOFrame {
+    /// The frame's packets as WebSocket messages, one each (binary attachments as binary messages).
+    var webSocketMessages: [RealtimeMessage] {
+        packets.map { packet in
+            switch EngineIOCodec.encode(packet, supportsBinary: true) {
+            case .text(let text): .text(text)
+            case .binary(let data): .binary(ByteBuffer(data: data))
+            }
+        }
+    }
+}

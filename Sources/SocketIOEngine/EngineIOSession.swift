@@ -428,14 +428,7 @@ final class EngineIOSession: Sendable {
         // The outbox is written from the event loop as frames are queued: no task waits for them.
         let writer = OutboxWebSocketWriter(
             outbox: outbox, writer: loopWriter, generation: generation,
-            encode: { frame in
-                frame.packets.map { packet in
-                    switch EngineIOCodec.encode(packet, supportsBinary: true) {
-                    case .text(let text): .text(text)
-                    case .binary(let data): .binary(ByteBuffer(data: data))
-                    }
-                }
-            },
+            encode: { $0.webSocketMessages },
             written: { [weak self] written, unwritten, failure in
                 self?.settleLoopBatch(written, unwritten, failure, connection: connection, loopWriter: loopWriter)
             })
@@ -495,12 +488,7 @@ final class EngineIOSession: Sendable {
         while let frames = await outbox.take(maxBytes: .max, generation: generation) {
             for (index, frame) in frames.enumerated() {
                 do {
-                    for packet in frame.packets {
-                        switch EngineIOCodec.encode(packet, supportsBinary: true) {
-                        case .text(let text): try await connection.send(text: text)
-                        case .binary(let data): try await connection.send(binary: ByteBuffer(data: data))
-                        }
-                    }
+                    for message in frame.webSocketMessages { try await connection.send(message) }
                 } catch {
                     outbox.wroteUnconfirmed(frames[..<index])
                     outbox.requeueFront(Array(frames[index...]))

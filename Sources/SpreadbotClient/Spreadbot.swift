@@ -450,10 +450,7 @@ public final class Spreadbot: Service, Sendable {
                 group.addTask {
                     try await self.writeLoop(path: path) { item in
                         if acknowledged { return try await self.post(item, path: path) }
-                        switch item.data {
-                        case .text(let text): try await connection.send(text: text)
-                        case .binary(let data): try await connection.send(binary: ByteBuffer(bytes: data))
-                        }
+                        try await connection.send(item.data.webSocketMessage)
                         return nil
                     }
                 }

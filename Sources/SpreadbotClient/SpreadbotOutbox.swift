@@ -120,12 +120,7 @@ final class SpreadbotOutbox: Sendable {
     func webSocketWriter(_ writer: WebSocketLoopWriter, onWritten: @escaping @Sendable ([Item]) -> Void) -> OutboxWebSocketWriter<Item> {
         OutboxWebSocketWriter(
             outbox: outbox, writer: writer, generation: outbox.generation,
-            encode: { item in
-                switch item.data {
-                case .text(let text): [.text(text)]
-                case .binary(let data): [.binary(ByteBuffer(bytes: data))]
-                }
-            },
+            encode: { [$0.data.webSocketMessage] },
             written: { [self] written, unwritten, failure in
                 state.withLockedValue { $0.pending -= written.count }
                 if failure != nil {
@@ -159,5 +154,15 @@ final class SpreadbotOutbox: Sendable {
         state.withLockedValue { $0.pending -= items.count }
         for item in items { item.done.complete(.failure(error)) }
         return items.map(\.sequence)
+    }
+}
+
+extension SpreadbotData {
+    /// The WebSocket message that carries it: a text or a binary frame.
+    var webSocketMessage: RealtimeMessage {
+        switch self {
+        case .text(let text): .text(text)
+        case .binary(let data): .binary(ByteBuffer(bytes: data))
+        }
     }
 }
