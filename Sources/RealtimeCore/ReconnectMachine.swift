@@ -48,8 +48,7 @@ public struct ReconnectMachine: Sendable {
     public private(set) var phase: Phase = .idle
     /// Consecutive attempts that did not end in a stable connection.
     public private(set) var failedAttempts = 0
-    private var openedAt: Duration?
-    private var stable = false
+    private var stability = ConnectionStability()
     private var pendingDelay: Duration = .zero
 
     /// Makes an idle machine.
@@ -73,14 +72,13 @@ public struct ReconnectMachine: Sendable {
     public mutating func opened(now: Duration) -> [Action] {
         guard case .connecting = phase else { return [] }
         phase = .connected
-        openedAt = now
-        stable = false
+        stability.opened(now: now)
         return [.publish(.connected)]
     }
 
     /// The open connection carried a message: it counts as stable from now.
     public mutating func progressed() {
-        if phase == .connected { stable = true }
+        if phase == .connected { stability.progressed() }
     }
 
     /// The connection attempt or the open connection ended.
@@ -89,10 +87,7 @@ public struct ReconnectMachine: Sendable {
         case .connecting, .connected: break
         case .idle, .waitingForNetwork, .waitingToRetry, .stopped: return []
         }
-        let wasConnected = phase == .connected
-        if wasConnected, stable || now - (openedAt ?? now) >= policy.stableAfter { failedAttempts = 0 }
-        openedAt = nil
-        stable = false
+        if stability.ended(now: now, stableAfter: policy.stableAfter) { failedAttempts = 0 }
         switch end {
         case .closed:
             phase = .stopped
@@ -157,5 +152,39 @@ public struct ReconnectMachine: Sendable {
         guard phase != .stopped else { return [] }
         phase = .stopped
         return [.publish(.disconnected(nil)), .finished(nil)]
+    }
+}
+
+/// The rule by which every client counts reconnect attempts: a connection proves stable once it
+/// stayed open `stableAfter` or carried a message, and only a stable connection resets the count.
+/// One that drops sooner counts as a failed attempt, so a server that accepts and drops at once is
+/// retried the policy's number of times, not forever. ``ReconnectMachine`` and SignalR's lifecycle
+/// both keep one.
+public struct ConnectionStability: Sendable, Equatable {
+    private var openedAt: Duration?
+    private var carried = false
+
+    /// No connection open.
+    public init() {}
+
+    /// A connection opened at `now` (its handshake done).
+    public mutating func opened(now: Duration) {
+        openedAt = now
+        carried = false
+    }
+
+    /// The open connection carried a message.
+    public mutating func progressed() {
+        if openedAt != nil { carried = true }
+    }
+
+    /// The open connection ended at `now`: whether it proved stable. False when none was open.
+    public mutating func ended(now: Duration, stableAfter: Duration) -> Bool {
+        defer {
+            openedAt = nil
+            carried = false
+        }
+        guard let openedAt else { return false }
+        return carried || now - openedAt >= stableAfter
     }
 }

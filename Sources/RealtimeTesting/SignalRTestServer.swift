@@ -97,6 +97,7 @@ public final class SignalRTestServer: Sendable {
         var received: [String] = []
         var acknowledgementsHeld = false
         var dropsReattachedSockets = false
+        var dropsAfterHandshake = false
     }
 
     /// The options the server was started with.
@@ -222,6 +223,13 @@ public final class SignalRTestServer: Sendable {
     /// (while `drop`): the socket is closed right after the server's Sequence and replay.
     public func dropReattachedSockets(_ drop: Bool) {
         state.withLockedValue { $0.dropsReattachedSockets = drop }
+    }
+
+    /// A server (or a proxy in front of it) that answers each handshake and then loses the
+    /// connection at once (while `drop`): the socket closes right after the handshake response,
+    /// with no Close message.
+    public func dropAfterHandshake(_ drop: Bool) {
+        state.withLockedValue { $0.dropsAfterHandshake = drop }
     }
 
     /// Starts a server on 127.0.0.1 (an ephemeral port unless `options.port` is set).
@@ -724,6 +732,10 @@ final class ServerHubConnection: Sendable {
                 }
                 // The handshake response goes first: send() holds anything else until it is written.
                 try await writer.write(Array("{}\u{1E}".utf8), binary: kind == .messagePack)
+                if server.state.withLockedValue({ $0.dropsAfterHandshake }) {
+                    await closeSocket()
+                    return
+                }
                 openHandshakeGate()
                 if let interval = server.options.keepAliveInterval { pinger = startPinger(interval) }
             }

@@ -617,6 +617,8 @@ struct InboundPipeline {
     /// sent after this id, or a new message from the server is processed), it counts as a failed
     /// attempt if it drops within 5 s. nil once proven, or without stateful reconnect.
     private var unprovenAfter: Int64?
+    /// The connection carried a message of the application (reported to the lifecycle once).
+    private var carriedMessage = false
 
     init(connection: HubConnection, session: HubConnection.Session, run: SessionRun, ready: OneShot<Void>) {
         self.connection = connection
@@ -703,6 +705,11 @@ struct InboundPipeline {
             throw RealtimeError(.protocolViolation, "the server sent an invalid \(connection.options.hubProtocol) message: \(error)", underlying: error)
         }
         connection.metrics.received(messages: messages.count, bytes: bytes.count)
+        if !carriedMessage, messages.contains(where: \.isApplicationMessage) {
+            // The connection proved stable: a reconnect that opened it is over (ConnectionStability).
+            carriedMessage = true
+            connection.state.withLockedValue { $0.machine.progressed() }
+        }
         var outcome = Outcome.goOn
         guard let replay = connection.state.withLockedValue({ $0.replay }) else {
             for message in messages {

@@ -8,6 +8,12 @@ import RealtimeCore
 /// States: disconnected → connecting → connected ⇄ reconnecting → disconnected. A failed first
 /// start does not reconnect (as in the reference clients); a drop after being connected does,
 /// when a retry policy is set and the server's Close message allowed it.
+///
+/// Attempts are counted by RealtimeCore's ``ConnectionStability`` rule, like every client's: a
+/// reconnected connection that drops before it carried a message or stayed open
+/// ``Timing/stableAfter`` continues the reconnect it came from (the retry policy sees the attempts
+/// and the time so far), so a server that accepts and drops at once is retried the policy's number
+/// of times, not forever.
 struct HubConnectionStateMachine {
     enum State: Equatable {
         case disconnected
@@ -40,6 +46,16 @@ struct HubConnectionStateMachine {
     struct Timing {
         var keepAliveInterval: Duration = .seconds(15)
         var serverTimeout: Duration = .seconds(30)
+        /// A connection open this long (or one that carried a message) ends the reconnect that
+        /// opened it; one that drops sooner continues it.
+        var stableAfter: Duration = .seconds(5)
+    }
+
+    /// A reconnect under way or just succeeded: its attempts so far, when it began and why.
+    private struct Episode {
+        var attempts: Int
+        var started: Duration
+        var reason: RealtimeError
     }
 
     /// What a retry policy is asked.
@@ -56,6 +72,9 @@ struct HubConnectionStateMachine {
     private var lastSent: Duration = .zero
     private var lastReceived: Duration = .zero
     private var reconnectStarted: Duration = .zero
+    private var stability = ConnectionStability()
+    /// The reconnect that opened the current connection, until that connection proves stable.
+    private var episode: Episode?
     /// The owner stopped reading because a consumer (a stream, the handlers) is behind: silence
     /// from the server is then ours, not the server's, and does not count toward the timeout.
     private var readingPaused = false
@@ -74,6 +93,7 @@ struct HubConnectionStateMachine {
             throw RealtimeError(.refused, "start() was called while the connection is \(state); only a disconnected connection can start")
         }
         state = .connecting
+        episode = nil
         return [.connect(attempt: 0)]
     }
 
@@ -84,9 +104,12 @@ struct HubConnectionStateMachine {
         switch state {
         case .connecting:
             state = .connected
+            stability.opened(now: now)
             return []
-        case .reconnecting:
+        case .reconnecting(let attempt):
             state = .connected
+            stability.opened(now: now)
+            if let reconnectReason { episode = Episode(attempts: attempt, started: reconnectStarted, reason: reconnectReason) }
             reconnectReason = nil
             return [.notifyReconnected]
         case .stopping, .disconnected, .connected:
@@ -121,12 +144,17 @@ struct HubConnectionStateMachine {
             let pendingError = reason.code == .connectionClosed
                 ? reason : RealtimeError(.connectionClosed, "the connection was lost: \(reason.detail)", underlying: reason)
             var actions: [Action] = [.failPending(pendingError)]
+            let stable = stability.ended(now: now, stableAfter: timing.stableAfter)
+            if stable { episode = nil }
             if allowReconnect, retryDelay != nil, error != nil {
-                reconnectStarted = now
-                reconnectReason = reason
-                state = .reconnecting(attempt: 0)
+                // An unstable connection continues the reconnect that opened it.
+                let previous = episode ?? Episode(attempts: 0, started: now, reason: reason)
+                episode = nil
+                reconnectStarted = previous.started
+                reconnectReason = previous.reason
+                state = .reconnecting(attempt: previous.attempts)
                 actions.append(.notifyReconnecting(reason))
-                actions += nextAttempt(after: 0, reason: reason, now: now)
+                actions += nextAttempt(after: previous.attempts, reason: reason, now: now)
             } else {
                 state = .disconnected
                 actions.append(.notifyClosed(error))
@@ -162,6 +190,13 @@ struct HubConnectionStateMachine {
 
     /// Bytes arrived from the server (any message counts, Pings included).
     mutating func didReceive(now: Duration) { lastReceived = now }
+
+    /// The open connection carried a message other than a Ping or a Close: it proved stable.
+    mutating func progressed() {
+        guard state == .connected else { return }
+        stability.progressed()
+        episode = nil
+    }
 
     /// Reading waits for a slow consumer (`true`) or goes on (`false`, counted as activity).
     mutating func readingPaused(_ paused: Bool, now: Duration) {

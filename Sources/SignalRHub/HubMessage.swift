@@ -27,6 +27,15 @@ public enum HubMessage: Sendable, Equatable {
     /// Type 9: stateful reconnect, the sequence id of the next message.
     case sequence(sequenceId: Int64)
 
+    /// An invocation, a stream item, a completion or a cancellation: not one of the protocol's own
+    /// messages (Ping, Close, Ack, Sequence).
+    var isApplicationMessage: Bool {
+        switch self {
+        case .invocation, .streamItem, .completion, .streamInvocation, .cancelInvocation: true
+        case .ping, .close, .ack, .sequence: false
+        }
+    }
+
     /// The wire type number.
     public var type: Int {
         switch self {

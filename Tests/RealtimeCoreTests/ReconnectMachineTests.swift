@@ -97,4 +97,27 @@ import Testing
         #expect(Self.steps(machine.stop()) == ["state disconnected", "finished nil"])
         #expect(machine.ended(Self.drop, now: .seconds(2)).isEmpty, "after stop nothing happens")
     }
+
+    @Test("ConnectionStability: stable after stableAfter open or after a message; nothing open is not stable")
+    func stabilityRule() {
+        var stability = ConnectionStability()
+        // (The macro takes its operand immutably: each mutating call is made first.)
+        let nothingOpen = stability.ended(now: .seconds(10), stableAfter: .seconds(5))
+        #expect(!nothingOpen, "no connection was open")
+        stability.opened(now: .seconds(10))
+        let shortLived = stability.ended(now: .seconds(14.9), stableAfter: .seconds(5))
+        #expect(!shortLived)
+        stability.opened(now: .seconds(20))
+        let openLongEnough = stability.ended(now: .seconds(25), stableAfter: .seconds(5))
+        #expect(openLongEnough)
+        stability.opened(now: .seconds(30))
+        stability.progressed()
+        let carried = stability.ended(now: .seconds(30.1), stableAfter: .seconds(5))
+        #expect(carried)
+        // A message before any connection opened proves nothing.
+        stability.progressed()
+        stability.opened(now: .seconds(40))
+        let notCarried = stability.ended(now: .seconds(41), stableAfter: .seconds(5))
+        #expect(!notCarried)
+    }
 }

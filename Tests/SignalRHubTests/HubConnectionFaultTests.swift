@@ -190,6 +190,26 @@ struct HubConnectionFaultTests {
         #expect(server.handshakeCount == 1)
     }
 
+    /// Without the stability rule each reconnect that got through the handshake started the count
+    /// again, so a server that accepts and drops at once was retried forever (about once a second
+    /// with the default delays; at once with these).
+    @Test("A server that answers the handshake and drops at once gets the policy's attempts, then the connection closes")
+    func acceptAndDropIsNotRetriedForever() async throws {
+        let server = try await SignalRTestServer.start()
+        defer { Task { await server.stop() } }
+        let connection = HubConnectionBuilder().withUrl(url: server.url).withAutomaticReconnect([0, 0, 0]).build()
+        let closed = Recorder<String>()
+        connection.onClosed { error in closed.append((error as? RealtimeError)?.code.description ?? "nil") }
+        try await connection.start()
+        server.dropAfterHandshake(true)
+        await server.dropAll()
+        let ended = try? await closed.wait(count: 1)
+        await connection.stop()
+        #expect(ended == ["reconnectGaveUp"])
+        // The first connection and the three reconnects the policy allows, no more.
+        #expect(server.handshakeCount == 4)
+    }
+
     /// The server timeout runs on the client's clock, here a ManualClock: a 1 s timeout on the real
     /// clock failed when a loaded machine held the server's 100 ms Pings back for over a second
     /// (a repeat run beside two CPU-burning loops: the connection was stopped before the stall).

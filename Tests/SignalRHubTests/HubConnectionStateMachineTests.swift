@@ -77,6 +77,62 @@ struct HubConnectionStateMachineTests {
         #expect(questions.all == ["0 0.0 seconds", "1 1.0 seconds"])
     }
 
+    @Test("A reconnected connection that drops before it proved stable continues the reconnect, until the policy gives up")
+    func unstableReconnectsContinue() throws {
+        let questions = Recorder<String>()
+        var machine = HubConnectionStateMachine(retryDelay: { question in
+            questions.append("\(question.previousRetryCount) \(question.elapsed) \(question.reason.detail)")
+            return question.previousRetryCount < 3 ? .seconds(1) : nil
+        })
+        _ = try machine.start()
+        _ = machine.connected(now: .zero)
+        _ = machine.transportClosed(Self.lost, allowReconnect: true, now: .seconds(100))
+        // Each reconnect gets through the handshake and is lost within a second, with no message.
+        #expect(names(machine.connected(now: .seconds(101))) == ["reconnected"])
+        let again = RealtimeError(.connectionClosed, "again")
+        #expect(names(machine.transportClosed(again, allowReconnect: true, now: .seconds(102)))
+            == ["failPending connectionClosed", "reconnecting", "reconnect 2 after 1.0 seconds"])
+        _ = machine.connected(now: .seconds(103))
+        #expect(names(machine.transportClosed(again, allowReconnect: true, now: .seconds(104)))
+            == ["failPending connectionClosed", "reconnecting", "reconnect 3 after 1.0 seconds"])
+        _ = machine.connected(now: .seconds(105))
+        #expect(names(machine.transportClosed(again, allowReconnect: true, now: .seconds(106)))
+            == ["failPending connectionClosed", "reconnecting", "closed reconnectGaveUp"])
+        #expect(machine.state == .disconnected)
+        // The policy saw one reconnect: its attempts and the time since it began.
+        #expect(questions.all == ["0 0.0 seconds lost", "1 2.0 seconds again", "2 4.0 seconds again", "3 6.0 seconds again"])
+    }
+
+    @Test("A reconnected connection that stays open 5 s, or carries a message, ends the reconnect: the next drop starts a new one")
+    func stableReconnectsResetTheCount() throws {
+        var machine = HubConnectionStateMachine(retryDelay: Self.defaultDelays)
+        _ = try machine.start()
+        _ = machine.connected(now: .zero)
+        _ = machine.transportClosed(Self.lost, allowReconnect: true, now: .seconds(100))
+        _ = machine.connected(now: .seconds(100))
+        // Open for 5 s.
+        #expect(names(machine.transportClosed(Self.lost, allowReconnect: true, now: .seconds(105)))
+            == ["failPending connectionClosed", "reconnecting", "reconnect 1 after 0.0 seconds"])
+        _ = machine.connected(now: .seconds(105))
+        // A message after 0.5 s.
+        machine.progressed()
+        #expect(names(machine.transportClosed(Self.lost, allowReconnect: true, now: .seconds(105.5)))
+            == ["failPending connectionClosed", "reconnecting", "reconnect 1 after 0.0 seconds"])
+        // Neither: the reconnect goes on.
+        _ = machine.connected(now: .seconds(106))
+        #expect(names(machine.transportClosed(Self.lost, allowReconnect: true, now: .seconds(107)))
+            == ["failPending connectionClosed", "reconnecting", "reconnect 2 after 2.0 seconds"])
+    }
+
+    @Test("The first connection dropping at once starts the reconnect at its first attempt")
+    func unstableFirstConnection() throws {
+        var machine = HubConnectionStateMachine(retryDelay: Self.defaultDelays)
+        _ = try machine.start()
+        _ = machine.connected(now: .zero)
+        #expect(names(machine.transportClosed(Self.lost, allowReconnect: true, now: .milliseconds(10)))
+            == ["failPending connectionClosed", "reconnecting", "reconnect 1 after 0.0 seconds"])
+    }
+
     @Test("Close without allowReconnect, or a clean end, closes even with a policy")
     func closeWithoutReconnect() throws {
         var machine = HubConnectionStateMachine(retryDelay: Self.defaultDelays)
