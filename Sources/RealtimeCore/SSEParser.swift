@@ -63,7 +63,16 @@ public struct SSEParser: Sendable {
         self.configuration = configuration
         self.lastEventId = lastEventId
         self.idBuffer = Array(lastEventId.utf8)
-        data.reserveCapacity(256)
+    }
+
+    /// Buffers grow with the events they hold; one that grew past this for a large event or line
+    /// is released once that event is dispatched, so a stream that once carried a large event
+    /// does not keep its size while it is idle.
+    package static let retainedCapacity = 4096
+
+    /// The bytes the parser's buffers hold on to (their capacity), for tests of the rule above.
+    package var bufferCapacity: Int {
+        pendingLine.capacity + data.capacity + eventType.capacity + idBuffer.capacity
     }
 
     /// Parses one chunk.
@@ -105,7 +114,7 @@ public struct SSEParser: Sendable {
             } else {
                 try appendPending(piece)
                 let line = pendingLine
-                pendingLine.removeAll(keepingCapacity: true)
+                pendingLine.removeAll(keepingCapacity: pendingLine.capacity <= Self.retainedCapacity)
                 try line.withUnsafeBytes { try processLine($0, emit) }
             }
             start = next
@@ -115,9 +124,9 @@ public struct SSEParser: Sendable {
     /// Ends the stream: a partial line and an undispatched event are discarded, as the standard
     /// says. The last event ID and reconnection time are kept for the next connection.
     public mutating func finish() {
-        pendingLine.removeAll(keepingCapacity: true)
-        data.removeAll(keepingCapacity: true)
-        eventType.removeAll(keepingCapacity: true)
+        pendingLine.removeAll(keepingCapacity: pendingLine.capacity <= Self.retainedCapacity)
+        data.removeAll(keepingCapacity: data.capacity <= Self.retainedCapacity)
+        eventType.removeAll(keepingCapacity: eventType.capacity <= Self.retainedCapacity)
         skipLeadingLF = false
         sawFirstLine = false
         idBuffer = Array(lastEventId.utf8)
@@ -183,7 +192,7 @@ public struct SSEParser: Sendable {
         case 2 where Self.equals(name, "id"):
             if Self.find(0, value.baseAddress ?? name.baseAddress!, from: 0, to: value.count) == value.count {
                 if !idBufferChanged && idBuffer.elementsEqual(value) { break }
-                idBuffer.removeAll(keepingCapacity: true)
+                idBuffer.removeAll(keepingCapacity: idBuffer.capacity <= Self.retainedCapacity)
                 idBuffer.append(contentsOf: value)
                 idBufferChanged = true
             }
@@ -220,8 +229,8 @@ public struct SSEParser: Sendable {
         }
         let text = data.withUnsafeBufferPointer { String(decoding: UnsafeBufferPointer(rebasing: $0.dropLast()), as: UTF8.self) }
         let type = eventType.isEmpty ? "message" : String(decoding: eventType, as: UTF8.self)
-        data.removeAll(keepingCapacity: true)
-        eventType.removeAll(keepingCapacity: true)
+        data.removeAll(keepingCapacity: data.capacity <= Self.retainedCapacity)
+        eventType.removeAll(keepingCapacity: eventType.capacity <= Self.retainedCapacity)
         try emit(.event(ServerSentEvent(type: type, data: text, lastEventId: lastEventId)))
     }
 }

@@ -80,4 +80,29 @@ import Testing
         #expect(try events("retry: +5\nretry: 5 \nretry:\n\n").isEmpty)
         #expect(try events("retry: 99999999999999999999999\n\n") == [.retry(Int.max)])
     }
+
+    /// A memory promise: a stream that once carried a large event does not keep its size while idle.
+    @Test("Buffers that grew for a 1 MiB event, sent whole and in 1 KiB pieces, are released once it is dispatched")
+    func largeEventBuffersAreReleased() throws {
+        let big = String(repeating: "x", count: 1 << 20)
+        let text = "event: \(big)\nid: \(big)\ndata: \(big)\n\nid: 1\ndata: small\n\n"
+        for chunkSize in [nil, 1024] {
+            var parser = SSEParser()
+            #expect(parser.bufferCapacity == 0, "nothing is reserved before an event arrives")
+            var outputs: [SSEParser.Output] = []
+            let bytes = Array(text.utf8)
+            let size = chunkSize ?? bytes.count
+            var offset = 0
+            var peak = 0
+            while offset < bytes.count {
+                try parser.parse(ByteBuffer(bytes: bytes[offset..<min(offset + size, bytes.count)])) { outputs.append($0) }
+                peak = max(peak, parser.bufferCapacity)
+                offset += size
+            }
+            #expect(outputs.count == 2)
+            #expect(outputs.last == .event(ServerSentEvent(data: "small", lastEventId: "1")))
+            if chunkSize != nil { #expect(peak >= 1 << 20, "the pieces were collected in the parser's buffers") }
+            #expect(parser.bufferCapacity <= 4 * SSEParser.retainedCapacity, "held after the burst: \(parser.bufferCapacity) bytes")
+        }
+    }
 }
