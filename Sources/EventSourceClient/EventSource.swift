@@ -94,7 +94,7 @@ public final class EventSource: Service, Sendable {
         self.state = NIOLockedValueBox(LoopState(
             machine: ReconnectMachine(policy: policy), lastEventId: configuration.lastEventId ?? "", reconnectionTime: initial))
         self.buffer = InboundBuffer(limit: configuration.bufferSize)
-        self.metrics = ClientMetrics(protocol: "sse", client: configuration.clientLabel, runtime: runtime)
+        self.metrics = ClientMetrics.shared(protocol: "sse", client: configuration.clientLabel, runtime: runtime)
     }
 
     /// The reconnection time the backoff starts from (the server's `retry:`), read by the policy.

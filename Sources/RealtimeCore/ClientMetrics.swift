@@ -5,8 +5,10 @@ import NIOConcurrencyHelpers
 /// `socketio`, `signalr`, `spreadbot`) and `client` (the client's label, `default` unless set).
 /// Docs/Metrics.md lists them with their units.
 ///
-/// Made once per client with the runtime's ``RealtimeRuntime/metricsFactory`` (the process's
-/// `MetricsSystem.factory` when none is set); recording is a counter increment, no allocation.
+/// Made with the runtime's ``RealtimeRuntime/metricsFactory`` (the process's `MetricsSystem.factory`
+/// when none is set); recording is a counter increment, no allocation. Handles belong to a series,
+/// not to a connection: every client of one protocol and label on one factory shares one instance
+/// (``shared(protocol:client:runtime:)``), so a connection holds none of its own.
 package final class ClientMetrics: Sendable {
     package static let connectionsOpenLabel = "realtime_connections_open"
     package static let connectionAttemptsLabel = "realtime_connection_attempts_total"
@@ -35,8 +37,41 @@ package final class ClientMetrics: Sendable {
     private let byCode = NIOLockedValueBox<[String: Counter]>([:])
     private let byReason = NIOLockedValueBox<[String: Counter]>([:])
 
-    package init(protocol name: String, client: String, runtime: RealtimeRuntime) {
+    /// The instance for clients of `name` labelled `client` on the runtime's factory: made once and
+    /// shared while any client holds it. A factory that is not a class (no identity to key it by)
+    /// gets an instance per call.
+    package static func shared(protocol name: String, client: String, runtime: RealtimeRuntime) -> ClientMetrics {
         let factory = runtime.metricsFactory ?? MetricsSystem.factory
+        guard type(of: factory) is AnyClass else { return ClientMetrics(protocol: name, client: client, factory: factory) }
+        let key = SharedKey(protocolName: name, client: client, factory: ObjectIdentifier(factory as AnyObject))
+        return sharedInstances.withLockedValue { instances in
+            if let existing = instances[key]?.metrics { return existing }
+            // Entries whose clients are all gone are dropped as the table grows.
+            if instances.count >= 32 { instances = instances.filter { $0.value.metrics != nil } }
+            let made = ClientMetrics(protocol: name, client: client, factory: factory)
+            instances[key] = WeakMetrics(metrics: made)
+            return made
+        }
+    }
+
+    private struct SharedKey: Hashable {
+        var protocolName: String
+        var client: String
+        /// Valid while the instance lives: it holds its factory.
+        var factory: ObjectIdentifier
+    }
+
+    private struct WeakMetrics {
+        weak var metrics: ClientMetrics?
+    }
+
+    private static let sharedInstances = NIOLockedValueBox<[SharedKey: WeakMetrics]>([:])
+
+    package convenience init(protocol name: String, client: String, runtime: RealtimeRuntime) {
+        self.init(protocol: name, client: client, factory: runtime.metricsFactory ?? MetricsSystem.factory)
+    }
+
+    private init(protocol name: String, client: String, factory: any MetricsFactory) {
         self.factory = factory
         let dimensions = [("protocol", name), ("client", client)]
         self.dimensions = dimensions

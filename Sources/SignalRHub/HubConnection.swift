@@ -114,7 +114,7 @@ public final class HubConnection: Service, Sendable {
             }
         }
         self.logger = logger
-        metrics = ClientMetrics(protocol: "signalr", client: options.clientLabel, runtime: options.runtime)
+        metrics = ClientMetrics.shared(protocol: "signalr", client: options.clientLabel, runtime: options.runtime)
         var timing = HubConnectionStateMachine.Timing()
         timing.keepAliveInterval = options.keepAliveInterval
         timing.serverTimeout = options.serverTimeout

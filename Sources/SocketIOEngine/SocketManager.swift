@@ -44,7 +44,7 @@ public final class SocketManager: Service, Sendable {
         if engineOptions.cookies == nil { engineOptions.cookies = CookieStore() }
         self.engineOptions = engineOptions
         self.driver = ReconnectDriver(policy: configuration.reconnectPolicy, runtime: configuration.runtime)
-        self.metrics = ClientMetrics(protocol: "socketio", client: configuration.clientLabel, runtime: configuration.runtime)
+        self.metrics = ClientMetrics.shared(protocol: "socketio", client: configuration.clientLabel, runtime: configuration.runtime)
         driver.report(to: metrics)
     }
 

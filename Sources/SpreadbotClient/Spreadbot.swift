@@ -70,7 +70,7 @@ public final class Spreadbot: Service, Sendable {
         self.http = SpreadbotHTTP(auth: auth)
         self.rest = SpreadbotREST(auth: auth)
         self.outbox = SpreadbotOutbox(offlineCapacity: configuration.offlineQueueCapacity, connectedCapacity: configuration.maxPendingSends)
-        self.metrics = ClientMetrics(protocol: "spreadbot", client: configuration.clientLabel, runtime: configuration.runtime)
+        self.metrics = ClientMetrics.shared(protocol: "spreadbot", client: configuration.clientLabel, runtime: configuration.runtime)
     }
 
     /// The seed's form (see ``SpreadbotConfiguration/init(dictionary:runtime:)``).
