@@ -159,14 +159,64 @@ public final class ReconnectDriver<Outbound: Sendable>: Sendable {
         _ session: @Sendable (SessionContext) async throws -> SessionEnd,
         onFailure: (@Sendable (RealtimeError, _ willRetry: Bool) async -> Void)? = nil
     ) async -> RealtimeError? {
+        // The task's frame here lives as long as the client: it keeps only the pending actions and
+        // the step at hand; the bookkeeping is in synchronous functions.
+        var pending = startRun()
+        while true {
+            switch nextStep(&pending) {
+            case .finished(let error):
+                return error
+            case .report(let error, let willRetry):
+                await onFailure?(error, willRetry)
+            case .connect(let attempt):
+                let end: SessionEnd?
+                do {
+                    end = try await session(SessionContext(driver: self, attempt: attempt))
+                } catch is CancellationError {
+                    end = nil
+                } catch {
+                    end = .dropped(RealtimeError.wrap(error))
+                }
+                pending += sessionEnded(end)
+            case .waitForNetwork:
+                do {
+                    try await policy.reachability.waitUntilReachable()
+                    pending += box.withLockedValue { $0.machine.networkReachable() }
+                } catch {
+                    pending = stopNow()
+                }
+            case .waitForRetry(let delay):
+                do {
+                    try await runtime.timers.wait(for: delay)
+                    pending += box.withLockedValue { $0.machine.retryDue() }
+                } catch {
+                    pending = stopNow()
+                }
+            }
+        }
+    }
+
+    /// What ``run(_:onFailure:)`` awaits next.
+    private enum Step {
+        case finished(RealtimeError?)
+        case report(RealtimeError, willRetry: Bool)
+        case connect(attempt: Int)
+        case waitForNetwork
+        case waitForRetry(Duration)
+    }
+
+    private func startRun() -> [ReconnectMachine.Action] {
         box.withLockedValue {
             $0.stopped = false
             $0.machine = ReconnectMachine(policy: policy, random: random)
+            return $0.machine.start()
         }
-        var pending = box.withLockedValue { $0.machine.start() }
+    }
+
+    /// Performs the pending actions that need no waiting, up to the first that does.
+    private func nextStep(_ pending: inout [ReconnectMachine.Action]) -> Step {
         while !pending.isEmpty {
-            let action = pending.removeFirst()
-            switch action {
+            switch pending.removeFirst() {
             case .publish(let connectionState):
                 state.update(connectionState)
             case .report(let error, let willRetry):
@@ -174,53 +224,36 @@ public final class ReconnectDriver<Outbound: Sendable>: Sendable {
                 if willRetry {
                     runtime.logger.debug("connection dropped, reconnecting", metadata: ["realtime.error_code": "\(error.code)"])
                 }
-                await onFailure?(error, willRetry)
+                return .report(error, willRetry: willRetry)
             case .finished(let error):
                 box.withLockedValue {
                     $0.stopped = true
                     $0.sender = nil
                 }
-                return error
+                return .finished(error)
             case .connect(let attempt):
                 metrics?.attempt(reconnect: attempt > 0)
-                let end: SessionEnd
-                do {
-                    end = try await session(SessionContext(driver: self, attempt: attempt))
-                } catch is CancellationError {
-                    pending = stopNow()
-                    continue
-                } catch {
-                    end = .dropped(RealtimeError.wrap(error))
-                }
-                if Task.isCancelled {
-                    pending = stopNow()
-                    continue
-                }
-                let now = runtime.timers.now
-                pending += box.withLockedValue { state in
-                    if state.machine.phase == .connected { metrics?.closed() }
-                    state.sender = nil
-                    return state.machine.ended(end, now: now)
-                }
+                return .connect(attempt: attempt)
             case .waitForNetwork:
-                do {
-                    try await policy.reachability.waitUntilReachable()
-                } catch {
-                    pending = stopNow()
-                    continue
-                }
-                pending += box.withLockedValue { $0.machine.networkReachable() }
+                return .waitForNetwork
             case .scheduleRetry(let delay, _):
-                do {
-                    try await runtime.timers.wait(for: delay)
-                } catch {
-                    pending = stopNow()
-                    continue
-                }
-                pending += box.withLockedValue { $0.machine.retryDue() }
+                return .waitForRetry(delay)
             }
         }
-        return nil
+        // The machine always ends with `finished`; an empty list would mean it stopped already.
+        return .finished(nil)
+    }
+
+    /// A session ended (nil: cancelled, or the task was cancelled): the machine's next actions.
+    private func sessionEnded(_ end: SessionEnd?) -> [ReconnectMachine.Action] {
+        guard let end, !Task.isCancelled else { return stopNow() }
+        let now = runtime.timers.now
+        let metrics = metrics
+        return box.withLockedValue { state in
+            if state.machine.phase == .connected { metrics?.closed() }
+            state.sender = nil
+            return state.machine.ended(end, now: now)
+        }
     }
 
     /// The running task was cancelled: stop for good. A connection that was open is counted closed

@@ -153,71 +153,116 @@ public enum WebSocketTransport {
         runtime: RealtimeRuntime = .shared,
         _ body: @escaping @Sendable (WebSocketConnection) async throws -> Void
     ) async throws -> WebSocketCloseInfo? {
+        // This frame lives as long as the connection: it keeps references only. Opening runs in a
+        // function of its own (its frame is gone once the connection is open), and what a close
+        // means is worked out in synchronous functions.
+        let channelFactory = try makeChannelFactory(url: url, configuration: configuration, runtime: runtime)
+        let closeRequested = NIOLockedValueBox(false)
+        let closeFrame: WebSocketCloseFrame?
+        do {
+            let opened = try await open(channelFactory, url: url, configuration: configuration, runtime: runtime)
+            closeFrame = try await run(opened, channelFactory: channelFactory, url: url, configuration: configuration, runtime: runtime, closeRequested: closeRequested, body)
+        } catch {
+            throw failure(error, channelFactory: channelFactory, url: url)
+        }
+        return try closeInfo(closeFrame, channelFactory: channelFactory, closeRequested: closeRequested, url: url)
+    }
+
+    @inline(never)
+    private static func makeChannelFactory(
+        url: String, configuration: WebSocketConfiguration, runtime: RealtimeRuntime
+    ) throws -> WebSocketClientChannel {
         var configuration = configuration
         // The upgrade request carries the active span's propagation headers, like every HTTP request.
         runtime.injectTraceContext(nil, into: &configuration.headers)
-        let channelFactory = try WebSocketClientChannel(url: url, configuration: configuration, timers: runtime.timers)
+        return try WebSocketClientChannel(url: url, configuration: configuration, timers: runtime.timers)
+    }
+
+    /// TCP, TLS and the upgrade, under the connect deadline, in a task of its own that is abandoned
+    /// when the deadline passes; the open connection then runs in the caller's task, so a
+    /// connection costs no second task.
+    private static func open(
+        _ channelFactory: WebSocketClientChannel, url: String, configuration: WebSocketConfiguration, runtime: RealtimeRuntime
+    ) async throws -> OpenedChannel {
         let eventLoop = runtime.eventLoopGroup.next()
         let phase = NIOLockedValueBox(ConnectPhase.connecting)
-        let closeRequested = NIOLockedValueBox(false)
-        let maxMessageSize = configuration.maxMessageSize
-        // The keep-alive is ours (WebSocketKeepAlive, on the runtime's timer queue), not a task per connection.
-        let autoPing = AutoPingSetup.disabled
-        let (closeTimeout, validateUTF8) = (configuration.closeTimeout, configuration.validateUTF8)
-        let libraryLogger = runtime.libraryLogger
-        let closeFrame: WebSocketCloseFrame?
-        do {
-            // Only the opening (TCP, TLS, upgrade) runs under the deadline, in a task of its own that
-            // is abandoned when the deadline passes; the open connection then runs in the caller's
-            // task (preferring the channel's event loop), so a connection costs no second task.
-            let opened = try await Deadline.run(
-                within: configuration.connectTimeout,
-                runtime: runtime,
-                isPastDeadlinePhase: { phase.withLockedValue { $0 == .open } },
-                abandon: { phase.withLockedValue { $0 = .abandoned } },
-                timeoutError: RealtimeError.timeout("the WebSocket connection to \(Redaction.url(url)) was not open within \(configuration.connectTimeout)")
-            ) { () -> OpenedChannel? in
-                let (asyncChannel, response, extensions) = try await channelFactory.open(on: eventLoop)
-                let abandoned = phase.withLockedValue { phase -> Bool in
-                    if phase == .abandoned { return true }
-                    phase = .open
-                    return false
-                }
-                if abandoned {
-                    await WebSocketClientChannel.discard(asyncChannel)
-                    return nil
-                }
-                return OpenedChannel(asyncChannel: asyncChannel, response: response, extensions: extensions)
+        let opened = try await Deadline.run(
+            within: configuration.connectTimeout,
+            runtime: runtime,
+            isPastDeadlinePhase: { phase.withLockedValue { $0 == .open } },
+            abandon: { phase.withLockedValue { $0 = .abandoned } },
+            timeoutError: RealtimeError.timeout("the WebSocket connection to \(Redaction.url(url)) was not open within \(configuration.connectTimeout)")
+        ) { () -> OpenedChannel? in
+            let (asyncChannel, response, extensions) = try await channelFactory.open(on: eventLoop)
+            let abandoned = phase.withLockedValue { phase -> Bool in
+                if phase == .abandoned { return true }
+                phase = .open
+                return false
             }
-            guard let opened else { throw CancellationError() }
-            closeFrame = try await withEventLoopPreference(eventLoop) {
-                try await WebSocketHandler.handle(
-                    type: .client,
-                    configuration: WebSocketHandler.Configuration(
-                        extensions: opened.extensions, autoPing: autoPing, closeTimeout: closeTimeout, validateUTF8: validateUTF8,
-                        maxFrameSize: maxMessageSize),
-                    asyncChannel: opened.asyncChannel,
-                    context: TransportContext(logger: libraryLogger)
-                ) { inbound, outbound, _ in
-                    let connection = WebSocketConnection(
-                        inbound: WebSocketMessages(
-                            base: inbound, outbound: outbound, maxMessageSize: maxMessageSize, validateUTF8: validateUTF8,
-                            url: url),
-                        outbound: outbound, closeRequested: closeRequested, upgradeResponse: opened.response,
-                        keepAliveCountsBox: channelFactory.keepAliveCounts,
-                        protocolPingSender: channelFactory.protocolPingSender.withLockedValue { $0 },
-                        loopWriter: channelFactory.loopWriter.withLockedValue { $0 })
-                    try await body(connection)
-                }
+            if abandoned {
+                await WebSocketClientChannel.discard(asyncChannel)
+                return nil
             }
-        } catch {
-            // A connection that ended because of a protocol error reports that error, not the
-            // closed channel it caused.
-            if let recorded = channelFactory.protocolError.withLockedValue({ $0 }), Self.isEndOfConnection(error) {
-                throw mapError(recorded, url: url)
-            }
-            throw mapError(error, url: url)
+            return OpenedChannel(asyncChannel: asyncChannel, response: response, extensions: extensions, eventLoop: eventLoop)
         }
+        guard let opened else { throw CancellationError() }
+        return opened
+    }
+
+    /// The open connection, on its event loop: swift-websocket's handler runs the frame protocol
+    /// around `body`. Kept apart from ``connect(to:configuration:runtime:_:)`` (merged, that frame
+    /// would hold this one's locals too, for the connection's whole life).
+    @inline(never)
+    private static func run(
+        _ opened: OpenedChannel, channelFactory: WebSocketClientChannel, url: String, configuration: WebSocketConfiguration,
+        runtime: RealtimeRuntime, closeRequested: NIOLockedValueBox<Bool>,
+        _ body: @escaping @Sendable (WebSocketConnection) async throws -> Void
+    ) async throws -> WebSocketCloseFrame? {
+        let (maxMessageSize, validateUTF8) = (configuration.maxMessageSize, configuration.validateUTF8)
+        let (handlerConfiguration, context) = handlerSetup(opened, configuration: configuration, runtime: runtime)
+        return try await withEventLoopPreference(opened.eventLoop) {
+            try await WebSocketHandler.handle(
+                type: .client, configuration: handlerConfiguration, asyncChannel: opened.asyncChannel, context: context
+            ) { inbound, outbound, _ in
+                let connection = WebSocketConnection(
+                    inbound: WebSocketMessages(
+                        base: inbound, outbound: outbound, maxMessageSize: maxMessageSize, validateUTF8: validateUTF8, url: url),
+                    outbound: outbound, closeRequested: closeRequested, upgradeResponse: opened.response,
+                    keepAliveCountsBox: channelFactory.keepAliveCounts,
+                    protocolPingSender: channelFactory.protocolPingSender.withLockedValue { $0 },
+                    loopWriter: channelFactory.loopWriter.withLockedValue { $0 })
+                try await body(connection)
+            }
+        }
+    }
+
+    /// swift-websocket's handler settings. The keep-alive is ours (WebSocketKeepAlive, on the
+    /// runtime's timer queue), not a task per connection.
+    @inline(never)
+    private static func handlerSetup(
+        _ opened: OpenedChannel, configuration: WebSocketConfiguration, runtime: RealtimeRuntime
+    ) -> (WebSocketHandler.Configuration, TransportContext) {
+        let handlerConfiguration = WebSocketHandler.Configuration(
+            extensions: opened.extensions, autoPing: AutoPingSetup.disabled, closeTimeout: configuration.closeTimeout,
+            validateUTF8: configuration.validateUTF8, maxFrameSize: configuration.maxMessageSize)
+        return (handlerConfiguration, TransportContext(logger: runtime.libraryLogger))
+    }
+
+    /// The error a failed connection reports: a connection that ended because of a protocol error
+    /// reports that error, not the closed channel it caused.
+    @inline(never)
+    private static func failure(_ error: any Error, channelFactory: WebSocketClientChannel, url: String) -> any Error {
+        if let recorded = channelFactory.protocolError.withLockedValue({ $0 }), isEndOfConnection(error) {
+            return mapError(recorded, url: url)
+        }
+        return mapError(error, url: url)
+    }
+
+    /// How the connection ended, from the server's close frame (nil: none came).
+    @inline(never)
+    private static func closeInfo(
+        _ closeFrame: WebSocketCloseFrame?, channelFactory: WebSocketClientChannel, closeRequested: NIOLockedValueBox<Bool>, url: String
+    ) throws -> WebSocketCloseInfo? {
         guard let closeFrame else {
             if let recorded = channelFactory.protocolError.withLockedValue({ $0 }) { throw mapError(recorded, url: url) }
             if closeRequested.withLockedValue({ $0 }) { return nil }
@@ -245,6 +290,7 @@ public enum WebSocketTransport {
         let asyncChannel: NIOAsyncChannel<WebSocketFrame, WebSocketFrame>
         let response: WebSocketUpgradeResponse
         let extensions: [any WebSocketExtension]
+        let eventLoop: any EventLoop
     }
 
     static func isEndOfConnection(_ error: any Error) -> Bool {

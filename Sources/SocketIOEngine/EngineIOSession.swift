@@ -372,20 +372,10 @@ final class EngineIOSession: Sendable {
         try await WebSocketTransport.connect(
             to: urls.websocket(sid: nil), configuration: webSocketConfiguration, runtime: runtime
         ) { connection in
+            // This closure's frame lives as long as the connection: the handshake is in a function
+            // of its own, whose frame is gone once the session is open.
             var inbound = connection.inbound.makeAsyncIterator()
-            let (first, timedOut) = try await self.nextMessage(&inbound, on: connection, within: connectTimeout)
-            guard let first else {
-                if timedOut { throw RealtimeError.timeout("no Engine.IO open packet within \(connectTimeout)") }
-                throw RealtimeError(.connectionClosed, "the WebSocket closed before the Engine.IO open packet")
-            }
-            guard case .text(let text) = first, let packet = try? EngineIOCodec.decode(text: text), packet.type == .open,
-                case .text(let json) = packet.payload
-            else {
-                throw RealtimeError(.protocolViolation, "the server's first WebSocket message is not an Engine.IO open packet")
-            }
-            let handshake = try Self.parseHandshake(json)
-            self.opened(handshake, on: .websocket)
-            try await self.delegate.engineIOOpened(handshake, transport: .websocket)
+            try await self.openOverWebSocket(&inbound, on: connection, within: connectTimeout)
             let end = try await self.runWebSocket(connection, inbound: &inbound, generation: self.outbox.generation)
             result.withLockedValue { $0 = end }
         }
@@ -395,37 +385,74 @@ final class EngineIOSession: Sendable {
         return end
     }
 
+    /// Waits for the open packet of a WebSocket-only session and opens the session with it.
+    @inline(never)
+    private func openOverWebSocket(
+        _ inbound: inout WebSocketMessages.AsyncIterator, on connection: WebSocketConnection, within connectTimeout: Duration
+    ) async throws {
+        let (first, timedOut) = try await nextMessage(&inbound, on: connection, within: connectTimeout)
+        guard let first else {
+            if timedOut { throw RealtimeError.timeout("no Engine.IO open packet within \(connectTimeout)") }
+            throw RealtimeError(.connectionClosed, "the WebSocket closed before the Engine.IO open packet")
+        }
+        guard case .text(let text) = first, let packet = try? EngineIOCodec.decode(text: text), packet.type == .open,
+            case .text(let json) = packet.payload
+        else {
+            throw RealtimeError(.protocolViolation, "the server's first WebSocket message is not an Engine.IO open packet")
+        }
+        let handshake = try Self.parseHandshake(json)
+        opened(handshake, on: .websocket)
+        try await delegate.engineIOOpened(handshake, transport: .websocket)
+    }
+
     /// Reads and writes over an open WebSocket until the session ends.
+    @inline(never)
     private func runWebSocket(
         _ connection: WebSocketConnection, inbound: inout WebSocketMessages.AsyncIterator, generation: Int
     ) async throws -> EngineIOSessionEnd {
-        // The heartbeat may have expired before the WebSocket was recorded (nothing closed it then).
+        try attachWebSocket(connection)
+        defer { state.withLockedValue { $0.webSocket = nil } }
+        do {
+            return try await readAndWriteWebSocket(connection, inbound: &inbound, generation: generation)
+        } catch {
+            throw webSocketFailure(error)
+        }
+    }
+
+    /// Records the open WebSocket; the heartbeat may have expired before (nothing closed it then).
+    private func attachWebSocket(_ connection: WebSocketConnection) throws {
         let expired = state.withLockedValue { state -> RealtimeError? in
             state.webSocket = connection
             return state.machine.heartbeatFailure
         }
-        defer { state.withLockedValue { $0.webSocket = nil } }
         if let expired { throw expired }
-        do {
-            return try await readAndWriteWebSocket(connection, inbound: &inbound, generation: generation)
-        } catch {
-            if let failure = state.withLockedValue({ $0.machine.heartbeatFailure }) { throw failure }
-            throw error
-        }
     }
 
+    /// A missed heartbeat is why a WebSocket that failed ended.
+    private func webSocketFailure(_ error: any Error) -> any Error {
+        state.withLockedValue { $0.machine.heartbeatFailure } ?? error
+    }
+
+    // The functions on an open connection's path are kept apart (`@inline(never)`): merged, each
+    // frame would hold the locals of all of them for the connection's whole life.
+    @inline(never)
     private func readAndWriteWebSocket(
         _ connection: WebSocketConnection, inbound: inout WebSocketMessages.AsyncIterator, generation: Int
     ) async throws -> EngineIOSessionEnd {
-        guard let loopWriter = connection.loopWriter else {
-            // A compressed connection: its frames go through swift-websocket's writer, in a task.
-            return try await withThrowingTaskGroup(of: ChildEnd.self) { group in
-                group.addTask { try await self.webSocketWriter(connection, generation: generation) }
-                defer { group.cancelAll() }
-                return try await readWebSocket(connection, inbound: &inbound)
-            }
+        guard let writer = startLoopWriter(connection, generation: generation) else {
+            return try await readAndWriteCompressed(connection, inbound: &inbound, generation: generation)
         }
-        // The outbox is written from the event loop as frames are queued: no task waits for them.
+        // No batch is taken once the reader is done. One in flight settles before the WebSocket's
+        // connect returns: its channel is closed by then, and closing fails every pending write on
+        // the event loop first, so the session hands back what was not sent after it settled.
+        defer { writer.stop() }
+        return try await readWebSocket(connection, inbound: &inbound)
+    }
+
+    /// The outbox is written from the event loop as frames are queued: no task waits for them.
+    /// Nil for a compressed connection.
+    private func startLoopWriter(_ connection: WebSocketConnection, generation: Int) -> OutboxWebSocketWriter<EngineIOFrame>? {
+        guard let loopWriter = connection.loopWriter else { return nil }
         let writer = OutboxWebSocketWriter(
             outbox: outbox, writer: loopWriter, generation: generation,
             encode: { $0.webSocketMessages },
@@ -433,11 +460,19 @@ final class EngineIOSession: Sendable {
                 self?.settleLoopBatch(written, unwritten, failure, connection: connection, loopWriter: loopWriter)
             })
         writer.start()
-        // No batch is taken once the reader is done. One in flight settles before the WebSocket's
-        // connect returns: its channel is closed by then, and closing fails every pending write on
-        // the event loop first, so the session hands back what was not sent after it settled.
-        defer { writer.stop() }
-        return try await readWebSocket(connection, inbound: &inbound)
+        return writer
+    }
+
+    /// A compressed connection: its frames go through swift-websocket's writer, in a task.
+    @inline(never)
+    private func readAndWriteCompressed(
+        _ connection: WebSocketConnection, inbound: inout WebSocketMessages.AsyncIterator, generation: Int
+    ) async throws -> EngineIOSessionEnd {
+        try await withThrowingTaskGroup(of: ChildEnd.self) { group in
+            group.addTask { try await self.webSocketWriter(connection, generation: generation) }
+            defer { group.cancelAll() }
+            return try await readWebSocket(connection, inbound: &inbound)
+        }
     }
 
     /// A batch the event loop wrote: what went out is kept in the resend window, what did not goes
@@ -461,6 +496,7 @@ final class EngineIOSession: Sendable {
     }
 
     /// Reads the WebSocket until the session ends.
+    @inline(never)
     private func readWebSocket(
         _ connection: WebSocketConnection, inbound: inout WebSocketMessages.AsyncIterator
     ) async throws -> EngineIOSessionEnd {

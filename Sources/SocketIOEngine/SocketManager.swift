@@ -177,8 +177,27 @@ public final class SocketManager: Service, Sendable {
         }
     }
 
+    /// One Engine.IO session, from its start to what the reconnect loop does next.
+    ///
+    /// While the session runs, this frame is all the loop's task holds for it: the work before and
+    /// after is in synchronous functions, whose locals live on the thread's stack for a moment
+    /// instead of in the suspended task's frame for the connection's whole life.
     private func runSession(_ context: ReconnectDriver<Never>.SessionContext) async throws -> SessionEnd {
-        if state.withLockedValue({ $0.closing }) { return .closed }
+        guard let (handler, session, span) = try beginSession(context) else { return .closed }
+        var failure: RealtimeError?
+        var end: EngineIOSessionEnd?
+        do {
+            end = try await ServiceContext.withValue(span.context) { try await session.run() }
+        } catch {
+            failure = RealtimeError.wrap(error)
+        }
+        return try endSession(handler, session, span: span, end: end, failure: failure)
+    }
+
+    private func beginSession(
+        _ context: ReconnectDriver<Never>.SessionContext
+    ) throws -> (SessionHandler, EngineIOSession, any Span)? {
+        if state.withLockedValue({ $0.closing }) { return nil }
         if context.attempt > 0 {
             for socket in sockets where socket.isActive {
                 socket.fire(.reconnectAttempt, [.number(Double(context.attempt))])
@@ -195,17 +214,16 @@ public final class SocketManager: Service, Sendable {
             $0.session = session
             $0.handler = handler
         }
-        var failure: RealtimeError?
-        var end: EngineIOSessionEnd?
         // The connect span ends when the session opens (or fails first); the session's requests
         // carry its propagation headers.
         let span = runtime.startClientSpan("realtime.connect", protocol: "socketio", client: configuration.clientLabel)
         handler.connectSpan = span
-        do {
-            end = try await ServiceContext.withValue(span.context) { try await session.run() }
-        } catch {
-            failure = RealtimeError.wrap(error)
-        }
+        return (handler, session, span)
+    }
+
+    private func endSession(
+        _ handler: SessionHandler, _ session: EngineIOSession, span: any Span, end: EngineIOSessionEnd?, failure: RealtimeError?
+    ) throws -> SessionEnd {
         if handler.takeConnectSpan() != nil {
             if let failure { span.fail(failure) }
             span.end()
