@@ -134,49 +134,65 @@ extension HubConnection {
         _ body: @escaping @Sendable () async throws -> WebSocketCloseInfo?
     ) async throws {
         let task = ownTask {
-            var endError: RealtimeError?
+            // This closure's frame lives as long as the transport: what the end means is worked
+            // out in functions of their own, whose frames exist only then.
+            let endError: RealtimeError?
             do {
-                let closeInfo = try await body()
-                if let closeInfo, closeInfo.code != 1000, run.closeRequest == nil {
-                    endError = RealtimeError(.webSocketClosed, "the server closed the WebSocket with code \(closeInfo.code)", closeCode: closeInfo.code)
-                }
-            } catch let error as RealtimeError {
-                endError = error
+                endError = Self.endError(closeInfo: try await body(), run: run)
             } catch {
-                // After the handshake an I/O error is a lost connection, not a failed connect.
-                endError = run.handshakeDone
-                    ? RealtimeError(.connectionClosed, "the connection was lost: \(Redaction.describe(error))", underlying: error)
-                    : Self.realtimeError(error)
+                endError = Self.endError(error, run: run)
             }
-            if !run.handshakeDone {
-                ready.complete(.failure(endError ?? RealtimeError(.connectionClosed, "the server closed the connection during the handshake")))
-                return
-            }
-            let (error, allowReconnect) = run.outcome(transportError: endError)
-            // Stateful reconnect: a lost WebSocket (not a Close message, not stop()) is replaced by
-            // a new one with the same connection id; pending calls wait, nothing is lost or doubled.
-            if let error, allowReconnect, !run.closedByServerMessage, let resume,
-                let replay = self.state.withLockedValue({ $0.replay })
-            {
-                replay.disconnected()
-                self.logger.debug("WebSocket lost, reconnecting statefully", metadata: ["realtime.error_code": "\(error.code)", "realtime.error": "\(error.detail)"])
-                // The reference clients try once; we make up to four attempts (a network that is
-                // still flapping), well within the server's wait (30 s by default in ASP.NET Core),
-                // counted across new sockets that drop again before they proved themselves.
-                if await self.resumeStatefully(after: error, resume) { return }
-                self.logger.debug("stateful reconnect gave up, the connection ends")
-            } else if let error {
-                self.logger.debug(
-                    "transport ended without a stateful reconnect",
-                    metadata: [
-                        "realtime.error": "\(error.detail)", "realtime.allow_reconnect": "\(allowReconnect)",
-                        "realtime.close_message": "\(run.closedByServerMessage)", "realtime.stateful": "\(resume != nil)",
-                    ])
-            }
-            await self.transportEnded(generation: generation, error: error, allowReconnect: allowReconnect)
+            await self.sessionEnded(generation: generation, run: run, ready: ready, resume: resume, endError: endError)
         }
         run.setTask(task)
         try await ready.value()
+    }
+
+    /// A close frame other than 1000 that the client did not ask for is an error.
+    private static func endError(closeInfo: WebSocketCloseInfo?, run: SessionRun) -> RealtimeError? {
+        guard let closeInfo, closeInfo.code != 1000, run.closeRequest == nil else { return nil }
+        return RealtimeError(.webSocketClosed, "the server closed the WebSocket with code \(closeInfo.code)", closeCode: closeInfo.code)
+    }
+
+    private static func endError(_ error: any Error, run: SessionRun) -> RealtimeError {
+        if let error = error as? RealtimeError { return error }
+        // After the handshake an I/O error is a lost connection, not a failed connect.
+        return run.handshakeDone
+            ? RealtimeError(.connectionClosed, "the connection was lost: \(Redaction.describe(error))", underlying: error)
+            : realtimeError(error)
+    }
+
+    /// The transport ended: a failed handshake, a stateful resume, or the end of the connection.
+    @inline(never)
+    private func sessionEnded(
+        generation: Int, run: SessionRun, ready: OneShot<Void>, resume: (@Sendable () async throws -> Void)?, endError: RealtimeError?
+    ) async {
+        if !run.handshakeDone {
+            ready.complete(.failure(endError ?? RealtimeError(.connectionClosed, "the server closed the connection during the handshake")))
+            return
+        }
+        let (error, allowReconnect) = run.outcome(transportError: endError)
+        // Stateful reconnect: a lost WebSocket (not a Close message, not stop()) is replaced by
+        // a new one with the same connection id; pending calls wait, nothing is lost or doubled.
+        if let error, allowReconnect, !run.closedByServerMessage, let resume,
+            let replay = self.state.withLockedValue({ $0.replay })
+        {
+            replay.disconnected()
+            self.logger.debug("WebSocket lost, reconnecting statefully", metadata: ["realtime.error_code": "\(error.code)", "realtime.error": "\(error.detail)"])
+            // The reference clients try once; we make up to four attempts (a network that is
+            // still flapping), well within the server's wait (30 s by default in ASP.NET Core),
+            // counted across new sockets that drop again before they proved themselves.
+            if await self.resumeStatefully(after: error, resume) { return }
+            self.logger.debug("stateful reconnect gave up, the connection ends")
+        } else if let error {
+            self.logger.debug(
+                "transport ended without a stateful reconnect",
+                metadata: [
+                    "realtime.error": "\(error.detail)", "realtime.allow_reconnect": "\(allowReconnect)",
+                    "realtime.close_message": "\(run.closedByServerMessage)", "realtime.stateful": "\(resume != nil)",
+                ])
+        }
+        await self.transportEnded(generation: generation, error: error, allowReconnect: allowReconnect)
     }
 
     /// Replaces a lost WebSocket statefully, following `resumes` (``statefulReconnectPolicy``):
@@ -243,79 +259,100 @@ extension HubConnection {
         logger.debug("opening the WebSocket", metadata: ["realtime.transport": "WebSockets", "realtime.url": "\(Redaction.url(wsURL))"])
         try await runSession(generation: generation, run: run, ready: ready, resume: resume) { [wsURL, resuming, configuration] in
             try await WebSocketTransport.connect(to: wsURL, configuration: configuration, runtime: self.options.runtime) { ws in
-                // One frame may carry several hub messages (0x1E-terminated JSON, length-prefixed
-                // MessagePack): messages sent while a frame is being written go together in the next
-                // one, so 1,000 concurrent invocations do not cost 1,000 writes.
-                let frames = BatchingSender<[UInt8]>(maxBatchSize: 1 << 20, size: { $0.count }) { batch in
-                    var frame: [UInt8]
-                    if batch.count == 1 {
-                        frame = batch[0]
-                    } else {
-                        frame = []
-                        frame.reserveCapacity(batch.reduce(0) { $0 + $1.count })
-                        for bytes in batch { frame += bytes }
-                    }
-                    let message: RealtimeMessage = binary ? .binary(ByteBuffer(bytes: frame)) : .text(String(decoding: frame, as: UTF8.self))
-                    // Written on the event loop, without swift-websocket's async writer (a compressed
-                    // connection has none: its frames go through the extension).
-                    if let loopWriter = ws.loopWriter { try await loopWriter.send(message) } else { try await ws.send(message) }
-                }
-                let timers = self.timers
-                let session = Session(
-                    generation: generation, transport: .webSockets,
-                    send: { bytes in try await frames.send(bytes) },
-                    sendPing: { _ = ws.sendProtocolPing() },
-                    close: { error in
-                        run.requestClose(error)
-                        // An aborted connection (server timeout) does not wait for a closing
-                        // handshake the server will not answer: the session ends now.
-                        guard error == nil else { return run.cancelTask() }
-                        // A server that never answers the close frame: give up after closeTimeout.
-                        timers.schedule(after: configuration.closeTimeout) { run.cancelTask() }
-                        try? await ws.close(code: 1000, reason: nil)
-                    },
-                    run: run)
-                var pipeline = InboundPipeline(connection: self, session: session, run: run, ready: ready)
-                if resuming != nil, let replay {
-                    // The same connection on a new socket: no handshake; Sequence, then every
-                    // message the server has not acknowledged, then normal sending resumes.
-                    let codec = self.codec
-                    let ack = try await replay.gate.withLock {
-                        self.state.withLockedValue { $0.session = session }
-                        return try await replay.resend({ codec.encode(.sequence(sequenceId: $0)) }, write: { try await session.send($0) })
-                    }
-                    if let ack { try await session.send(codec.encode(.ack(sequenceId: ack))) }
-                    self.state.withLockedValue {
-                        $0.statefulReconnects += 1
-                        _ = $0.resumes?.opened(now: timers.now)
-                    }
-                    run.markHandshakeDone()
-                    self.armKeepAlive(session: session, run: run)
-                    pipeline.resumed(lastResentId: replay.lastSentId)
-                    ready.complete(.success(()))
-                } else {
-                    // Version 2 carries Ack and Sequence; it is asked for only with stateful reconnect,
-                    // so servers that know version 1 only keep working (as the reference clients do).
-                    let version = replay == nil ? 1 : 2
-                    try await ws.send(text: String(decoding: HubHandshake.request(self.options.hubProtocol, version: version), as: UTF8.self))
-                }
-                self.startTimers(session: session, run: run)
+                // This closure's frame lives as long as the connection: the setup and the reading
+                // are functions of their own.
+                var pipeline = try await self.startWebSocketSession(
+                    ws, generation: generation, run: run, ready: ready, resuming: resuming, replay: replay, binary: binary,
+                    closeTimeout: configuration.closeTimeout)
                 defer { run.cancelTimers(self.timers) }
-                for try await message in ws.inbound {
-                    let outcome: InboundPipeline.Outcome
-                    switch message {
-                    case .text(let text):
-                        var text = text
-                        outcome = try text.withUTF8 { try pipeline.feed(UnsafeRawBufferPointer($0)) }
-                    case .binary(let buffer):
-                        outcome = try buffer.withUnsafeReadableBytes { try pipeline.feed($0) }
-                    }
-                    switch outcome {
-                    case .goOn: break
-                    case .close: try? await ws.close(code: 1000, reason: nil)
-                    case .paused: await self.waitForConsumers()
-                    }
-                }
+                try await self.readWebSocket(ws, pipeline: &pipeline)
+            }
+        }
+    }
+
+    /// A WebSocket's session: the batching sender, the handshake (or a stateful resume's replay),
+    /// the timers. Returns the inbound pipeline the reader feeds.
+    @inline(never)
+    private func startWebSocketSession(
+        _ ws: WebSocketConnection, generation: Int, run: SessionRun, ready: OneShot<Void>, resuming: Int?, replay: ReplayBuffer?,
+        binary: Bool, closeTimeout: Duration
+    ) async throws -> InboundPipeline {
+        // One frame may carry several hub messages (0x1E-terminated JSON, length-prefixed
+        // MessagePack): messages sent while a frame is being written go together in the next
+        // one, so 1,000 concurrent invocations do not cost 1,000 writes.
+        let frames = BatchingSender<[UInt8]>(maxBatchSize: 1 << 20, size: { $0.count }) { batch in
+            var frame: [UInt8]
+            if batch.count == 1 {
+                frame = batch[0]
+            } else {
+                frame = []
+                frame.reserveCapacity(batch.reduce(0) { $0 + $1.count })
+                for bytes in batch { frame += bytes }
+            }
+            let message: RealtimeMessage = binary ? .binary(ByteBuffer(bytes: frame)) : .text(String(decoding: frame, as: UTF8.self))
+            // Written on the event loop, without swift-websocket's async writer (a compressed
+            // connection has none: its frames go through the extension).
+            if let loopWriter = ws.loopWriter { try await loopWriter.send(message) } else { try await ws.send(message) }
+        }
+        let timers = self.timers
+        let session = Session(
+            generation: generation, transport: .webSockets,
+            send: { bytes in try await frames.send(bytes) },
+            sendPing: { _ = ws.sendProtocolPing() },
+            close: { error in
+                run.requestClose(error)
+                // An aborted connection (server timeout) does not wait for a closing
+                // handshake the server will not answer: the session ends now.
+                guard error == nil else { return run.cancelTask() }
+                // A server that never answers the close frame: give up after closeTimeout.
+                timers.schedule(after: closeTimeout) { run.cancelTask() }
+                try? await ws.close(code: 1000, reason: nil)
+            },
+            run: run)
+        var pipeline = InboundPipeline(connection: self, session: session, run: run, ready: ready)
+        if resuming != nil, let replay {
+            // The same connection on a new socket: no handshake; Sequence, then every
+            // message the server has not acknowledged, then normal sending resumes.
+            let codec = self.codec
+            let ack = try await replay.gate.withLock {
+                self.state.withLockedValue { $0.session = session }
+                return try await replay.resend({ codec.encode(.sequence(sequenceId: $0)) }, write: { try await session.send($0) })
+            }
+            if let ack { try await session.send(codec.encode(.ack(sequenceId: ack))) }
+            self.state.withLockedValue {
+                $0.statefulReconnects += 1
+                _ = $0.resumes?.opened(now: timers.now)
+            }
+            run.markHandshakeDone()
+            self.armKeepAlive(session: session, run: run)
+            pipeline.resumed(lastResentId: replay.lastSentId)
+            ready.complete(.success(()))
+        } else {
+            // Version 2 carries Ack and Sequence; it is asked for only with stateful reconnect,
+            // so servers that know version 1 only keep working (as the reference clients do).
+            let version = replay == nil ? 1 : 2
+            try await ws.send(text: String(decoding: HubHandshake.request(self.options.hubProtocol, version: version), as: UTF8.self))
+        }
+        self.startTimers(session: session, run: run)
+        return pipeline
+    }
+
+    /// Reads the WebSocket into the pipeline until it ends.
+    @inline(never)
+    private func readWebSocket(_ ws: WebSocketConnection, pipeline: inout InboundPipeline) async throws {
+        for try await message in ws.inbound {
+            let outcome: InboundPipeline.Outcome
+            switch message {
+            case .text(let text):
+                var text = text
+                outcome = try text.withUTF8 { try pipeline.feed(UnsafeRawBufferPointer($0)) }
+            case .binary(let buffer):
+                outcome = try buffer.withUnsafeReadableBytes { try pipeline.feed($0) }
+            }
+            switch outcome {
+            case .goOn: break
+            case .close: try? await ws.close(code: 1000, reason: nil)
+            case .paused: await self.waitForConsumers()
             }
         }
     }

@@ -271,7 +271,26 @@ public final class Spreadbot: Service, Sendable {
 
     private func isCurrent(_ generation: Int) -> Bool { run.withLockedValue { $0.generation == generation } }
 
+    /// The connection's life: its frame lives as long as the connection, so the driver is made and
+    /// the end handled in synchronous functions.
     private func runConnection(path: String, generation: Int) async {
+        let driver = makeDriver()
+        let finalError = await driver.run({ context in
+            try await self.session(path: path, context: context, generation: generation)
+        }, onFailure: { error, willRetry in
+            self.failed(error, willRetry: willRetry)
+        })
+        connectionEnded(generation: generation, finalError: finalError)
+    }
+
+    private func failed(_ error: RealtimeError, willRetry: Bool) {
+        logger.log(
+            level: level, willRetry ? "stream failed, reconnecting" : "stream failed, giving up",
+            metadata: ["realtime.error_code": "\(error.code)"])
+        report(error)
+    }
+
+    private func makeDriver() -> ReconnectDriver<Never> {
         let policy = ReconnectPolicy(
             backoff: .exponential(
                 initial: configuration.reconnectDelay, maximum: configuration.maxReconnectDelay,
@@ -287,14 +306,10 @@ public final class Spreadbot: Service, Sendable {
             })
         let driver = ReconnectDriver<Never>(policy: policy, runtime: configuration.runtime)
         driver.report(to: metrics)
-        let finalError = await driver.run({ context in
-            try await self.session(path: path, context: context, generation: generation)
-        }, onFailure: { error, willRetry in
-            self.logger.log(
-                level: self.level, willRetry ? "stream failed, reconnecting" : "stream failed, giving up",
-                metadata: ["realtime.error_code": "\(error.code)"])
-            self.report(error)
-        })
+        return driver
+    }
+
+    private func connectionEnded(generation: Int, finalError: RealtimeError?) {
         guard isCurrent(generation) else { return }
         transportBox.update(nil)
         let error = finalError ?? RealtimeError(.notConnected, "the connection ended")
@@ -312,8 +327,7 @@ public final class Spreadbot: Service, Sendable {
     /// transport's error when none opens.
     private func session(path: String, context: ReconnectDriver<Never>.SessionContext, generation: Int) async throws -> SessionEnd {
         // The connect span: each transport tried is an event; it ends when one opens or all failed.
-        let span = configuration.runtime.startClientSpan("realtime.connect", protocol: "spreadbot", client: configuration.clientLabel)
-        span.attributes["realtime.path"] = path
+        let span = connectSpan(path: path)
         let spanOpen = NIOLockedValueBox(true)
         @Sendable func endSpan(_ error: (any Error)?) {
             guard spanOpen.withLockedValue({ open in defer { open = false }; return open }) else { return }
@@ -331,6 +345,13 @@ public final class Spreadbot: Service, Sendable {
         }
     }
 
+    private func connectSpan(path: String) -> any Span {
+        let span = configuration.runtime.startClientSpan("realtime.connect", protocol: "spreadbot", client: configuration.clientLabel)
+        span.attributes["realtime.path"] = path
+        return span
+    }
+
+    @inline(never)
     private func session(
         path: String, context: ReconnectDriver<Never>.SessionContext, generation: Int, span: any Span, opened onOpened: @escaping @Sendable () -> Void
     ) async throws -> SessionEnd {
@@ -345,34 +366,14 @@ public final class Spreadbot: Service, Sendable {
             case .dropped(let error, let minimumDelay):
                 return .dropped(error, minimumDelay: minimumDelay)
             case .fallBack(let failed, let error, let next):
-                span.addEvent(SpanEvent(
-                    name: "fallback", attributes: ["realtime.transport": .string(failed.rawValue), "realtime.error_code": .string("\(error.code)")]))
-                logger.log(
-                    level: level, "transport could not be opened, trying the next",
-                    metadata: ["realtime.transport": "\(failed)", "realtime.error_code": "\(error.code)"])
-                report(error)
+                fellBack(from: failed, error, span: span)
                 transport = next
             case .open(let first):
                 transport = first
             }
             try Task.checkCancellation()
-            span.addEvent(SpanEvent(name: "transport", attributes: ["realtime.transport": .string(transport.rawValue)]))
             let opened = NIOLockedValueBox(false)
-            // Synchronous, so an event stream can open on its event loop before its first event.
-            let open: @Sendable () -> Void = {
-                opened.withLockedValue { $0 = true }
-                onOpened()
-                self.run.withLockedValue {
-                    $0.context = context
-                    $0.progressed = false
-                }
-                context.connected()
-                self.outbox.setConnected(true)
-                self.transportBox.update(transport)
-                self.stateBox.update(.connected)
-                self.logger.log(level: self.level, "stream open", metadata: ["realtime.transport": "\(transport)"])
-                for handler in self.handlers.withLockedValue({ $0.open }) { handler() }
-            }
+            let open = opener(transport, context: context, span: span, opened: opened, onOpened)
             var failure: RealtimeError?
             var cancelled = false
             do {
@@ -399,6 +400,38 @@ public final class Spreadbot: Service, Sendable {
         }
     }
 
+    private func fellBack(from failed: SpreadbotTransport, _ error: RealtimeError, span: any Span) {
+        span.addEvent(SpanEvent(
+            name: "fallback", attributes: ["realtime.transport": .string(failed.rawValue), "realtime.error_code": .string("\(error.code)")]))
+        logger.log(
+            level: level, "transport could not be opened, trying the next",
+            metadata: ["realtime.transport": "\(failed)", "realtime.error_code": "\(error.code)"])
+        report(error)
+    }
+
+    /// What a transport calls when it is open. Synchronous, so an event stream can open on its
+    /// event loop before its first event.
+    private func opener(
+        _ transport: SpreadbotTransport, context: ReconnectDriver<Never>.SessionContext, span: any Span, opened: NIOLockedValueBox<Bool>,
+        _ onOpened: @escaping @Sendable () -> Void
+    ) -> @Sendable () -> Void {
+        span.addEvent(SpanEvent(name: "transport", attributes: ["realtime.transport": .string(transport.rawValue)]))
+        return {
+            opened.withLockedValue { $0 = true }
+            onOpened()
+            self.run.withLockedValue {
+                $0.context = context
+                $0.progressed = false
+            }
+            context.connected()
+            self.outbox.setConnected(true)
+            self.transportBox.update(transport)
+            self.stateBox.update(.connected)
+            self.logger.log(level: self.level, "stream open", metadata: ["realtime.transport": "\(transport)"])
+            for handler in self.handlers.withLockedValue({ $0.open }) { handler() }
+        }
+    }
+
     /// The server's `retry:` after an SSE stream; nothing for the other transports.
     private func retryHint(_ transport: SpreadbotTransport) -> Duration? {
         transport == .serverSentEvents ? run.withLockedValue { $0.retryHint } : nil
@@ -421,48 +454,66 @@ public final class Spreadbot: Service, Sendable {
 
     // MARK: Transports
 
+    @inline(never)
     private func runWebSocket(path: String, open: @escaping @Sendable () -> Void) async throws {
+        let (url, ws) = webSocketRequest(path: path)
+        let acknowledged = configuration.acknowledgedSends
+        try await WebSocketTransport.connect(to: url, configuration: ws, runtime: configuration.runtime) { connection in
+            open()
+            if !acknowledged, let writer = self.startLoopWriter(connection) {
+                // Sends are written from the event loop as they are queued: no task waits for them.
+                defer { writer.stop() }
+                try await self.readWebSocket(connection, path: path)
+                return
+            }
+            try await self.readAndWriteWithTasks(connection, path: path, acknowledged: acknowledged)
+        }
+    }
+
+    private func webSocketRequest(path: String) -> (url: String, configuration: WebSocketConfiguration) {
         var headers = HTTPHeaders()
         _ = http.auth.authorize(&headers)
         let ws = WebSocketConfiguration(
             headers: headers, maxMessageSize: configuration.maxMessageSize, autoPing: configuration.webSocketPingInterval,
             connectTimeout: configuration.requestTimeout, tls: configuration.tls)
-        let acknowledged = configuration.acknowledgedSends
         var url = configuration.webSocketURL(for: path)
         // A reconnect asks for what it missed while down, as polling does (`since`).
         let lastId = run.withLockedValue { $0.lastEventId }
         if !lastId.isEmpty { url += (url.contains("?") ? "&" : "?") + "since=" + SpreadbotAuth.formEncode(lastId) }
         logger.log(level: level, "opening the WebSocket", metadata: ["realtime.url": "\(Redaction.url(url))"])
-        try await WebSocketTransport.connect(to: url, configuration: ws, runtime: configuration.runtime) { connection in
-            open()
-            if !acknowledged, let loopWriter = connection.loopWriter {
-                // Sends are written from the event loop as they are queued: no task waits for them.
-                let writer = self.outbox.webSocketWriter(loopWriter) { written in
-                    for item in written { self.metrics.sent(messages: 1, bytes: item.data.byteCount) }
-                    self.metrics.queueDepth(self.outbox.count)
+        return (url, ws)
+    }
+
+    private func startLoopWriter(_ connection: WebSocketConnection) -> OutboxWebSocketWriter<SpreadbotOutbox.Item>? {
+        guard let loopWriter = connection.loopWriter else { return nil }
+        let writer = outbox.webSocketWriter(loopWriter) { written in
+            for item in written { self.metrics.sent(messages: 1, bytes: item.data.byteCount) }
+            self.metrics.queueDepth(self.outbox.count)
+        }
+        writer.start()
+        return writer
+    }
+
+    /// Acknowledged sends (POSTs) or a compressed connection: a writer task beside the reader.
+    @inline(never)
+    private func readAndWriteWithTasks(_ connection: WebSocketConnection, path: String, acknowledged: Bool) async throws {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                try await self.writeLoop(path: path) { item in
+                    if acknowledged { return try await self.post(item, path: path) }
+                    try await connection.send(item.data.webSocketMessage)
+                    return nil
                 }
-                writer.start()
-                defer { writer.stop() }
-                try await self.readWebSocket(connection, path: path)
-                return
             }
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask {
-                    try await self.writeLoop(path: path) { item in
-                        if acknowledged { return try await self.post(item, path: path) }
-                        try await connection.send(item.data.webSocketMessage)
-                        return nil
-                    }
-                }
-                group.addTask { try await self.readWebSocket(connection, path: path) }
-                // Whichever ends first (the server closed, a write failed) ends the connection.
-                defer { group.cancelAll() }
-                try await group.next()
-            }
+            group.addTask { try await self.readWebSocket(connection, path: path) }
+            // Whichever ends first (the server closed, a write failed) ends the connection.
+            defer { group.cancelAll() }
+            try await group.next()
         }
     }
 
     /// Delivers the WebSocket's messages until the server closes it.
+    @inline(never)
     private func readWebSocket(_ connection: WebSocketConnection, path: String) async throws {
         for try await message in connection.inbound {
             let goOn: Bool
