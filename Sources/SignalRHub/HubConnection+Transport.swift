@@ -133,6 +133,7 @@ extension HubConnection {
         generation: Int, run: SessionRun, ready: OneShot<Void>, resume: (@Sendable () async throws -> Void)? = nil,
         _ body: @escaping @Sendable () async throws -> WebSocketCloseInfo?
     ) async throws {
+        // Unstructured, for the reason in this function's comment: start() returns while it runs.
         let task = ownTask {
             // This closure's frame lives as long as the transport: what the end means is worked
             // out in functions of their own, whose frames exist only then.
