@@ -7,14 +7,65 @@ Hub methods: echo(x), add(a, b), void(), fail(message), broadcast(user, count) -
 askClient(method, argument) -> the caller's client result, countTo(n) stream, countForever() stream until cancelled,
 collect(upload stream) -> the stream's items, record(x) -> x (kept), recorded() -> every x recorded,
 recordedPage(start, count) -> a slice of them (for long soak runs), burstFrom(start, n) -> "item"(start..start+n-1)
-to the caller, burst(n) -> "item"(0..n-1) to the caller. With "stateful" the server allows stateful reconnects.
+to the caller, burst(n) -> "item"(0..n-1) to the caller. With "stateful" the server allows stateful reconnects;
+copies() -> how many messages the server wrote again after a replay had carried them (see CopyCounter).
 """
 import asyncio
+import contextvars
 import sys
 from typing import Any
 
+from aiosignalr import message_buffer
 from aiosignalr.errors import HubException
 from aiosignalr.server import Hub, IncomingStream, ServerOptions, SignalRServer
+
+
+class CopyCounter:
+    """Counts, without changing what the server does, the messages aiosignalr 0.1.1 writes twice.
+
+    Its MessageBuffer.send records a message, then writes it; a sender still waiting to write (for
+    the transport lock or for buffer room) when the socket drops writes it after the reconnect's
+    replay has already carried it. Stateful reconnect numbers messages by position (they carry no
+    ids), so the client counts the copy as one more message: its count runs one ahead of the
+    server's, its next Ack covers one message the server has not sent, and at the next replay the
+    newest message is taken for one already seen. The soak asks copies() to account for that.
+    """
+
+    count = 0
+    sending = contextvars.ContextVar("sending", default=None)
+
+    @classmethod
+    def install(cls) -> None:
+        buffer_class = message_buffer.MessageBuffer
+        original_init, original_send, original_resend = buffer_class.__init__, buffer_class.send, buffer_class.resend
+
+        def init(self, *args, **kwargs):
+            original_init(self, *args, **kwargs)
+            self._replayed_through = 0
+            write = self._write
+
+            async def counting_write(data):
+                number = cls.sending.get()
+                if number is not None and number <= self._replayed_through:
+                    cls.count += 1
+                await write(data)
+
+            self._write = counting_write
+
+        async def send(self, message, data):
+            if not self._is_trackable(message):
+                return await original_send(self, message, data)
+            token = cls.sending.set(self._total_message_count + 1)
+            try:
+                await original_send(self, message, data)
+            finally:
+                cls.sending.reset(token)
+
+        async def resend(self):
+            self._replayed_through = self._total_message_count
+            await original_resend(self)
+
+        buffer_class.__init__, buffer_class.send, buffer_class.resend = init, send, resend
 
 
 recorded = []
@@ -30,6 +81,9 @@ class TestHub(Hub):
 
     async def recordedPage(self, start: int, count: int) -> Any:
         return recorded[start:start + count]
+
+    async def copies(self) -> Any:
+        return CopyCounter.count
 
     async def burst(self, n: int) -> None:
         for value in range(n):
@@ -74,6 +128,7 @@ class TestHub(Hub):
 
 async def main():
     stateful = "stateful" in sys.argv[1:]
+    CopyCounter.install()
     options = ServerOptions(
         maximum_parallel_invocations=8, maximum_receive_message_size=1 << 20, keep_alive_interval=15.0,
         allow_stateful_reconnects=stateful)
