@@ -8,7 +8,8 @@ askClient(method, argument) -> the caller's client result, countTo(n) stream, co
 collect(upload stream) -> the stream's items, record(x) -> x (kept), recorded() -> every x recorded,
 recordedPage(start, count) -> a slice of them (for long soak runs), burstFrom(start, n) -> "item"(start..start+n-1)
 to the caller, burst(n) -> "item"(0..n-1) to the caller. With "stateful" the server allows stateful reconnects;
-copies() -> how many messages the server wrote again after a replay had carried them (see CopyCounter).
+copies() -> how many messages the server wrote again after a replay had carried them, dropped() -> how many it
+never wrote (see CopyCounter).
 """
 import asyncio
 import contextvars
@@ -29,25 +30,36 @@ class CopyCounter:
     ids), so the client counts the copy as one more message: its count runs one ahead of the
     server's, its next Ack covers one message the server has not sent, and at the next replay the
     newest message is taken for one already seen. The soak asks copies() to account for that.
+
+    Its resend also drops messages: it writes the buffer list it started with, but an Ack arriving
+    meanwhile replaces that list, and a message recorded after that (not written, since the replay
+    is under way) is in the new list only, so it is not written until a later replay, if any. The
+    client's count then runs behind the server's, and at the next replay messages it has processed
+    come again. dropped() counts these.
     """
 
     count = 0
+    dropped = 0
     sending = contextvars.ContextVar("sending", default=None)
 
     @classmethod
     def install(cls) -> None:
         buffer_class = message_buffer.MessageBuffer
-        original_init, original_send, original_resend = buffer_class.__init__, buffer_class.send, buffer_class.resend
+        original_init, original_resend = buffer_class.__init__, buffer_class.resend
+        original_send, original_send_serialized = buffer_class.send, buffer_class.send_serialized
 
         def init(self, *args, **kwargs):
             original_init(self, *args, **kwargs)
             self._replayed_through = 0
+            self._resend_written = None
             write = self._write
 
             async def counting_write(data):
                 number = cls.sending.get()
                 if number is not None and number <= self._replayed_through:
                     cls.count += 1
+                if self._resend_written is not None:
+                    self._resend_written.add(id(data))
                 await write(data)
 
             self._write = counting_write
@@ -61,11 +73,25 @@ class CopyCounter:
             finally:
                 cls.sending.reset(token)
 
-        async def resend(self):
-            self._replayed_through = self._total_message_count
-            await original_resend(self)
+        # What the hub's Clients send goes this way (serialized once, a trackable message).
+        async def send_serialized(self, data):
+            token = cls.sending.set(self._total_message_count + 1)
+            try:
+                await original_send_serialized(self, data)
+            finally:
+                cls.sending.reset(token)
 
-        buffer_class.__init__, buffer_class.send, buffer_class.resend = init, send, resend
+        async def resend(self):
+            start = self._replayed_through = self._total_message_count
+            written = self._resend_written = set()
+            try:
+                await original_resend(self)
+            finally:
+                self._resend_written = None
+            cls.dropped += sum(1 for number, data in self._buffered if number > start and id(data) not in written)
+
+        buffer_class.__init__, buffer_class.resend = init, resend
+        buffer_class.send, buffer_class.send_serialized = send, send_serialized
 
 
 recorded = []
@@ -84,6 +110,9 @@ class TestHub(Hub):
 
     async def copies(self) -> Any:
         return CopyCounter.count
+
+    async def dropped(self) -> Any:
+        return CopyCounter.dropped
 
     async def burst(self, n: int) -> None:
         for value in range(n):
