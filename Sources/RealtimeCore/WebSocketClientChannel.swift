@@ -62,6 +62,9 @@ struct WebSocketClientChannel {
             .connectTimeout(TimeAmount(configuration.connectTimeout))
             .channelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
             .channelOption(ChannelOptions.allowRemoteHalfClosure, value: true)
+            // Receive buffers that shrink back after a burst (ReceiveBufferAllocator).
+            .channelOption(ChannelOptions.maxMessagesPerRead, value: 1)
+            .channelOption(ChannelOptions.recvAllocator, value: ReceiveBufferAllocator())
         let custody = UpgradedChannelCustody()
         let (channel, upgrade) = try await bootstrap.connect(host: target.host, port: target.port) { channel in
             channel.eventLoop.makeCompletedFuture {

@@ -735,7 +735,9 @@ struct InboundPipeline {
     }
 
     private mutating func feedMessages(_ bytes: UnsafeRawBufferPointer) throws -> Outcome {
-        messages.removeAll(keepingCapacity: true)
+        // Emptied when handled, not at the next read: an idle connection would hold the last
+        // messages it received (their arguments, up to the maximum message size) until then.
+        defer { messages.removeAll(keepingCapacity: messages.capacity <= 16) }
         let codec = connection.codec
         do {
             try framer.consume(bytes) { (body) throws(HubProtocolError) in messages.append(try codec.decode(body: body)) }

@@ -71,6 +71,9 @@ public struct HubMessageFramer: Sendable {
     /// The longest message accepted, in bytes.
     public let maximumMessageSize: Int
     private var pending: [UInt8] = []
+    /// How many bytes at the front of `pending` are known to hold no record separator (JSON): a
+    /// message arriving in many pieces is searched once, not once per piece.
+    private var searched = 0
 
     /// Makes a framer for `kind` that refuses messages over `maximumMessageSize` bytes.
     public init(_ kind: HubProtocolType, maximumMessageSize: Int = 32 << 20) {
@@ -80,6 +83,8 @@ public struct HubMessageFramer: Sendable {
 
     /// Bytes held back waiting for the rest of a message.
     public var bufferedByteCount: Int { pending.count }
+    /// The storage held for that, in bytes (at most 4 KiB between messages).
+    package var retainedCapacity: Int { pending.capacity }
 
     /// Appends `bytes` and calls `body` with each complete message body, in order.
     public mutating func consume(
@@ -88,33 +93,42 @@ public struct HubMessageFramer: Sendable {
         pending.append(contentsOf: bytes)
         let kind = kind
         let limit = maximumMessageSize
+        let searched = searched
         let result: Result<Int, HubProtocolError> = pending.withUnsafeBytes { raw in
             do throws(HubProtocolError) {
-                return .success(try Self.split(raw, kind: kind, limit: limit, body))
+                return .success(try Self.split(raw, kind: kind, limit: limit, searched: searched, body))
             } catch {
                 return .failure(error)
             }
         }
         switch result {
         case .success(let consumed):
-            if consumed == pending.count { pending.removeAll(keepingCapacity: pending.count < 65_536) }
+            // Storage a large message grew is released once the message is out (an idle
+            // connection keeps at most 4 KiB here).
+            if consumed == pending.count { pending.removeAll(keepingCapacity: pending.capacity <= 4096) }
             else if consumed > 0 { pending.removeFirst(consumed) }
+            // What is left is an incomplete message, searched to its end.
+            self.searched = pending.count
         case .failure(let error):
             pending.removeAll()
+            self.searched = 0
             throw error
         }
     }
 
-    /// Splits complete messages off the front of `raw`; returns how many bytes they took.
+    /// Splits complete messages off the front of `raw`, whose first `searched` bytes hold no
+    /// record separator; returns how many bytes they took.
     static func split(
-        _ raw: UnsafeRawBufferPointer, kind: HubProtocolType, limit: Int,
+        _ raw: UnsafeRawBufferPointer, kind: HubProtocolType, limit: Int, searched: Int,
         _ body: (UnsafeRawBufferPointer) throws(HubProtocolError) -> Void
     ) throws(HubProtocolError) -> Int {
         var start = 0
         switch kind {
         case .json:
+            var from = min(searched, raw.count)
             while start < raw.count {
-                guard let end = raw[start...].firstIndex(of: 0x1E) else {
+                defer { from = start }
+                guard let end = raw[from...].firstIndex(of: 0x1E) else {
                     if raw.count - start > limit { throw HubProtocolError("message exceeds the maximum size of \(limit) bytes") }
                     break
                 }

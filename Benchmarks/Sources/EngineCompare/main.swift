@@ -19,7 +19,8 @@ import SpreadbotClient
 //                                                    time to open, idle CPU, a broadcast to all (sse_hold.py's /broadcast)
 //   EngineCompare socketio-idle|signalr-idle|spreadbot-idle URL N   N idle WebSocket clients: RSS growth / N,
 //                                                    time to open, idle CPU, a broadcast to all
-//   (idle CPU is measured over $IDLE_SECONDS, 10 by default)
+//   (idle CPU is measured over $IDLE_SECONDS, 10 by default; with $BURST_KIB=n every connection first
+//   receives four n-KiB messages, so the figure is what a connection keeps once a burst is over)
 //   EngineCompare signalr-stream URL N                   a server-to-client stream of N items (countTo)
 //   EngineCompare signalr-on URL N                       N server invocations to an `on` handler (pushMany)
 //   EngineCompare socketio-on URL N                      N server events to an `on` handler (count)
@@ -73,6 +74,7 @@ let broadcastsReceived = NIOLockedValueBox(0)
 /// `broadcast`, how long one message sent to every connection (and the warm-up one) takes to reach
 /// them all.
 func idle(_ what: String, count: Int, broadcast: (@Sendable (any Sendable) async throws -> Void)? = nil,
+          burst: (@Sendable (any Sendable, Int) async throws -> Void)? = nil,
           _ open: @escaping @Sendable (Int) async throws -> any Sendable) async throws {
     // Warm up the runtime (HTTP client, event loops, first connection) so the baseline includes it.
     let warm = try await open(-1)
@@ -93,6 +95,19 @@ func idle(_ what: String, count: Int, broadcast: (@Sendable (any Sendable) async
         next += batch
     }
     let openSeconds = (ContinuousClock.now - opening).seconds
+    var burstNote = ""
+    if let burst, let kib = ProcessInfo.processInfo.environment["BURST_KIB"].flatMap(Int.init) {
+        for _ in 0..<4 {
+            let expected = broadcastsReceived.withLockedValue { $0 } + count + 1
+            try await burst(warm, kib)
+            let deadline = ContinuousClock.now + .seconds(120)
+            while broadcastsReceived.withLockedValue({ $0 }) < expected, ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(10))
+            }
+        }
+        broadcastsReceived.withLockedValue { $0 = 0 }
+        burstNote = " after four \(kib) KiB messages to each"
+    }
     try await Task.sleep(for: .seconds(2))
     let after = residentKiB()
     let idleSeconds = ProcessInfo.processInfo.environment["IDLE_SECONDS"].flatMap(Int.init) ?? 10
@@ -101,7 +116,7 @@ func idle(_ what: String, count: Int, broadcast: (@Sendable (any Sendable) async
     FileHandle.standardError.write(Data("IDLE \(count) connections open\n".utf8))
     try await Task.sleep(for: .seconds(idleSeconds))
     let idleCPU = (cpuSeconds() - cpuBefore) / Double(idleSeconds) * 100
-    var line = "\(what): \(count) idle connections, RSS \(before) -> \(after) KiB, \(String(format: "%.1f", Double(after - before) / Double(count))) KiB per connection"
+    var line = "\(what): \(count) idle connections\(burstNote), RSS \(before) -> \(after) KiB, \(String(format: "%.1f", Double(after - before) / Double(count))) KiB per connection"
     line += String(format: ", opened in %.1f s, idle CPU %.2f %% of a core over %d s", openSeconds, idleCPU, idleSeconds)
     if let broadcast {
         let sent = ContinuousClock.now
@@ -158,16 +173,21 @@ case "serve":
     case "spreadbot":
         let server = try await SpreadbotTestServer.start()
         port = server.port
-        // A client's send on /idle asks for a broadcast: every subscriber of /idle gets `news`
-        // (the test server has no broadcast request of its own; this loop stands in for one).
+        // A client's send on /idle asks for a broadcast: every subscriber of /idle gets `news`, or
+        // for "burst:n" n KiB of text (the test server has no broadcast request of its own; this
+        // loop stands in for one).
         let watcher = Task {
             var asked = 0
             while !Task.isCancelled {
-                let now = server.received(on: "idle").count
-                if now > asked {
-                    asked = now
-                    _ = server.publish("news", to: "idle")
+                let received = server.received(on: "idle")
+                for request in received.dropFirst(asked) {
+                    if case .text(let text) = request, text.hasPrefix("burst:"), let kib = Int(text.dropFirst(6)) {
+                        _ = server.publish(String(repeating: "b", count: kib * 1024), to: "idle")
+                    } else {
+                        _ = server.publish("news", to: "idle")
+                    }
                 }
+                asked = received.count
                 try? await Task.sleep(for: .milliseconds(50))
             }
         }
@@ -253,6 +273,9 @@ case "socketio-idle":
     try await idle("socketio", count: number(2, 2000), broadcast: { warm in
         // The server's `broadcast` event sends `news` to every socket of the namespace.
         _ = try await (warm as! SocketManager).defaultSocket.emitWithAck("broadcast", arguments: ["x"], timeout: .seconds(60))
+    }, burst: { warm, kib in
+        _ = try await (warm as! SocketManager).defaultSocket.emitWithAck(
+            "broadcast", arguments: [.string(String(repeating: "b", count: kib * 1024))], timeout: .seconds(60))
     }) { _ in
         var configuration = SocketIOConfiguration()
         configuration.engine.transports = [.websocket]
@@ -268,6 +291,8 @@ case "signalr-idle":
     try await idle("signalr", count: number(2, 2000), broadcast: { warm in
         // `serve signalr`'s `broadcast` method sends `news` to every connection.
         try await (warm as! HubConnection).invoke(method: "broadcast", arguments: "x")
+    }, burst: { warm, kib in
+        try await (warm as! HubConnection).invoke(method: "broadcast", arguments: String(repeating: "b", count: kib * 1024))
     }) { _ in
         let connection = HubConnectionBuilder().withUrl(url: url, transport: .webSockets).build()
         connection.on("news") { (_: String) in broadcastsReceived.withLockedValue { $0 += 1 } }
@@ -280,12 +305,16 @@ case "spreadbot-idle":
     try await idle("spreadbot", count: number(2, 2000), broadcast: { warm in
         // `serve spreadbot` publishes `news` to /idle when a client sends there.
         try await (warm as! Spreadbot).send("broadcast")
+    }, burst: { warm, kib in
+        try await (warm as! Spreadbot).send("burst:\(kib)")
     }) { _ in
         var configuration = SpreadbotConfiguration(baseURL: url, accessToken: "access-0")
         configuration.reachability = AlwaysReachable()
         configuration.transports = [.webSocket]
         let client = Spreadbot(configuration: configuration)
-        client.onMessage { _, _, data in if data.string == "news" { broadcastsReceived.withLockedValue { $0 += 1 } } }
+        client.onMessage { _, _, data in
+            if data.string == "news" || data.string?.hasPrefix("bbbb") == true { broadcastsReceived.withLockedValue { $0 += 1 } }
+        }
         client.establishConnection(path: "idle")
         for await state in client.stateUpdates() where state == .connected { break }
         return client

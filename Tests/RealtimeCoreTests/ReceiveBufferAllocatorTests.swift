@@ -1,0 +1,89 @@
+import NIOCore
+@testable import RealtimeCore
+import Testing
+
+/// What a connection's channel keeps for reading: NIO's own per-channel pool of receive buffers
+/// (`NIOPooledRecvBufferAllocator`, the type a socket channel reads through), driven the way a
+/// stream channel drives it (one buffer per read, filled up to its capacity while the socket has
+/// more, `record(actualReadBytes:)` after each read), with a consumer that holds the bytes of a
+/// burst until it is over.
+@Suite("Receive buffers")
+struct ReceiveBufferAllocatorTests {
+    /// One read of up to `available` bytes; returns the buffer read into.
+    static func read(_ available: Int, _ pool: inout NIOPooledRecvBufferAllocator) -> ByteBuffer {
+        let (buffer, bytesRead) = pool.buffer(allocator: ByteBufferAllocator()) { buffer -> Int in
+            let count = min(available, buffer.writableBytes)
+            buffer.writeRepeatingByte(0x61, count: count)
+            return count
+        }
+        pool.record(actualReadBytes: bytesRead)
+        return buffer
+    }
+
+    /// A burst of `reads` reads that each fill their buffer, every buffer held until the burst is
+    /// over (the frames built from it are still in flight); returns the largest buffer read into.
+    static func burst(_ reads: Int, _ pool: inout NIOPooledRecvBufferAllocator) -> Int {
+        var held: [ByteBuffer] = []
+        for _ in 0..<reads { held.append(read(1 << 20, &pool)) }
+        return held.map(\.capacity).max() ?? 0
+    }
+
+    @Test("After a burst the channel keeps one buffer of the initial size, however large the burst's were")
+    func shrinksBackAfterABurst() {
+        var pool = NIOPooledRecvBufferAllocator(capacity: 1, recvAllocator: ReceiveBufferAllocator(initial: 2048, maximum: 65_536))
+        #expect(Self.read(100, &pool).capacity == 2048)
+        let largest = Self.burst(40, &pool)
+        #expect(largest == 65_536, "the burst's reads grew to the maximum")
+        // Quiet now: the pool holds one buffer, the initial one.
+        #expect(pool.count == 1)
+        // Small reads: the size halves after every two, and the kept buffer is the one read into
+        // once the size is back at the initial one.
+        var capacities: [Int] = []
+        for _ in 0..<12 { capacities.append(Self.read(100, &pool).capacity) }
+        #expect(capacities.last == 2048)
+        #expect(capacities == capacities.sorted(by: >), "never grows while the reads are small: \(capacities)")
+        #expect(pool.count == 1)
+    }
+
+    @Test("NIO's default keeps the buffers a burst grew (the reason for ReceiveBufferAllocator)")
+    func defaultKeepsGrownBuffers() {
+        // A socket channel's defaults: up to four buffers (maxMessagesPerRead), adaptive sizes
+        // from 2 KiB to 64 KiB. If this starts failing, NIO shrinks its buffers itself now and
+        // the comment on ReceiveBufferAllocator needs another look.
+        var pool = NIOPooledRecvBufferAllocator(capacity: 4, recvAllocator: AdaptiveRecvByteBufferAllocator())
+        _ = Self.read(100, &pool)
+        _ = Self.burst(40, &pool)
+        #expect(pool.count == 4)
+        var capacities: [Int] = []
+        for _ in 0..<40 { capacities.append(Self.read(100, &pool).capacity) }
+        #expect(capacities.min() ?? 0 >= 32_768, "the kept buffers stay large: \(capacities.prefix(8))")
+    }
+
+    @Test("Sizes: double after a full read, halve after two reads that used less than half, within the bounds")
+    func sizes() {
+        var allocator = ReceiveBufferAllocator(initial: 1024, maximum: 8192)
+        #expect(allocator.nextSize == 1024)
+        #expect(allocator.record(actualReadBytes: 1024) == true)
+        #expect(allocator.nextSize == 2048)
+        _ = allocator.record(actualReadBytes: 2048)
+        _ = allocator.record(actualReadBytes: 4096)
+        _ = allocator.record(actualReadBytes: 8192)
+        #expect(allocator.nextSize == 8192, "not past the maximum")
+        _ = allocator.record(actualReadBytes: 100)
+        #expect(allocator.nextSize == 8192, "one small read is not enough")
+        _ = allocator.record(actualReadBytes: 5000)
+        _ = allocator.record(actualReadBytes: 100)
+        #expect(allocator.nextSize == 8192, "a read over half in between starts the count again")
+        _ = allocator.record(actualReadBytes: 100)
+        #expect(allocator.nextSize == 4096)
+        _ = allocator.record(actualReadBytes: 10)
+        _ = allocator.record(actualReadBytes: 10)
+        _ = allocator.record(actualReadBytes: 10)
+        #expect(allocator.record(actualReadBytes: 10) == false, "back at the initial size: the kept buffer is used")
+        #expect(allocator.nextSize == 1024)
+        _ = allocator.record(actualReadBytes: 10)
+        _ = allocator.record(actualReadBytes: 10)
+        #expect(allocator.nextSize == 1024, "not under the initial size")
+        #expect(allocator.nextBufferSize() == nil)
+    }
+}
