@@ -9,6 +9,8 @@
 # each divided by N, with the tasks created per connection. The largest task-stack consumers follow
 # (the caller that allocated the frame of its callee).
 #   Benchmarks/Scripts/idle_heap.sh socketio|signalr|spreadbot|sse [N] [EngineCompare binary]
+# With BURST_KIB=n (not sse), every connection first receives four n-KiB messages: what a connection
+# keeps once a burst is over.
 # Needs heaptrack (Debian: apt-get install heaptrack). Not part of CI; bounded (5 minutes per run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -51,7 +53,7 @@ heaptrack_print -f "$work/heap.zst" --print-peaks 0 --print-allocators 0 --print
   --peak-limit 100 --sub-peak-limit 30 2>/dev/null > "$work/leaks.txt"
 heaptrack_print -f "$work/heap.zst" --print-peaks 0 --print-allocators 1 --print-temporary 0 --print-leaks 0 \
   --peak-limit 100 --sub-peak-limit 0 2>/dev/null > "$work/allocators.txt"
-echo "[idle_heap.sh] $proto, $count idle connections, $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+echo "[idle_heap.sh] $proto, $count idle connections${BURST_KIB:+ after four ${BURST_KIB} KiB messages each}, $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 python3 - "$work/leaks.txt" "$work/allocators.txt" "$count" <<'PY'
 import re, sys
 leaks, allocators, n = open(sys.argv[1]).read().splitlines(), open(sys.argv[2]).read().splitlines(), int(sys.argv[3])
