@@ -666,6 +666,9 @@ struct InboundPipeline {
         framer = HubMessageFramer(connection.options.hubProtocol, maximumMessageSize: connection.options.maximumReceiveMessageSize)
     }
 
+    /// Decoded messages still held (none between reads).
+    var heldMessageCount: Int { messages.count }
+
     /// A resumed socket (stateful reconnect) has no handshake; it is proven by an Ack of a
     /// message after `lastResentId` or a new message from the server.
     mutating func resumed(lastResentId: Int64) {

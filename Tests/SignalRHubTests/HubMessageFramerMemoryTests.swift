@@ -1,3 +1,4 @@
+@_spi(RealtimeEngine) import RealtimeCore
 @testable import SignalRHub
 import Testing
 
@@ -32,5 +33,23 @@ struct HubMessageFramerMemoryTests {
             #expect(delivered.count == 2)
             #expect(framer.retainedCapacity <= 4096)
         }
+    }
+}
+
+/// The inbound pipeline lets go of what it decoded once it is handled: an idle connection does not
+/// hold the last messages it received (a large argument stayed until the next read before).
+@Suite("Inbound pipeline memory")
+struct InboundPipelineMemoryTests {
+    @Test("After a read of large messages, the pipeline holds none of them", arguments: HubProtocolType.allCases)
+    func handledMessagesAreNotHeld(_ kind: HubProtocolType) throws {
+        let connection = HubConnectionBuilder().withUrl(url: "http://127.0.0.1:1/hub").withHubProtocol(hubProtocol: kind).build()
+        let run = SessionRun()
+        run.markHandshakeDone()
+        let session = HubConnection.Session(generation: 0, transport: .webSockets, send: { _ in }, close: { _ in }, run: run)
+        var pipeline = InboundPipeline(connection: connection, session: session, run: run, ready: OneShot())
+        let bytes = HubMessageFramerMemoryTests.framed(kind, size: 128 * 1024) + HubMessageFramerMemoryTests.framed(kind, size: 64 * 1024)
+        let outcome = try bytes.withUnsafeBytes { try pipeline.feed($0) }
+        #expect(outcome == .goOn)
+        #expect(pipeline.heldMessageCount == 0)
     }
 }
