@@ -9,7 +9,7 @@
 # each divided by N, with the tasks created per connection. The largest task-stack consumers follow
 # (the caller that allocated the frame of its callee).
 #   Benchmarks/Scripts/idle_heap.sh socketio|signalr|spreadbot|sse [N] [EngineCompare binary]
-# With BURST_KIB=n (not sse), every connection first receives four n-KiB messages: what a connection
+# With BURST_KIB=n, every connection first receives four n-KiB messages: what a connection
 # keeps once a burst is over.
 # Needs heaptrack (Debian: apt-get install heaptrack). Not part of CI; bounded (5 minutes per run).
 set -euo pipefail

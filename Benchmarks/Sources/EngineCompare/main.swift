@@ -233,9 +233,13 @@ case "sse-idle":
     try await idle("sse", count: number(2, 2000), broadcast: { _ in
         // sse_hold.py writes `news` to every stream it holds.
         _ = try await HTTPTransport.execute(HTTPRequestSpec(url: url.absoluteString + "broadcast"))
+    }, burst: { _, kib in
+        _ = try await HTTPTransport.execute(HTTPRequestSpec(url: url.absoluteString + "burst?kib=\(kib)"))
     }) { _ in
         let source = EventSource(url: url, configuration: EventSourceConfiguration(reachability: AlwaysReachable()))
-        source.onMessage { _, _, data in if data == "news" { broadcastsReceived.withLockedValue { $0 += 1 } } }
+        source.onMessage { _, _, data in
+            if data == "news" || data?.hasPrefix("bbbb") == true { broadcastsReceived.withLockedValue { $0 += 1 } }
+        }
         var iterator = source.events.makeAsyncIterator()
         _ = try await iterator.next()
         return source
