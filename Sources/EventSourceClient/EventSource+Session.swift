@@ -93,7 +93,7 @@ extension EventSource {
         perform(actions)
         setReadyState(.open)
         notifyOpen()
-        if hasConsumer { buffer.yield(.open) }
+        _ = deliver(CollectionOfOne(.open))
     }
 
     /// The response ended (a callback on its event loop): the machine decides what comes next.
@@ -164,7 +164,6 @@ extension EventSource {
                 state.machine.progressed()
             }
         }
-        guard hasConsumer, !updates.isEmpty else { return true }
-        return buffer.yield(contentsOf: updates)
+        return deliver(updates)
     }
 }

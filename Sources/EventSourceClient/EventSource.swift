@@ -24,10 +24,11 @@ import Tracing
 /// ``updates`` carries the same events in the same order, with the comments (on request) and a
 /// notice for every open and every failure, saying whether it will be retried.
 ///
-/// Memory: events are buffered for the sequence only once an iterator exists, and at most
+/// Memory: events are buffered for the sequence only while an iterator exists, and at most
 /// ``EventSourceConfiguration/bufferSize`` of them; while the consumer is that far behind, the
 /// client stops reading the connection (the server's writes then wait on TCP), and the idle timeout
-/// does not count that time. Callbacks (`onMessage`, `onComment`...) are called before the event is
+/// does not count that time. When the last iterator is gone (a loop that broke out), what was
+/// buffered for it is let go and reading goes on; a later iterator starts with what arrives after it. Callbacks (`onMessage`, `onComment`...) are called before the event is
 /// buffered, in order, and never buffer anything.
 public final class EventSource: Service, Sendable {
     /// The stream's URL.
@@ -55,7 +56,8 @@ public final class EventSource: Service, Sendable {
         var readyState: EventSourceState = .connecting
         var lastStatus: Int?
         /// An iterator of `events` or `updates` exists: produce into the buffer.
-        var hasConsumer = false
+        /// Iterators of ``events`` or ``updates`` alive (copies of one count once).
+        var consumers = 0
         var restartRequested = false
         /// The response being read, so that restart() and close() can end it.
         var stream: EventStream?
@@ -201,12 +203,43 @@ public final class EventSource: Service, Sendable {
         perform(actions)
     }
 
-    func attachConsumer() {
-        state.withLockedValue { $0.hasConsumer = true }
+    func attachConsumer() -> Consumer {
+        state.withLockedValue { $0.consumers += 1 }
         startIfNeeded()
+        return Consumer(source: self)
     }
 
-    var hasConsumer: Bool { state.withLockedValue { $0.hasConsumer } }
+    /// The last iterator is gone: nothing is buffered for the sequences any more, and a stream
+    /// paused for them reads on (callbacks go on being called).
+    func detachConsumer() {
+        let none = state.withLockedValue { state -> Bool in
+            state.consumers -= 1
+            return state.consumers == 0
+        }
+        if none { buffer.discardBuffered() }
+    }
+
+    var hasConsumer: Bool { state.withLockedValue { $0.consumers > 0 } }
+
+    /// Hands `updates` to the sequences' consumer, if there is one; returns whether to read on.
+    func deliver(_ updates: some Collection<EventSourceUpdate>) -> Bool {
+        guard hasConsumer, !updates.isEmpty else { return true }
+        let goOn = buffer.yield(contentsOf: updates)
+        // The last iterator may have gone between the check and the yield.
+        if !hasConsumer {
+            buffer.discardBuffered()
+            return true
+        }
+        return goOn
+    }
+
+    /// Held by every iterator of ``events`` and ``updates`` (and its copies): when the last one is
+    /// gone, the source stops buffering for them.
+    final class Consumer: Sendable {
+        let source: EventSource
+        init(source: EventSource) { self.source = source }
+        deinit { source.detachConsumer() }
+    }
 
     /// Performs the reconnect machine's actions, and those their inputs produce, in order.
     func perform(_ initial: [ReconnectMachine.Action]) {
@@ -220,7 +253,7 @@ public final class EventSource: Service, Sendable {
                 runtime.logger.debug(
                     "event stream failed", metadata: ["realtime.error_code": "\(error.code)", "realtime.will_retry": "\(willRetry)"])
                 setReadyState(willRetry ? .connecting : .closed)
-                if hasConsumer { buffer.yield(.failure(error, willRetry: willRetry)) }
+                _ = deliver(CollectionOfOne(.failure(error, willRetry: willRetry)))
             case .finished(let error):
                 setReadyState(.closed)
                 let (status, closed) = state.withLockedValue { ($0.lastStatus, $0.closed) }
@@ -279,7 +312,7 @@ public struct EventSourceEvents: AsyncSequence, Sendable {
 
     /// The sequence's iterator.
     public struct AsyncIterator: AsyncIteratorProtocol {
-        let source: EventSource
+        let consumer: EventSource.Consumer
 
         var base: InboundBuffer<EventSourceUpdate>.Iterator
 
@@ -299,8 +332,7 @@ public struct EventSourceEvents: AsyncSequence, Sendable {
 
     /// Makes an iterator over the sequence.
     public func makeAsyncIterator() -> AsyncIterator {
-        source.attachConsumer()
-        return AsyncIterator(source: source, base: InboundBuffer.Iterator(source.buffer))
+        AsyncIterator(consumer: source.attachConsumer(), base: InboundBuffer.Iterator(source.buffer))
     }
 }
 
@@ -312,7 +344,7 @@ public struct EventSourceUpdates: AsyncSequence, Sendable {
 
     /// The sequence's iterator.
     public struct AsyncIterator: AsyncIteratorProtocol {
-        let source: EventSource
+        let consumer: EventSource.Consumer
 
         var base: InboundBuffer<EventSourceUpdate>.Iterator
 
@@ -333,7 +365,6 @@ public struct EventSourceUpdates: AsyncSequence, Sendable {
 
     /// Makes an iterator over the sequence.
     public func makeAsyncIterator() -> AsyncIterator {
-        source.attachConsumer()
-        return AsyncIterator(source: source, base: InboundBuffer.Iterator(source.buffer))
+        AsyncIterator(consumer: source.attachConsumer(), base: InboundBuffer.Iterator(source.buffer))
     }
 }

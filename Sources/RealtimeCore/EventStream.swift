@@ -77,7 +77,6 @@ public final class EventStream: Sendable {
         var failure: (any Error)?
         var finishedAtHead = false
         var done = false
-        var outputs: [EventStream.Output] = []
         var bytesReceived = 0
     }
 
@@ -308,13 +307,15 @@ public final class EventStream: Sendable {
             state.lastActivity = timers.now
             state.bytesReceived += buffer.readableBytes
             metrics?.received(messages: 0, bytes: buffer.readableBytes)
-            state.outputs.removeAll(keepingCapacity: true)
+            // A local array, not one kept in the state for reuse: a quiet stream would keep the
+            // last part's events (their data, up to the maximum event size) until the next part.
+            var outputs: [EventStream.Output] = []
             do {
-                try state.parser.parse(buffer) { state.outputs.append($0) }
+                try state.parser.parse(buffer) { outputs.append($0) }
             } catch {
                 return .failed(error)
             }
-            return state.outputs.isEmpty ? .nothing : .deliver(state.outputs)
+            return outputs.isEmpty ? .nothing : .deliver(outputs)
         }
         switch step {
         case .nothing:

@@ -126,6 +126,18 @@ package final class InboundBuffer<Element: Sendable>: Sendable {
     @discardableResult
     package func yield(_ element: Element) -> Bool { yield(contentsOf: CollectionOfOne(element)) }
 
+    /// The consumer left for good (no iterator is left): what is buffered is let go, and a producer
+    /// that was told to pause is resumed (`onDemand`).
+    package func discardBuffered() {
+        let demand = state.withLockedValue { state -> (@Sendable () -> Void)? in
+            state.items = []
+            guard state.producerPaused else { return nil }
+            state.producerPaused = false
+            return state.onDemand
+        }
+        demand?()
+    }
+
     /// Whether the producer was told to pause and the consumer has not taken the elements yet.
     package var isPaused: Bool { state.withLockedValue { $0.producerPaused } }
 

@@ -116,6 +116,44 @@ struct EventSourceDeliveryTests {
         print("callbacksAloneBufferNothing: resident size grew by \(growth >> 20) MiB")
     }
 
+    /// A consumer that broke out of its loop holds nothing back: with no iterator left, nothing is
+    /// buffered for the sequence, the stream reads on and the callbacks go on; a later iterator
+    /// starts with what arrives after it. (Before, the source kept buffering for the sequence after
+    /// its last iterator was gone, and once `bufferSize` events waited it stopped reading for good.)
+    @Test func aConsumerThatLeftDoesNotStallTheStream() async throws {
+        let server = try await ScriptedHTTPServer.start()
+        defer { Task { await server.stop() } }
+        let feed = ChunkFeed()
+        server.route("/events") { _ in .init(headers: sseHeaders, body: .feed(feed)) }
+        let source = EventSource(url: URL(string: server.baseURL + "/events")!, configuration: fastConfiguration { $0.bufferSize = 4 })
+        defer { source.close() }
+        let messages = Recorder<String>()
+        source.onMessage { _, _, data in messages.append(data ?? "") }
+        feed.send("data: first\n\n")
+        for try await event in source.events {
+            #expect(event.data == "first")
+            break
+        }
+        for index in 0..<40 { feed.send("data: e\(index)\n\n") }
+        feed.send("data: end\n\n")
+        let seen = await messages.wait(for: 42)
+        #expect(seen.count == 42, "the callbacks got \(seen.count) of 42 events: the stream stalled")
+        #expect(seen.last == "end")
+        #expect(!source.isReadingPaused)
+        // Callbacks run before a read's events are handed over: once the callback of an event sent
+        // later has run, the read that carried `end` has been handed over (to nobody).
+        feed.send("data: sync\n\n")
+        _ = await messages.wait(for: 43)
+        var iterator = source.events.makeAsyncIterator()
+        feed.send("data: after\n\n")
+        var received: [String] = []
+        while let event = try await iterator.next() {
+            received.append(event.data)
+            if event.data == "after" { break }
+        }
+        #expect(Set(received).isSubset(of: ["sync", "after"]), "a new iterator gets nothing that was let go: \(received)")
+    }
+
     @Test func commentsAndEventsComeInStreamOrder() async throws {
         let server = try await ScriptedHTTPServer.start()
         defer { Task { await server.stop() } }
