@@ -28,8 +28,9 @@ import Tracing
 /// ``EventSourceConfiguration/bufferSize`` of them; while the consumer is that far behind, the
 /// client stops reading the connection (the server's writes then wait on TCP), and the idle timeout
 /// does not count that time. When the last iterator is gone (a loop that broke out), what was
-/// buffered for it is let go and reading goes on; a later iterator starts with what arrives after it. Callbacks (`onMessage`, `onComment`...) are called before the event is
-/// buffered, in order, and never buffer anything.
+/// buffered for it is let go and reading goes on; a later iterator starts with what arrives after
+/// it. Callbacks (`onMessage`, `onComment`...) are called before the event is buffered, in order,
+/// and never buffer anything.
 public final class EventSource: Service, Sendable {
     /// The stream's URL.
     public let url: URL
@@ -55,8 +56,8 @@ public final class EventSource: Service, Sendable {
         var reconnectionTime: Duration
         var readyState: EventSourceState = .connecting
         var lastStatus: Int?
-        /// An iterator of `events` or `updates` exists: produce into the buffer.
-        /// Iterators of ``events`` or ``updates`` alive (copies of one count once).
+        /// Iterators of ``events`` or ``updates`` alive (copies of one count once): while there
+        /// are any, updates go into the buffer.
         var consumers = 0
         var restartRequested = false
         /// The response being read, so that restart() and close() can end it.
