@@ -18,8 +18,17 @@ import WSCore
 /// every failure path closes the channel it opened.
 struct WebSocketClientChannel {
     enum Outcome: Sendable {
-        case upgraded(NIOAsyncChannel<WebSocketFrame, WebSocketFrame>, WebSocketUpgradeResponse, [any WebSocketExtension])
+        case upgraded(Upgraded, WebSocketUpgradeResponse, [any WebSocketExtension])
         case refused(EventLoopFuture<RefusedUpgradeCollector.Response>)
+    }
+
+    /// Who runs the frame protocol of an upgraded channel.
+    enum Upgraded: Sendable {
+        /// Ours, on the event loop (``WebSocketReadHandler``): every connection without extensions.
+        case loop(WebSocketLoopReader)
+        /// swift-websocket's handler, through an `NIOAsyncChannel`: a connection with
+        /// permessage-deflate, whose extension API is asynchronous.
+        case frames(NIOAsyncChannel<WebSocketFrame, WebSocketFrame>)
     }
 
     /// The largest part of a refused upgrade's body kept for the error.
@@ -57,7 +66,7 @@ struct WebSocketClientChannel {
 
     /// Connects and upgrades. The returned channel is open and upgraded; on any error nothing is
     /// left open. Cancellation closes the channel being set up.
-    func open(on eventLoop: any EventLoop) async throws -> (NIOAsyncChannel<WebSocketFrame, WebSocketFrame>, WebSocketUpgradeResponse, [any WebSocketExtension]) {
+    func open(on eventLoop: any EventLoop) async throws -> (Upgraded, WebSocketUpgradeResponse, [any WebSocketExtension]) {
         let bootstrap = ClientBootstrap(group: eventLoop)
             .connectTimeout(TimeAmount(configuration.connectTimeout))
             .channelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
@@ -76,10 +85,10 @@ struct WebSocketClientChannel {
             // both waits below: the upgrade, and a refused upgrade's body from a stalled server.
             return try await withTaskCancellationHandler {
                 switch try await upgrade.get() {
-                case .upgraded(let asyncChannel, let response, let extensions):
+                case .upgraded(let upgraded, let response, let extensions):
                     if Task.isCancelled { throw CancellationError() }
                     custody.claim()
-                    return (asyncChannel, response, extensions)
+                    return (upgraded, response, extensions)
                 case .refused(let collected):
                     let response = try await collected.get()
                     throw RealtimeError.badStatus(response.head.status, url: url, body: response.bodyExcerpt)
@@ -144,6 +153,14 @@ struct WebSocketClientChannel {
         try? await asyncChannel.executeThenClose { _, outbound in outbound.finish() }
     }
 
+    /// Closes an upgraded channel nobody will use, whoever runs its frames.
+    static func discard(_ upgraded: Upgraded) async {
+        switch upgraded {
+        case .frames(let asyncChannel): await discard(asyncChannel)
+        case .loop(let reader): try? await reader.channel.close()
+        }
+    }
+
     /// Builds the pipeline; runs on the channel's event loop before it connects.
     private func configure(_ channel: any Channel, custody: UpgradedChannelCustody) throws -> EventLoopFuture<Outcome> {
         let pipeline = channel.pipeline.syncOperations
@@ -171,6 +188,7 @@ struct WebSocketClientChannel {
         let recorded = protocolError
         let (keepAlive, timers, counts) = (configuration.autoPing, timers, keepAliveCounts)
         let (protocolPing, pingSender, loopWriter) = (configuration.protocolPing, protocolPingSender, loopWriter)
+        let (maxMessageSize, validateUTF8) = (configuration.maxMessageSize, configuration.validateUTF8)
         let upgrader = WebSocketClientUpgrader<Outcome>(
             maxFrameSize: max(configuration.maxMessageSize, 125),
             upgradeAccepted: { halfClosure.value.upgradeAccepted() },
@@ -199,11 +217,15 @@ struct WebSocketClientChannel {
                         let handler = LoopWriteHandler()
                         try channel.pipeline.syncOperations.addHandler(handler)
                         loopWriter.withLockedValue { $0 = handler.writer(on: channel.eventLoop) }
+                        let reader = WebSocketReadHandler(maxMessageSize: maxMessageSize, validateUTF8: validateUTF8, timers: timers)
+                        try channel.pipeline.syncOperations.addHandler(reader)
+                        halfClosure.value.upgradeCompleted()
+                        return .upgraded(.loop(WebSocketLoopReader(reader, channel: channel)), response, extensions)
                     }
                     let asyncChannel = try NIOAsyncChannel<WebSocketFrame, WebSocketFrame>(wrappingChannelSynchronously: channel)
                     custody.hold(asyncChannel)
                     halfClosure.value.upgradeCompleted()
-                    return .upgraded(asyncChannel, response, extensions)
+                    return .upgraded(.frames(asyncChannel), response, extensions)
                 }
             }
         )

@@ -10,7 +10,7 @@ import NIOWebSocket
 public struct WebSocketConnection: Sendable {
     /// The messages the server sends, reassembled from frames.
     public let inbound: WebSocketMessages
-    let outbound: WebSocketOutboundWriter
+    let outbound: Outbound
     let closeRequested: NIOLockedValueBox<Bool>
     /// The server's answer to the upgrade: status, headers, chosen subprotocol and extensions.
     public let upgradeResponse: WebSocketUpgradeResponse
@@ -32,23 +32,35 @@ public struct WebSocketConnection: Sendable {
         return true
     }
 
+    /// Who writes the connection's frames.
+    enum Outbound: Sendable {
+        /// Our handlers on the event loop.
+        case loop(WebSocketLoopWriter, WebSocketLoopReader)
+        /// swift-websocket's writer (a connection with permessage-deflate).
+        case frames(WebSocketOutboundWriter)
+    }
+
     /// Sends one message; returns once it is written to the socket (this is the backpressure).
     public func send(_ message: RealtimeMessage) async throws {
-        switch message {
-        case .text(let text): try await outbound.write(.text(text))
-        case .binary(let buffer): try await outbound.write(.binary(buffer))
+        switch (outbound, message) {
+        case (.loop(let writer, _), _): try await writer.send(message)
+        case (.frames(let writer), .text(let text)): try await writer.write(.text(text))
+        case (.frames(let writer), .binary(let buffer)): try await writer.write(.binary(buffer))
         }
     }
 
     /// Sends a text frame; returns once it was written to the socket (waits while the socket is full).
-    public func send(text: String) async throws { try await outbound.write(.text(text)) }
+    public func send(text: String) async throws { try await send(.text(text)) }
     /// Sends a binary frame; returns once it was written to the socket (waits while the socket is full).
-    public func send(binary: ByteBuffer) async throws { try await outbound.write(.binary(binary)) }
+    public func send(binary: ByteBuffer) async throws { try await send(.binary(binary)) }
 
     /// Starts the closing handshake. The inbound sequence ends when the server answers.
     public func close(code: UInt16 = 1000, reason: String? = nil) async throws {
         closeRequested.withLockedValue { $0 = true }
-        try await outbound.close(WebSocketErrorCode(codeNumber: Int(code)), reason: reason)
+        switch outbound {
+        case .loop(_, let reader): try await reader.close(code: code, reason: reason)
+        case .frames(let writer): try await writer.close(WebSocketErrorCode(codeNumber: Int(code)), reason: reason)
+        }
     }
 }
 
@@ -60,22 +72,52 @@ public struct WebSocketConnection: Sendable {
 public struct WebSocketMessages: AsyncSequence, Sendable {
     /// The type of the sequence's elements.
     public typealias Element = RealtimeMessage
-    let base: WebSocketInboundStream
-    let outbound: WebSocketOutboundWriter
-    let maxMessageSize: Int
-    let validateUTF8: Bool
+    enum Source: Sendable {
+        /// Decoded on the event loop (``WebSocketReadHandler``).
+        case loop(InboundBuffer<RealtimeMessage>)
+        /// Frames from swift-websocket's handler, reassembled here.
+        case frames(WebSocketInboundStream, WebSocketOutboundWriter, maxMessageSize: Int, validateUTF8: Bool)
+    }
+    let source: Source
     let url: String
 
     /// The sequence's iterator.
     public struct AsyncIterator: AsyncIteratorProtocol {
+        var loop: InboundBuffer<RealtimeMessage>.Iterator?
+        var frames: FrameReader?
+        let url: String
+
+        /// The next element, or `nil` once the sequence has ended.
+        public mutating func next() async throws -> RealtimeMessage? {
+            if loop != nil {
+                do {
+                    return try await loop!.next()
+                } catch {
+                    throw WebSocketTransport.mapError(error, url: url)
+                }
+            }
+            return try await frames?.next()
+        }
+
+        static func text(_ buffer: ByteBuffer, validate: Bool) -> String? {
+            guard validate else { return String(buffer: buffer) }
+            if #available(macOS 15, iOS 18, tvOS 18, watchOS 11, *) {
+                return String(validating: buffer.readableBytesView, as: UTF8.self)
+            }
+            let text = String(buffer: buffer)
+            return text.utf8.elementsEqual(buffer.readableBytesView) ? text : nil
+        }
+    }
+
+    /// Reassembles messages from swift-websocket's frames (a connection with permessage-deflate).
+    struct FrameReader {
         var base: WebSocketInboundStream.AsyncIterator
         let outbound: WebSocketOutboundWriter
         let maxMessageSize: Int
         let validateUTF8: Bool
         let url: String
 
-        /// The next element, or `nil` once the sequence has ended.
-        public mutating func next() async throws -> RealtimeMessage? {
+        mutating func next() async throws -> RealtimeMessage? {
             var message: (opcode: WebSocketDataFrame.Opcode, data: ByteBuffer)?
             while true {
                 let frame: WebSocketDataFrame?
@@ -106,28 +148,25 @@ public struct WebSocketMessages: AsyncSequence, Sendable {
                 }
                 guard frame.fin else { continue }
                 if current.opcode == .binary { return .binary(current.data) }
-                guard let text = Self.text(current.data, validate: validateUTF8) else {
+                guard let text = AsyncIterator.text(current.data, validate: validateUTF8) else {
                     try? await outbound.close(.dataInconsistentWithMessage, reason: nil)
                     throw RealtimeError(.invalidUTF8, "the server sent a text message that is not valid UTF-8", closeCode: 1007)
                 }
                 return .text(text)
             }
         }
-
-        static func text(_ buffer: ByteBuffer, validate: Bool) -> String? {
-            guard validate else { return String(buffer: buffer) }
-            if #available(macOS 15, iOS 18, tvOS 18, watchOS 11, *) {
-                return String(validating: buffer.readableBytesView, as: UTF8.self)
-            }
-            let text = String(buffer: buffer)
-            return text.utf8.elementsEqual(buffer.readableBytesView) ? text : nil
-        }
     }
 
     /// Makes an iterator over the sequence.
     public func makeAsyncIterator() -> AsyncIterator {
-        AsyncIterator(
-            base: base.makeAsyncIterator(), outbound: outbound, maxMessageSize: maxMessageSize, validateUTF8: validateUTF8, url: url)
+        switch source {
+        case .loop(let buffer):
+            return AsyncIterator(loop: InboundBuffer.Iterator(buffer), frames: nil, url: url)
+        case .frames(let base, let outbound, let maxMessageSize, let validateUTF8):
+            let reader = FrameReader(
+                base: base.makeAsyncIterator(), outbound: outbound, maxMessageSize: maxMessageSize, validateUTF8: validateUTF8, url: url)
+            return AsyncIterator(loop: nil, frames: reader, url: url)
+        }
     }
 }
 
@@ -158,7 +197,7 @@ public enum WebSocketTransport {
         // means is worked out in synchronous functions.
         let channelFactory = try makeChannelFactory(url: url, configuration: configuration, runtime: runtime)
         let closeRequested = NIOLockedValueBox(false)
-        let closeFrame: WebSocketCloseFrame?
+        let closeFrame: WebSocketCloseInfo?
         do {
             let opened = try await open(channelFactory, url: url, configuration: configuration, runtime: runtime)
             closeFrame = try await run(opened, channelFactory: channelFactory, url: url, configuration: configuration, runtime: runtime, closeRequested: closeRequested, body)
@@ -193,41 +232,95 @@ public enum WebSocketTransport {
             abandon: { phase.withLockedValue { $0 = .abandoned } },
             timeoutError: RealtimeError.timeout("the WebSocket connection to \(Redaction.url(url)) was not open within \(configuration.connectTimeout)")
         ) { () -> OpenedChannel? in
-            let (asyncChannel, response, extensions) = try await channelFactory.open(on: eventLoop)
+            let (upgraded, response, extensions) = try await channelFactory.open(on: eventLoop)
             let abandoned = phase.withLockedValue { phase -> Bool in
                 if phase == .abandoned { return true }
                 phase = .open
                 return false
             }
             if abandoned {
-                await WebSocketClientChannel.discard(asyncChannel)
+                await WebSocketClientChannel.discard(upgraded)
                 return nil
             }
-            return OpenedChannel(asyncChannel: asyncChannel, response: response, extensions: extensions, eventLoop: eventLoop)
+            return OpenedChannel(upgraded: upgraded, response: response, extensions: extensions, eventLoop: eventLoop)
         }
         guard let opened else { throw CancellationError() }
         return opened
     }
 
-    /// The open connection, on its event loop: swift-websocket's handler runs the frame protocol
-    /// around `body`. Kept apart from ``connect(to:configuration:runtime:_:)`` (merged, that frame
-    /// would hold this one's locals too, for the connection's whole life).
+    /// The open connection: `body` runs with it, then the closing handshake. Kept apart from
+    /// ``connect(to:configuration:runtime:_:)`` (merged, that frame would hold this one's locals
+    /// too, for the connection's whole life).
     @inline(never)
     private static func run(
         _ opened: OpenedChannel, channelFactory: WebSocketClientChannel, url: String, configuration: WebSocketConfiguration,
         runtime: RealtimeRuntime, closeRequested: NIOLockedValueBox<Bool>,
+        _ body: @escaping @Sendable (WebSocketConnection) async throws -> Void
+    ) async throws -> WebSocketCloseInfo? {
+        switch opened.upgraded {
+        case .loop(let reader):
+            let connection = loopConnection(reader, opened: opened, channelFactory: channelFactory, url: url, closeRequested: closeRequested)
+            // `body` runs on the connection's event loop, where its messages are decoded. Cancelling
+            // the task ends the connection: our close frame, then the TCP connection closed at once
+            // (a send waiting for a full socket fails then).
+            let failure: (any Error)? = try await withEventLoopPreference(opened.eventLoop) {
+                await withTaskCancellationHandler {
+                    do {
+                        try await body(connection)
+                        return nil
+                    } catch {
+                        return error
+                    }
+                } onCancel: {
+                    reader.abort()
+                }
+            }
+            // As swift-websocket's handler did: 1000 when the body returned, 1011 when it threw.
+            let closed = await reader.finish(code: failure == nil ? 1000 : 1011, timeout: configuration.closeTimeout)
+            if let failure { throw failure }
+            return closed
+        case .frames(let asyncChannel):
+            let closeFrame = try await runFrames(
+                asyncChannel, opened: opened, channelFactory: channelFactory, url: url, configuration: configuration, runtime: runtime,
+                closeRequested: closeRequested, body)
+            return closeFrame.map { WebSocketCloseInfo(code: UInt16(webSocketErrorCode: $0.closeCode), reason: $0.reason) }
+        }
+    }
+
+    /// The connection `body` gets when our handlers run the frame protocol on the event loop.
+    @inline(never)
+    private static func loopConnection(
+        _ reader: WebSocketLoopReader, opened: OpenedChannel, channelFactory: WebSocketClientChannel, url: String,
+        closeRequested: NIOLockedValueBox<Bool>
+    ) -> WebSocketConnection {
+        // Both handlers are installed together (WebSocketClientChannel.configure).
+        let writer = channelFactory.loopWriter.withLockedValue { $0 }!
+        return WebSocketConnection(
+            inbound: WebSocketMessages(source: .loop(reader.messages), url: url),
+            outbound: .loop(writer, reader), closeRequested: closeRequested, upgradeResponse: opened.response,
+            keepAliveCountsBox: channelFactory.keepAliveCounts,
+            protocolPingSender: channelFactory.protocolPingSender.withLockedValue { $0 },
+            loopWriter: writer)
+    }
+
+    /// A connection with permessage-deflate: swift-websocket's handler runs the frame protocol around
+    /// `body`, on the connection's event loop.
+    @inline(never)
+    private static func runFrames(
+        _ asyncChannel: NIOAsyncChannel<WebSocketFrame, WebSocketFrame>, opened: OpenedChannel, channelFactory: WebSocketClientChannel,
+        url: String, configuration: WebSocketConfiguration, runtime: RealtimeRuntime, closeRequested: NIOLockedValueBox<Bool>,
         _ body: @escaping @Sendable (WebSocketConnection) async throws -> Void
     ) async throws -> WebSocketCloseFrame? {
         let (maxMessageSize, validateUTF8) = (configuration.maxMessageSize, configuration.validateUTF8)
         let (handlerConfiguration, context) = handlerSetup(opened, configuration: configuration, runtime: runtime)
         return try await withEventLoopPreference(opened.eventLoop) {
             try await WebSocketHandler.handle(
-                type: .client, configuration: handlerConfiguration, asyncChannel: opened.asyncChannel, context: context
+                type: .client, configuration: handlerConfiguration, asyncChannel: asyncChannel, context: context
             ) { inbound, outbound, _ in
                 let connection = WebSocketConnection(
                     inbound: WebSocketMessages(
-                        base: inbound, outbound: outbound, maxMessageSize: maxMessageSize, validateUTF8: validateUTF8, url: url),
-                    outbound: outbound, closeRequested: closeRequested, upgradeResponse: opened.response,
+                        source: .frames(inbound, outbound, maxMessageSize: maxMessageSize, validateUTF8: validateUTF8), url: url),
+                    outbound: .frames(outbound), closeRequested: closeRequested, upgradeResponse: opened.response,
                     keepAliveCountsBox: channelFactory.keepAliveCounts,
                     protocolPingSender: channelFactory.protocolPingSender.withLockedValue { $0 },
                     loopWriter: channelFactory.loopWriter.withLockedValue { $0 })
@@ -261,19 +354,19 @@ public enum WebSocketTransport {
     /// How the connection ended, from the server's close frame (nil: none came).
     @inline(never)
     private static func closeInfo(
-        _ closeFrame: WebSocketCloseFrame?, channelFactory: WebSocketClientChannel, closeRequested: NIOLockedValueBox<Bool>, url: String
+        _ closeFrame: WebSocketCloseInfo?, channelFactory: WebSocketClientChannel, closeRequested: NIOLockedValueBox<Bool>, url: String
     ) throws -> WebSocketCloseInfo? {
-        guard let closeFrame else {
+        guard let info = closeFrame else {
             if let recorded = channelFactory.protocolError.withLockedValue({ $0 }) { throw mapError(recorded, url: url) }
             if closeRequested.withLockedValue({ $0 }) { return nil }
             throw RealtimeError(
                 .connectionClosed, "the WebSocket connection ended without a close frame (abnormal closure)", closeCode: 1006)
         }
-        let info = WebSocketCloseInfo(code: UInt16(webSocketErrorCode: closeFrame.closeCode), reason: closeFrame.reason)
-        switch closeFrame.closeCode {
-        case .normalClosure, .goingAway:
+        switch info.code {
+        case 1000, 1001, 1005:
+            // 1005: a close frame without a code (RFC 6455 section 7.1.5), a normal end.
             return info
-        case .messageTooLarge:
+        case 1009:
             throw RealtimeError(.messageTooLarge, "the server closed the WebSocket: a message was too large", serverMessage: info.reason, closeCode: info.code)
         default:
             throw RealtimeError(
@@ -287,7 +380,7 @@ public enum WebSocketTransport {
     private struct OpenedChannel: @unchecked Sendable {
         // @unchecked Sendable: the extensions (swift-websocket's, not Sendable) are built for this
         // channel and only used by its handler, after the opening task is done with them.
-        let asyncChannel: NIOAsyncChannel<WebSocketFrame, WebSocketFrame>
+        let upgraded: WebSocketClientChannel.Upgraded
         let response: WebSocketUpgradeResponse
         let extensions: [any WebSocketExtension]
         let eventLoop: any EventLoop

@@ -1,0 +1,361 @@
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOWebSocket
+
+/// The frame protocol of an uncompressed WebSocket client connection, run on its event loop (RFC
+/// 6455 sections 5.4-5.6 and 7): fragments are reassembled into messages, pings answered, the
+/// closing handshake answered, and what one read produced goes to the connection's consumer in one
+/// batch (``InboundBuffer``). No task waits per connection for frames: a connection's only waiting
+/// is its consumer's, in ``WebSocketMessages``.
+///
+/// The rules a server's frames are held to, each failing the connection with a close frame of the
+/// given code and a typed error: a data frame with a reserved bit set (no extension is negotiated),
+/// or with a reserved opcode, or a continuation without a message under way, or a new message
+/// before the last one ended (1002, `protocolViolation`); a message growing past `maxMessageSize`
+/// (1009, `messageTooLarge`); a text message that is not UTF-8 when `validateUTF8` is on (1007,
+/// `invalidUTF8`). A close frame is answered with 1000, or with 1002 when its code may not be sent
+/// (RFC 6455 section 7.4) or its length is 1, and 1007 when its reason is not UTF-8. Frame-level
+/// errors (an oversized frame, a fragmented or long control frame) are swift-nio's decoder's, answered by
+/// its protocol error handler.
+///
+/// Backpressure: when the consumer's buffer is full, reads stop (this handler holds the channel's
+/// `read()`) until the consumer took what waited.
+///
+/// Connections with permessage-deflate keep swift-websocket's handler, whose extension API is
+/// asynchronous.
+final class WebSocketReadHandler: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = WebSocketFrame
+    typealias OutboundIn = WebSocketFrame
+    typealias OutboundOut = WebSocketFrame
+
+    /// How many messages wait for the consumer before reading stops.
+    static let bufferLimit = 16
+
+    let messages: InboundBuffer<RealtimeMessage>
+    private let maxMessageSize: Int
+    private let validateUTF8: Bool
+    private var context: ChannelHandlerContext?
+    private var partial: (opcode: WebSocketOpcode, data: ByteBuffer)?
+    private var batch: [RealtimeMessage] = []
+    /// The consumer's buffer is full: `read()` is held until it asks for more.
+    private var paused = false
+    private var readHeld = false
+    private(set) var closeSent = false
+    /// The server closed its side of the TCP connection.
+    private var inputClosed = false
+    /// The server's close frame, once it came (code 1005 when it carried none).
+    private(set) var closeReceived: WebSocketCloseInfo?
+    private var keys = MaskingKeySource()
+    /// Closes the channel when the closing handshake takes longer than the close timeout.
+    private var closeTimer: TimerQueue.Timer?
+    private let timers: TimerQueue
+
+    init(maxMessageSize: Int, validateUTF8: Bool, timers: TimerQueue) {
+        self.messages = InboundBuffer(limit: Self.bufferLimit)
+        self.maxMessageSize = maxMessageSize
+        self.validateUTF8 = validateUTF8
+        self.timers = timers
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+        let loopBound = NIOLoopBound(self, eventLoop: context.eventLoop)
+        let eventLoop = context.eventLoop
+        messages.setOnDemand {
+            eventLoop.execute { loopBound.value.resumeReading() }
+        }
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.context = nil
+        messages.setOnDemand(nil)
+        messages.finish()
+    }
+
+    // MARK: Inbound
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let frame = unwrapInboundIn(data)
+        // After the server's close frame nothing more is read (RFC 6455 section 5.5.1).
+        guard closeReceived == nil else { return }
+        switch frame.opcode {
+        case .ping:
+            if !closeSent { write(WebSocketFrame(fin: true, opcode: .pong, data: frame.unmaskedData), context) }
+        case .pong:
+            break
+        case .connectionClose:
+            receivedClose(frame, context)
+        case .text, .binary, .continuation:
+            receivedData(frame, context)
+        default:
+            fail(1002, RealtimeError(.protocolViolation, "the server sent a frame with the reserved opcode \(frame.opcode)", closeCode: 1002), context)
+        }
+    }
+
+    private func receivedData(_ frame: WebSocketFrame, _ context: ChannelHandlerContext) {
+        // Nobody reads any more (the consumer is done, or the connection failed): only the closing
+        // handshake matters now.
+        guard !messages.isFinished else { return }
+        guard !frame.rsv1, !frame.rsv2, !frame.rsv3 else {
+            fail(1002, RealtimeError(.protocolViolation, "the server set a reserved bit of a WebSocket frame", closeCode: 1002), context)
+            return
+        }
+        var message: (opcode: WebSocketOpcode, data: ByteBuffer)
+        switch (frame.opcode, partial) {
+        case (.text, nil), (.binary, nil):
+            message = (frame.opcode, frame.unmaskedData)
+        case (.continuation, .some(let started)):
+            partial = nil
+            message = started
+            var data = frame.unmaskedData
+            message.data.writeBuffer(&data)
+        case (.continuation, nil):
+            fail(1002, RealtimeError(.protocolViolation, "the server sent a continuation frame outside a message", closeCode: 1002), context)
+            return
+        default:
+            fail(1002, RealtimeError(.protocolViolation, "the server interleaved WebSocket message fragments", closeCode: 1002), context)
+            return
+        }
+        guard message.data.readableBytes <= maxMessageSize else {
+            fail(
+                1009, RealtimeError(.messageTooLarge, "the server sent a message of more than \(maxMessageSize) bytes (maxMessageSize)", closeCode: 1009),
+                context)
+            return
+        }
+        guard frame.fin else {
+            partial = message
+            return
+        }
+        if message.opcode == .binary {
+            batch.append(.binary(message.data))
+            return
+        }
+        guard let text = WebSocketMessages.AsyncIterator.text(message.data, validate: validateUTF8) else {
+            fail(1007, RealtimeError(.invalidUTF8, "the server sent a text message that is not valid UTF-8", closeCode: 1007), context)
+            return
+        }
+        batch.append(.text(text))
+    }
+
+    private func receivedClose(_ frame: WebSocketFrame, _ context: ChannelHandlerContext) {
+        var data = frame.unmaskedData
+        var reply: UInt16 = 1000
+        let info: WebSocketCloseInfo
+        switch data.readableBytes {
+        case 0:
+            info = WebSocketCloseInfo(code: 1005, reason: nil)
+        case 1:
+            info = WebSocketCloseInfo(code: 1002, reason: nil)
+            reply = 1002
+        default:
+            let code = data.readInteger(as: UInt16.self) ?? 1005
+            if !Self.maySend(code) { reply = 1002 }
+            var reason: String?
+            if data.readableBytes > 0 {
+                reason = WebSocketMessages.AsyncIterator.text(data, validate: true)
+                if reason == nil { reply = 1007 }
+            }
+            info = WebSocketCloseInfo(code: code, reason: reason)
+        }
+        closeReceived = info
+        if !closeSent { sendClose(code: reply, reason: nil, context) }
+        deliverBatch()
+        messages.finish()
+        // The server closes the TCP connection now (RFC 6455 section 7.1.1); the transport waits for
+        // that, within the close timeout.
+    }
+
+    /// Whether a close frame may carry `code` (RFC 6455 section 7.4): the defined codes that are
+    /// not reserved for reporting, and the ranges for libraries and applications.
+    static func maySend(_ code: UInt16) -> Bool {
+        switch code {
+        case 1000...1003, 1007...1011, 3000...4999: true
+        default: false
+        }
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        deliverBatch()
+        context.fireChannelReadComplete()
+    }
+
+    private func deliverBatch() {
+        guard !batch.isEmpty else { return }
+        let delivered = batch
+        batch = []
+        if !messages.yield(contentsOf: delivered) { paused = true }
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if case .some(.inputClosed) = event as? ChannelEvent {
+            // The server half-closed (connections allow it, for the upgrade's sake): nothing more will
+            // come. After our close frame that ends the handshake; before it, the consumer sees the
+            // end of the messages and ``finish(code:now:timeout:)`` closes.
+            inputClosed = true
+            deliverBatch()
+            messages.finish()
+            if closeSent { context.close(promise: nil) }
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        deliverBatch()
+        messages.finish()
+        cancelCloseTimer()
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        // Decoder errors are answered by swift-nio's protocol error handler (a close frame, then
+        // the channel closes); TLS and socket errors end the connection.
+        deliverBatch()
+        messages.finish(throwing: error)
+        context.close(promise: nil)
+    }
+
+    /// Fails the connection (RFC 6455 section 7.1.7): the close frame, the error to the consumer
+    /// after what came before it, and the TCP connection closed once the frame is written.
+    private func fail(_ code: UInt16, _ error: RealtimeError, _ context: ChannelHandlerContext) {
+        partial = nil
+        deliverBatch()
+        messages.finish(throwing: error)
+        guard !closeSent else {
+            context.close(promise: nil)
+            return
+        }
+        closeSent = true
+        let promise = context.eventLoop.makePromise(of: Void.self)
+        write(Self.closeFrame(code: code, reason: nil, allocator: context.channel.allocator), context, promise: promise)
+        promise.futureResult.assumeIsolated().whenComplete { _ in context.close(promise: nil) }
+    }
+
+    // MARK: Outbound
+
+    func read(context: ChannelHandlerContext) {
+        if paused {
+            readHeld = true
+        } else {
+            context.read()
+        }
+    }
+
+    private func resumeReading() {
+        paused = false
+        guard readHeld, let context else { return }
+        readHeld = false
+        context.read()
+    }
+
+    private func write(_ frame: WebSocketFrame, _ context: ChannelHandlerContext, promise: EventLoopPromise<Void>? = nil) {
+        var frame = frame
+        frame.maskKey = keys.next()
+        context.writeAndFlush(wrapOutboundOut(frame), promise: promise)
+    }
+
+    static func closeFrame(code: UInt16, reason: String?, allocator: ByteBufferAllocator) -> WebSocketFrame {
+        var buffer = allocator.buffer(capacity: 2 + (reason?.utf8.count ?? 0))
+        buffer.writeInteger(code)
+        if let reason { buffer.writeString(reason) }
+        return WebSocketFrame(fin: true, opcode: .connectionClose, data: buffer)
+    }
+
+    /// Writes our close frame unless one went out already; `promise` completes when it is written.
+    func sendClose(code: UInt16, reason: String?, _ context: ChannelHandlerContext, promise: EventLoopPromise<Void>? = nil) {
+        guard !closeSent else {
+            promise?.succeed(())
+            return
+        }
+        closeSent = true
+        write(Self.closeFrame(code: code, reason: reason, allocator: context.channel.allocator), context, promise: promise)
+    }
+
+    /// The end of a connection whose consumer is done: our close frame (`code`) unless the handshake
+    /// already had one, then the TCP connection closed at once (`now`), when the server closes it,
+    /// or after `timeout` at the latest.
+    func finish(code: UInt16, now: Bool, timeout: Duration) {
+        guard let context, context.channel.isActive else { return }
+        // The consumer is done: what waits for it is let go, and reading goes on for the server's
+        // answer even if it was held for the consumer.
+        partial = nil
+        batch = []
+        messages.finish()
+        messages.discardBuffered()
+        resumeReading()
+        sendClose(code: code, reason: nil, context)
+        // After the server's close frame (as swift-websocket's handler did) or its FIN, the TCP
+        // connection is closed at once; after ours, the server's answer and its FIN are waited for.
+        if now || closeReceived != nil || inputClosed {
+            context.close(promise: nil)
+            return
+        }
+        guard closeTimer == nil else { return }
+        let channel = context.channel
+        closeTimer = timers.schedule(after: timeout) { channel.close(promise: nil) }
+    }
+
+    private func cancelCloseTimer() {
+        guard let timer = closeTimer else { return }
+        closeTimer = nil
+        _ = timers.cancel(timer)
+    }
+}
+
+/// The transport's hold on a ``WebSocketReadHandler`` from any thread.
+struct WebSocketLoopReader: Sendable {
+    private let handler: NIOLoopBound<WebSocketReadHandler>
+    let messages: InboundBuffer<RealtimeMessage>
+    let channel: any Channel
+
+    init(_ handler: WebSocketReadHandler, channel: any Channel) {
+        self.handler = NIOLoopBound(handler, eventLoop: channel.eventLoop)
+        self.messages = handler.messages
+        self.channel = channel
+    }
+
+    /// Starts the closing handshake: returns once our close frame is written (at once if one was).
+    func close(code: UInt16, reason: String?) async throws {
+        let promise = channel.eventLoop.makePromise(of: Void.self)
+        let handler = handler
+        channel.eventLoop.execute {
+            guard let context = handler.value.contextIfActive else {
+                promise.fail(RealtimeError(.connectionClosed, "the WebSocket is closed"))
+                return
+            }
+            handler.value.sendClose(code: code, reason: reason, context, promise: promise)
+        }
+        try await promise.futureResult.get()
+    }
+
+    /// Ends the connection now, from any thread (the task running it was cancelled): our close
+    /// frame (1000) unless one went out, then the TCP connection closed.
+    func abort() {
+        let handler = handler
+        channel.eventLoop.execute { handler.value.finish(code: 1000, now: true, timeout: .zero) }
+    }
+
+    /// Ends the connection after its consumer is done (see ``WebSocketReadHandler/finish(code:now:timeout:)``)
+    /// and returns the server's close frame, if one came. Cancellation closes the TCP connection at once.
+    func finish(code: UInt16, timeout: Duration) async -> WebSocketCloseInfo? {
+        let handler = handler
+        let now = Task.isCancelled
+        channel.eventLoop.execute {
+            handler.value.finish(code: code, now: now, timeout: timeout)
+        }
+        let channel = channel
+        await withTaskCancellationHandler {
+            try? await channel.closeFuture.get()
+        } onCancel: {
+            channel.close(promise: nil)
+        }
+        return try? await channel.eventLoop.submit { handler.value.closeReceived }.get()
+    }
+}
+
+extension WebSocketReadHandler {
+    /// The context while the channel is open.
+    var contextIfActive: ChannelHandlerContext? {
+        guard let context, context.channel.isActive else { return nil }
+        return context
+    }
+}
