@@ -11,7 +11,9 @@ protocol EngineIODelegate: AnyObject, Sendable {
     /// The open packet arrived: the session can carry messages now.
     func engineIOOpened(_ handshake: EngineIOHandshake, transport: EngineIOOptions.Transport) async throws
     /// A message packet (text or binary).
-    func engineIOReceived(_ payload: EngineIOPacket.Payload) async throws
+    /// Synchronous: it runs on the reading task's path for every message, and an async call there
+    /// would keep its frames in the session's task for the connection's whole life.
+    func engineIOReceived(_ payload: EngineIOPacket.Payload) throws
     /// The session moved from polling to WebSocket.
     func engineIOUpgraded() async
     /// The server pinged (the pong is already queued).
@@ -169,7 +171,7 @@ final class EngineIOSession: Sendable {
         opened(handshake, on: .polling)
         try await delegate.engineIOOpened(handshake, transport: .polling)
         for packet in packets {
-            if let end = try await handle(packet) { return end }
+            if let end = try handle(packet) { return end }
         }
         let upgrade = options.upgrade && options.transports.contains(.websocket) && handshake.upgrades.contains("websocket")
         return try await withThrowingTaskGroup(of: ChildEnd.self) { group in
@@ -196,7 +198,7 @@ final class EngineIOSession: Sendable {
             makeRequest: { await self.parkIfPaused() ? nil : self.pollingRequest(method: .GET, handshake: handshake) },
             handleResponse: { head, body in
                 for packet in try self.decodePolling(head, body) {
-                    if let end = try await self.handle(packet) {
+                    if let end = try self.handle(packet) {
                         ended.withLockedValue { $0 = end }
                         return .stop
                     }
@@ -510,7 +512,7 @@ final class EngineIOSession: Sendable {
             case .binary(let buffer):
                 packet = EngineIOCodec.decode(binary: Data(buffer: buffer, byteTransferStrategy: .noCopy))
             }
-            if let end = try await handle(packet) {
+            if let end = try handle(packet) {
                 if end == .closedByServer { try? await connection.close(code: 1000, reason: nil) }
                 return end
             }
@@ -560,14 +562,14 @@ final class EngineIOSession: Sendable {
     // MARK: Packets and heartbeat
 
     /// Handles one inbound packet; returns how the session ends if this packet ends it.
-    private func handle(_ packet: EngineIOPacket) async throws -> EngineIOSessionEnd? {
+    private func handle(_ packet: EngineIOPacket) throws -> EngineIOSessionEnd? {
         switch packet.type {
         case .ping:
             pinged()
             outbox.push(EngineIOFrame(packets: [EngineIOPacket(.pong, packet.payload)], requeueNamespace: nil))
             try delegate.engineIOPinged()
         case .message:
-            try await delegate.engineIOReceived(packet.payload)
+            try delegate.engineIOReceived(packet.payload)
         case .close:
             return .closedByServer
         case .noop, .pong, .upgrade:

@@ -426,7 +426,7 @@ public final class SocketIOClient: Sendable {
 
     // MARK: Inbound
 
-    func handle(_ packet: SocketIOPacket, session: EngineIOSession?) async {
+    func handle(_ packet: SocketIOPacket, session: EngineIOSession?) {
         switch packet.type {
         case .connect:
             didConnect(packet, session: session)

@@ -316,7 +316,7 @@ final class SessionHandler: EngineIODelegate {
         }
     }
 
-    func engineIOReceived(_ payload: EngineIOPacket.Payload) async throws {
+    func engineIOReceived(_ payload: EngineIOPacket.Payload) throws {
         switch payload {
         case .text(let text): manager.metrics.received(messages: 0, bytes: text.utf8.count)
         case .binary(let data): manager.metrics.received(messages: 0, bytes: data.count)
@@ -341,7 +341,7 @@ final class SessionHandler: EngineIODelegate {
             manager.logger.debug("Socket.IO packet for a namespace with no socket", metadata: ["realtime.namespace": "\(packet.namespace)"])
             return
         }
-        await socket.handle(packet, session: session)
+        socket.handle(packet, session: session)
     }
 
     func engineIOUpgraded() async {
