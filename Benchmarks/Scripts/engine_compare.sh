@@ -8,7 +8,8 @@
 # Without label=binary pairs it builds EngineCompare from this tree (release) and labels it "current".
 # With pairs (e.g. before=/path/EngineCompare after=.build/release/EngineCompare) it alternates the
 # binaries run by run, so both sides see the same machine. Needs perf (linux-perf) and python3.
-# WORKLOADS (space-separated) picks a subset; sizes below are the documented ones.
+# WORKLOADS (space-separated) picks a subset; sizes below are the documented ones; IDLE_N sets the
+# connections of the WebSocket idle workloads (1,000 by default).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=$(realpath -m "$1"); shift
@@ -55,9 +56,9 @@ start_serve spreadbot; bot=$PORT
 declare -A args=(
   [sse]="http://127.0.0.1:$blaster/ 200000"
   [sse-idle]="http://127.0.0.1:$hold/ 2000"
-  [socketio-idle]="http://127.0.0.1:$sio 1000"
-  [signalr-idle]="http://127.0.0.1:$sig/hub 1000"
-  [spreadbot-idle]="http://127.0.0.1:$bot 1000"
+  [socketio-idle]="http://127.0.0.1:$sio ${IDLE_N:-1000}"
+  [signalr-idle]="http://127.0.0.1:$sig/hub ${IDLE_N:-1000}"
+  [spreadbot-idle]="http://127.0.0.1:$bot ${IDLE_N:-1000}"
   [signalr-stream]="http://127.0.0.1:$sig/hub 100000"
   [signalr-on]="http://127.0.0.1:$sig/hub 100000"
   [socketio-on]="http://127.0.0.1:$sio 200000"

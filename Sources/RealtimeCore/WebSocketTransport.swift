@@ -174,8 +174,9 @@ public struct WebSocketMessages: AsyncSequence, Sendable {
 /// message size limits, automatic ping, and close codes surfaced as errors.
 ///
 /// The handshake is ours (`WebSocketClientChannel`, on swift-nio's upgrader and frame codec and
-/// swift-nio-ssl); after the upgrade, swift-websocket's `WSCore` handler runs the frame protocol
-/// (control frames, the closing handshake, fragmentation, UTF-8 checks, extensions). See
+/// swift-nio-ssl), and so is the frame protocol after the upgrade (`WebSocketReadHandler`, on the
+/// event loop: control frames, the closing handshake, fragmentation, UTF-8 checks, backpressure);
+/// a connection with permessage-deflate runs swift-websocket's `WSCore` handler instead. See
 /// Docs/Architecture.md, "WebSocket", for why and what that costs.
 public enum WebSocketTransport {
     /// Connects, runs `body` with the connection, and closes it when `body` returns.
