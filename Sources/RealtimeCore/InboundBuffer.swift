@@ -23,6 +23,10 @@ package final class InboundBuffer<Element: Sendable>: Sendable {
         var onDemand: (@Sendable () -> Void)?
         /// A flush is scheduled on an event loop (``append(contentsOf:flushingOn:)``).
         var flushScheduled = false
+        /// Starts a consumer when elements arrive and none runs (``setConsumerStarter(_:)``).
+        var starter: (@Sendable () -> Void)?
+        /// No consumer runs: the next elements call `starter`.
+        var parked = false
     }
 
     private let state = NIOLockedValueBox(State())
@@ -35,6 +39,44 @@ package final class InboundBuffer<Element: Sendable>: Sendable {
 
     // MARK: Producer
 
+    /// Consumers on demand: instead of a consumer that waits for the next elements for as long as
+    /// the buffer lives, `start` is called (outside the lock) when elements arrive and no consumer
+    /// runs; that consumer takes with ``takeOrPark()`` until it answers nil, and then ends. So a
+    /// quiet buffer holds no waiting task. At most one consumer runs at a time.
+    package func setConsumerStarter(_ start: @escaping @Sendable () -> Void) {
+        let startNow = state.withLockedValue { state -> Bool in
+            state.starter = start
+            state.parked = state.items.isEmpty
+            return !state.parked
+        }
+        if startNow { start() }
+    }
+
+    /// For a consumer started on demand: everything buffered, or nil when nothing is (the consumer
+    /// is then parked and ends; the next elements start another) or the buffer is finished.
+    package func takeOrPark() -> [Element]? {
+        let (batch, demand) = state.withLockedValue { state -> ([Element]?, (@Sendable () -> Void)?) in
+            guard !state.items.isEmpty else {
+                state.parked = true
+                return (nil, nil)
+            }
+            let batch = state.items
+            state.items = []
+            let demand = state.producerPaused ? state.onDemand : nil
+            state.producerPaused = false
+            return (batch, demand)
+        }
+        demand?()
+        return batch
+    }
+
+    /// Unparks a parked consumer when elements wait (under the lock): the starter to call.
+    private static func unpark(_ state: inout State) -> (@Sendable () -> Void)? {
+        guard state.parked, !state.items.isEmpty, let starter = state.starter else { return nil }
+        state.parked = false
+        return starter
+    }
+
     /// Called (outside the lock, once) when the consumer took the elements after a producer was told
     /// to pause. The producer that was told to pause sets it before pausing.
     package func setOnDemand(_ onDemand: (@Sendable () -> Void)?) {
@@ -46,23 +88,26 @@ package final class InboundBuffer<Element: Sendable>: Sendable {
     @discardableResult
     package func yield(contentsOf elements: some Collection<Element>) -> Bool {
         guard !elements.isEmpty else { return !isPaused }
-        let (consumer, batch, goOn) = state.withLockedValue { state -> (CheckedContinuation<[Element]?, any Error>?, [Element], Bool) in
-            if state.finished { return (nil, [], true) }
+        let (consumer, batch, goOn, start) = state.withLockedValue {
+            state -> (CheckedContinuation<[Element]?, any Error>?, [Element], Bool, (@Sendable () -> Void)?) in
+            if state.finished { return (nil, [], true, nil) }
             if let consumer = state.consumer {
                 state.consumer = nil
                 var batch = state.items
                 state.items = []
                 batch.append(contentsOf: elements)
-                return (consumer, batch, true)
+                return (consumer, batch, true, nil)
             }
             state.items.append(contentsOf: elements)
+            let start = Self.unpark(&state)
             if state.items.count >= limit {
                 state.producerPaused = true
-                return (nil, [], false)
+                return (nil, [], false, start)
             }
-            return (nil, [], true)
+            return (nil, [], true, start)
         }
         consumer?.resume(returning: batch)
+        start?()
         return goOn
     }
 
@@ -77,7 +122,7 @@ package final class InboundBuffer<Element: Sendable>: Sendable {
             if state.finished { return (true, false) }
             state.items.append(contentsOf: elements)
             var schedule = false
-            if state.consumer != nil, !state.flushScheduled {
+            if state.consumer != nil || state.parked, !state.flushScheduled {
                 state.flushScheduled = true
                 schedule = true
             }
@@ -91,11 +136,14 @@ package final class InboundBuffer<Element: Sendable>: Sendable {
         return goOn
     }
 
-    /// Wakes a waiting consumer with what is buffered.
+    /// Wakes a waiting consumer with what is buffered (or starts one, ``setConsumerStarter(_:)``).
     package func flush() {
-        let (consumer, batch, demand) = state.withLockedValue {
+        // `then`: the producer's demand (the consumer took a paused batch), or the starter of a
+        // consumer on demand (which takes the elements itself).
+        let (consumer, batch, then) = state.withLockedValue {
             state -> (CheckedContinuation<[Element]?, any Error>?, [Element], (@Sendable () -> Void)?) in
             state.flushScheduled = false
+            if let start = Self.unpark(&state) { return (nil, [], start) }
             guard let consumer = state.consumer, !state.items.isEmpty else { return (nil, [], nil) }
             state.consumer = nil
             let batch = state.items
@@ -104,7 +152,7 @@ package final class InboundBuffer<Element: Sendable>: Sendable {
             state.producerPaused = false
             return (consumer, batch, demand)
         }
-        demand?()
+        then?()
         consumer?.resume(returning: batch)
     }
 

@@ -43,7 +43,8 @@ public final class HubConnection: Service, Sendable {
         var reconnected: [@Sendable () async -> Void] = []
         var closed: [@Sendable ((any Error)?) async -> Void] = []
         var connectionId: String?
-        var lifecycleTask: Task<Void, Never>?
+        /// The dispatcher's consumer starter is set (``startDispatcher()``).
+        var dispatcherStarted = false
         var dispatcher: InboundBuffer<Dispatched>?
         var lastError: RealtimeError?
         /// Stateful reconnect's replay buffer, when the server agreed to it (WebSockets only).
@@ -206,7 +207,7 @@ public final class HubConnection: Service, Sendable {
                     let (next, dispatcher) = state.withLockedValue { shared in
                         defer {
                             shared.dispatcher = nil
-                            shared.lifecycleTask = nil
+                            shared.dispatcherStarted = false
                         }
                         shared.endsBeingHandled += 1
                         return (shared.machine.connectFailed(failure, now: timers.now), shared.dispatcher)
@@ -475,27 +476,32 @@ public final class HubConnection: Service, Sendable {
         state.withLockedValue { $0.handlers[method.lowercased(), default: []].append(handler) }
     }
 
-    /// One task runs the handlers, in the order the invocations arrived, a batch per wake-up.
+    /// The handlers run in one task at a time, in the order the invocations arrived, a batch per
+    /// wake-up; the task runs while invocations wait and ends when none does (a quiet connection
+    /// keeps no task waiting for them).
     private func startDispatcher() {
         let dispatcher = state.withLockedValue { shared -> InboundBuffer<Dispatched>? in
-            guard shared.lifecycleTask == nil else { return nil }
+            guard !shared.dispatcherStarted else { return nil }
+            shared.dispatcherStarted = true
             return shared.dispatcher
         }
         guard let dispatcher else { return }
-        // Unstructured: start() (the official client's shape) may be called without run(); it
-        // lives from start() until the connection closes for good, in a task of its own.
-        let task = ownTask { [weak self] in
-            while let batch = try? await dispatcher.nextBatch() {
-                guard let self else { return }
-                for item in batch {
-                    switch item {
-                    case .invocation(let invocation): await self.runHandlers(invocation)
-                    case .reconnected: await self.runReconnectedHandlers()
+        // Unstructured: start() (the official client's shape) may be called without run(), and
+        // invocations arrive from the connection's event loop; each task drains what waits and ends.
+        dispatcher.setConsumerStarter { [weak self] in
+            guard self != nil else { return }
+            _ = ownTask { [weak self] in
+                while let batch = dispatcher.takeOrPark() {
+                    guard let self else { return }
+                    for item in batch {
+                        switch item {
+                        case .invocation(let invocation): await self.runHandlers(invocation)
+                        case .reconnected: await self.runReconnectedHandlers()
+                        }
                     }
                 }
             }
         }
-        state.withLockedValue { $0.lifecycleTask = task }
     }
 
     private func runReconnectedHandlers() async {
@@ -566,7 +572,7 @@ public final class HubConnection: Service, Sendable {
                 let (handlers, dispatcher) = state.withLockedValue { shared in
                     defer {
                         shared.dispatcher = nil
-                        shared.lifecycleTask = nil
+                        shared.dispatcherStarted = false
                         shared.lastError = error
                     }
                     return (shared.closed, shared.dispatcher)

@@ -93,3 +93,67 @@ import Testing
 }
 
 struct TestError: Error {}
+
+/// Consumers on demand (`setConsumerStarter`): a quiet buffer holds no waiting consumer; elements
+/// start one, which takes until nothing waits and ends; never two at once; order kept.
+@Suite struct InboundBufferOnDemandTests {
+    @Test func elementsStartAConsumerThatEndsWhenNothingWaits() async throws {
+        let buffer = InboundBuffer<Int>(limit: 100)
+        let starts = NIOLockedValueBox(0)
+        let taken = NIOLockedValueBox<[Int]>([])
+        buffer.setConsumerStarter {
+            starts.withLockedValue { $0 += 1 }
+            while let batch = buffer.takeOrPark() { taken.withLockedValue { $0 += batch } }
+        }
+        #expect(starts.withLockedValue { $0 } == 0, "nothing waits: no consumer")
+        buffer.yield(contentsOf: [1, 2])
+        #expect(starts.withLockedValue { $0 } == 1)
+        #expect(taken.withLockedValue { $0 } == [1, 2])
+        buffer.yield(3)
+        #expect(starts.withLockedValue { $0 } == 2, "the first consumer ended: the next element starts another")
+        #expect(taken.withLockedValue { $0 } == [1, 2, 3])
+    }
+
+    @Test func aRunningConsumerTakesWhatArrivesMeanwhileAndNoSecondOneStarts() async throws {
+        let buffer = InboundBuffer<Int>(limit: 100)
+        let starts = NIOLockedValueBox(0)
+        let taken = NIOLockedValueBox<[Int]>([])
+        let (started, startedContinuation) = AsyncStream<Void>.makeStream()
+        let (proceed, proceedContinuation) = AsyncStream<Void>.makeStream()
+        let consumers = NIOLockedValueBox<[Task<Void, Never>]>([])
+        buffer.setConsumerStarter {
+            starts.withLockedValue { $0 += 1 }
+            let task = Task {
+                startedContinuation.yield()
+                for await _ in proceed { break }
+                while let batch = buffer.takeOrPark() { taken.withLockedValue { $0 += batch } }
+            }
+            consumers.withLockedValue { $0.append(task) }
+        }
+        buffer.yield(1)
+        for await _ in started { break }
+        // The consumer runs (it has not taken yet): these wait for it, no second consumer starts.
+        buffer.yield(2)
+        buffer.yield(contentsOf: [3, 4])
+        #expect(starts.withLockedValue { $0 } == 1)
+        proceedContinuation.yield()
+        for task in consumers.withLockedValue({ $0 }) { await task.value }
+        #expect(taken.withLockedValue { $0 } == [1, 2, 3, 4])
+        #expect(starts.withLockedValue { $0 } == 1)
+    }
+
+    @Test func aFullBufferPausesTheProducerUntilTheConsumerTakes() async throws {
+        let buffer = InboundBuffer<Int>(limit: 2)
+        let demanded = NIOLockedValueBox(0)
+        buffer.setOnDemand { demanded.withLockedValue { $0 += 1 } }
+        let pending = NIOLockedValueBox(false)
+        // A starter that does not take at once: the elements pile up.
+        buffer.setConsumerStarter { pending.withLockedValue { $0 = true } }
+        #expect(buffer.yield(1))
+        #expect(!buffer.yield(2), "the limit is reached: the producer pauses")
+        #expect(pending.withLockedValue { $0 })
+        #expect(buffer.takeOrPark() == [1, 2])
+        #expect(demanded.withLockedValue { $0 } == 1, "taking the paused batch asks the producer for more")
+        #expect(buffer.takeOrPark() == nil)
+    }
+}
