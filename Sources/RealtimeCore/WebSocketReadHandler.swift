@@ -207,11 +207,16 @@ final class WebSocketReadHandler: ChannelDuplexHandler, RemovableChannelHandler 
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        // Decoder errors are answered by swift-nio's protocol error handler (a close frame, then
-        // the channel closes); TLS and socket errors end the connection.
         deliverBatch()
         messages.finish(throwing: error)
-        context.close(promise: nil)
+        // Decoder errors are answered by swift-nio's protocol error handler, which closes the
+        // channel once its close frame is written (closing now could drop that frame); TLS and
+        // socket errors end the connection here.
+        if error is NIOWebSocketError {
+            closeSent = true
+        } else {
+            context.close(promise: nil)
+        }
     }
 
     /// Fails the connection (RFC 6455 section 7.1.7): the close frame, the error to the consumer

@@ -64,6 +64,10 @@ import Testing
              received: [], error: .invalidUTF8, closeCode: 1007, clientClose: 1007),
         Case(name: "a message growing past maxMessageSize fails with 1009", frames: text("12345", fin: false) + text("67890", opcode: 0),
              maxMessageSize: 8, received: [], error: .messageTooLarge, closeCode: 1009, clientClose: 1009),
+        Case(name: "a frame larger than the limit is refused before it is read, with 1009", frames: [0x82, 126, 0x00, 200] + [UInt8](repeating: 0, count: 200),
+             maxMessageSize: 8, received: [], error: .messageTooLarge, closeCode: 1009, clientClose: 1009),
+        Case(name: "a control frame longer than 125 bytes fails with 1002", frames: text("ok") + [0x89, 126, 0x00, 126] + [UInt8](repeating: 0, count: 126),
+             received: ["ok"], error: .protocolViolation, closeCode: 1002, clientClose: 1002),
     ]
 
     @Test(arguments: cases)
