@@ -32,10 +32,8 @@ final class WebSocketReadHandler: ChannelDuplexHandler, RemovableChannelHandler 
     static let bufferLimit = 16
 
     let messages: InboundBuffer<RealtimeMessage>
-    private let maxMessageSize: Int
-    private let validateUTF8: Bool
+    private var assembler: MessageAssembler
     private var context: ChannelHandlerContext?
-    private var partial: (opcode: WebSocketOpcode, data: ByteBuffer)?
     private var batch: [RealtimeMessage] = []
     /// The consumer's buffer is full: `read()` is held until it asks for more.
     private var paused = false
@@ -52,8 +50,7 @@ final class WebSocketReadHandler: ChannelDuplexHandler, RemovableChannelHandler 
 
     init(maxMessageSize: Int, validateUTF8: Bool, timers: TimerQueue) {
         self.messages = InboundBuffer(limit: Self.bufferLimit)
-        self.maxMessageSize = maxMessageSize
-        self.validateUTF8 = validateUTF8
+        self.assembler = MessageAssembler(maxMessageSize: maxMessageSize, validateUTF8: validateUTF8)
         self.timers = timers
     }
 
@@ -100,41 +97,11 @@ final class WebSocketReadHandler: ChannelDuplexHandler, RemovableChannelHandler 
             fail(1002, RealtimeError(.protocolViolation, "the server set a reserved bit of a WebSocket frame", closeCode: 1002), context)
             return
         }
-        var message: (opcode: WebSocketOpcode, data: ByteBuffer)
-        switch (frame.opcode, partial) {
-        case (.text, nil), (.binary, nil):
-            message = (frame.opcode, frame.unmaskedData)
-        case (.continuation, .some(let started)):
-            partial = nil
-            message = started
-            var data = frame.unmaskedData
-            message.data.writeBuffer(&data)
-        case (.continuation, nil):
-            fail(1002, RealtimeError(.protocolViolation, "the server sent a continuation frame outside a message", closeCode: 1002), context)
-            return
-        default:
-            fail(1002, RealtimeError(.protocolViolation, "the server interleaved WebSocket message fragments", closeCode: 1002), context)
-            return
+        switch assembler.add(opcode: frame.opcode, fin: frame.fin, data: frame.unmaskedData) {
+        case .partial: break
+        case .message(let message): batch.append(message)
+        case .failure(let error): fail(error.closeCode ?? 1002, error, context)
         }
-        guard message.data.readableBytes <= maxMessageSize else {
-            fail(
-                1009, RealtimeError(.messageTooLarge, "the server sent a message of more than \(maxMessageSize) bytes (maxMessageSize)", closeCode: 1009),
-                context)
-            return
-        }
-        guard frame.fin else {
-            partial = message
-            return
-        }
-        if message.opcode == .binary {
-            batch.append(.binary(message.data))
-            return
-        }
-        guard let text = WebSocketMessages.AsyncIterator.text(message.data, validate: validateUTF8) else {
-            fail(1007, RealtimeError(.invalidUTF8, "the server sent a text message that is not valid UTF-8", closeCode: 1007), context)
-            return
-        }
-        batch.append(.text(text))
     }
 
     private func receivedClose(_ frame: WebSocketFrame, _ context: ChannelHandlerContext) {
@@ -222,7 +189,7 @@ final class WebSocketReadHandler: ChannelDuplexHandler, RemovableChannelHandler 
     /// Fails the connection (RFC 6455 section 7.1.7): the close frame, the error to the consumer
     /// after what came before it, and the TCP connection closed once the frame is written.
     private func fail(_ code: UInt16, _ error: RealtimeError, _ context: ChannelHandlerContext) {
-        partial = nil
+        assembler.reset()
         deliverBatch()
         messages.finish(throwing: error)
         guard !closeSent else {
@@ -282,7 +249,7 @@ final class WebSocketReadHandler: ChannelDuplexHandler, RemovableChannelHandler 
         guard let context, context.channel.isActive else { return }
         // The consumer is done: what waits for it is let go, and reading goes on for the server's
         // answer even if it was held for the consumer.
-        partial = nil
+        assembler.reset()
         batch = []
         messages.finish()
         messages.discardBuffered()
@@ -362,5 +329,60 @@ extension WebSocketReadHandler {
     var contextIfActive: ChannelHandlerContext? {
         guard let context, context.channel.isActive else { return nil }
         return context
+    }
+}
+
+/// Reassembles messages from data frames (RFC 6455 section 5.4), with the size limit checked as each
+/// frame arrives and text checked for UTF-8 when the message is whole. Used by both frame paths:
+/// ``WebSocketReadHandler`` and, for compressed connections, ``WebSocketMessages``.
+struct MessageAssembler {
+    enum Step {
+        /// A fragment: the message is not whole yet.
+        case partial
+        case message(RealtimeMessage)
+        /// The connection must fail with the error's close code.
+        case failure(RealtimeError)
+    }
+
+    let maxMessageSize: Int
+    let validateUTF8: Bool
+    private var partial: (opcode: WebSocketOpcode, data: ByteBuffer)?
+
+    init(maxMessageSize: Int, validateUTF8: Bool) {
+        self.maxMessageSize = maxMessageSize
+        self.validateUTF8 = validateUTF8
+    }
+
+    /// Drops a message under way.
+    mutating func reset() { partial = nil }
+
+    mutating func add(opcode: WebSocketOpcode, fin: Bool, data: ByteBuffer) -> Step {
+        var message: (opcode: WebSocketOpcode, data: ByteBuffer)
+        switch (opcode, partial) {
+        case (.text, nil), (.binary, nil):
+            message = (opcode, data)
+        case (.continuation, .some(let started)):
+            partial = nil
+            message = started
+            message.data.writeImmutableBuffer(data)
+        case (.continuation, nil):
+            return .failure(RealtimeError(.protocolViolation, "the server sent a continuation frame outside a message", closeCode: 1002))
+        default:
+            partial = nil
+            return .failure(RealtimeError(.protocolViolation, "the server interleaved WebSocket message fragments", closeCode: 1002))
+        }
+        guard message.data.readableBytes <= maxMessageSize else {
+            return .failure(
+                RealtimeError(.messageTooLarge, "the server sent a message of more than \(maxMessageSize) bytes (maxMessageSize)", closeCode: 1009))
+        }
+        guard fin else {
+            partial = message
+            return .partial
+        }
+        if message.opcode == .binary { return .message(.binary(message.data)) }
+        guard let text = WebSocketMessages.AsyncIterator.text(message.data, validate: validateUTF8) else {
+            return .failure(RealtimeError(.invalidUTF8, "the server sent a text message that is not valid UTF-8", closeCode: 1007))
+        }
+        return .message(.text(text))
     }
 }

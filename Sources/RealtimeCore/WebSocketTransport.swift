@@ -113,12 +113,10 @@ public struct WebSocketMessages: AsyncSequence, Sendable {
     struct FrameReader {
         var base: WebSocketInboundStream.AsyncIterator
         let outbound: WebSocketOutboundWriter
-        let maxMessageSize: Int
-        let validateUTF8: Bool
+        var assembler: MessageAssembler
         let url: String
 
         mutating func next() async throws -> RealtimeMessage? {
-            var message: (opcode: WebSocketDataFrame.Opcode, data: ByteBuffer)?
             while true {
                 let frame: WebSocketDataFrame?
                 do {
@@ -129,30 +127,20 @@ public struct WebSocketMessages: AsyncSequence, Sendable {
                 guard let frame else {
                     return nil
                 }
-                switch (frame.opcode, message) {
-                case (.text, nil), (.binary, nil):
-                    message = (frame.opcode, frame.data)
-                case (.continuation, .some(var partial)):
-                    message = nil
-                    partial.data.writeImmutableBuffer(frame.data)
-                    message = partial
-                default:
-                    try? await outbound.close(.protocolError, reason: nil)
-                    throw RealtimeError(.protocolViolation, "the server interleaved WebSocket message fragments", closeCode: 1002)
+                let opcode: WebSocketOpcode = switch frame.opcode {
+                case .text: .text
+                case .binary: .binary
+                case .continuation: .continuation
                 }
-                guard let current = message else { continue }
-                if current.data.readableBytes > maxMessageSize {
-                    try? await outbound.close(.messageTooLarge, reason: nil)
-                    throw RealtimeError(
-                        .messageTooLarge, "the server sent a message of more than \(maxMessageSize) bytes (maxMessageSize)", closeCode: 1009)
+                switch assembler.add(opcode: opcode, fin: frame.fin, data: frame.data) {
+                case .partial:
+                    continue
+                case .message(let message):
+                    return message
+                case .failure(let error):
+                    try? await outbound.close(WebSocketErrorCode(codeNumber: Int(error.closeCode ?? 1002)), reason: nil)
+                    throw error
                 }
-                guard frame.fin else { continue }
-                if current.opcode == .binary { return .binary(current.data) }
-                guard let text = AsyncIterator.text(current.data, validate: validateUTF8) else {
-                    try? await outbound.close(.dataInconsistentWithMessage, reason: nil)
-                    throw RealtimeError(.invalidUTF8, "the server sent a text message that is not valid UTF-8", closeCode: 1007)
-                }
-                return .text(text)
             }
         }
     }
@@ -164,7 +152,8 @@ public struct WebSocketMessages: AsyncSequence, Sendable {
             return AsyncIterator(loop: InboundBuffer.Iterator(buffer), frames: nil, url: url)
         case .frames(let base, let outbound, let maxMessageSize, let validateUTF8):
             let reader = FrameReader(
-                base: base.makeAsyncIterator(), outbound: outbound, maxMessageSize: maxMessageSize, validateUTF8: validateUTF8, url: url)
+                base: base.makeAsyncIterator(), outbound: outbound,
+                assembler: MessageAssembler(maxMessageSize: maxMessageSize, validateUTF8: validateUTF8), url: url)
             return AsyncIterator(loop: nil, frames: reader, url: url)
         }
     }
