@@ -160,39 +160,67 @@ public final class ReconnectDriver<Outbound: Sendable>: Sendable {
         onFailure: (@Sendable (RealtimeError, _ willRetry: Bool) async -> Void)? = nil
     ) async -> RealtimeError? {
         // The task's frame here lives as long as the client: it keeps only the pending actions and
-        // the step at hand; the bookkeeping is in synchronous functions.
+        // the step at hand. The bookkeeping is in synchronous functions, and each wait in an async
+        // function of its own: an async frame keeps room for the locals of every await it holds
+        // (the failure being reported, the session's end), and only the session's wait lasts.
         var pending = startRun()
         while true {
             switch nextStep(&pending) {
             case .finished(let error):
                 return error
             case .report(let error, let willRetry):
-                await onFailure?(error, willRetry)
+                if let onFailure { await report(error, willRetry: willRetry, to: onFailure) }
             case .connect(let attempt):
-                let end: SessionEnd?
-                do {
-                    end = try await session(SessionContext(driver: self, attempt: attempt))
-                } catch is CancellationError {
-                    end = nil
-                } catch {
-                    end = .dropped(RealtimeError.wrap(error))
-                }
-                pending += sessionEnded(end)
+                pending += await runSession(session, attempt: attempt)
             case .waitForNetwork:
-                do {
-                    try await policy.reachability.waitUntilReachable()
-                    pending += box.withLockedValue { $0.machine.networkReachable() }
-                } catch {
-                    pending = stopNow()
-                }
+                await waitForNetwork(&pending)
             case .waitForRetry(let delay):
-                do {
-                    try await runtime.timers.wait(for: delay)
-                    pending += box.withLockedValue { $0.machine.retryDue() }
-                } catch {
-                    pending = stopNow()
-                }
+                await waitForRetry(delay, &pending)
             }
+        }
+    }
+
+    /// One session, start to end: the machine's next actions.
+    @inline(never)
+    private func runSession(
+        _ session: @Sendable (SessionContext) async throws -> SessionEnd, attempt: Int
+    ) async -> [ReconnectMachine.Action] {
+        do {
+            return sessionEnded(try await session(SessionContext(driver: self, attempt: attempt)))
+        } catch {
+            return sessionFailed(error)
+        }
+    }
+
+    @inline(never)
+    private func report(
+        _ error: RealtimeError, willRetry: Bool, to onFailure: @Sendable (RealtimeError, _ willRetry: Bool) async -> Void
+    ) async {
+        await onFailure(error, willRetry)
+    }
+
+    @inline(never)
+    private func sessionFailed(_ error: any Error) -> [ReconnectMachine.Action] {
+        sessionEnded(error is CancellationError ? nil : .dropped(RealtimeError.wrap(error)))
+    }
+
+    @inline(never)
+    private func waitForNetwork(_ pending: inout [ReconnectMachine.Action]) async {
+        do {
+            try await policy.reachability.waitUntilReachable()
+            pending += box.withLockedValue { $0.machine.networkReachable() }
+        } catch {
+            pending = stopNow()
+        }
+    }
+
+    @inline(never)
+    private func waitForRetry(_ delay: Duration, _ pending: inout [ReconnectMachine.Action]) async {
+        do {
+            try await runtime.timers.wait(for: delay)
+            pending += box.withLockedValue { $0.machine.retryDue() }
+        } catch {
+            pending = stopNow()
         }
     }
 
