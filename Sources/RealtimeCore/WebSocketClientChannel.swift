@@ -16,7 +16,11 @@ import WSCore
 /// no SNI for IP literals, pinning inside the handshake (``TLSPinGate``), cookies, a readable
 /// upgrade response, a typed error with the status and a body excerpt for a refused upgrade, and
 /// every failure path closes the channel it opened.
-struct WebSocketClientChannel {
+///
+/// A class: the connection's task keeps it across the connection's life, and a reference costs
+/// that task's frames 8 bytes where the value (the configuration, the target, the TLS context)
+/// cost hundreds.
+final class WebSocketClientChannel: Sendable {
     enum Outcome: Sendable {
         case upgraded(Upgraded, WebSocketUpgradeResponse, [any WebSocketExtension])
         case refused(EventLoopFuture<RefusedUpgradeCollector.Response>)
@@ -195,7 +199,9 @@ struct WebSocketClientChannel {
             upgradePipelineHandler: { channel, head in
                 channel.eventLoop.makeCompletedFuture {
                     cookies?.record(head.headers, from: requestURL)
-                    let response = WebSocketUpgradeResponse(status: head.status, headers: head.headers)
+                    // The connection keeps the response for its whole life: a copy the size of its
+                    // headers, not the decoder's array (room for 16 headers, about 570 bytes).
+                    let response = WebSocketUpgradeResponse(status: head.status, headers: HTTPHeaders(head.headers.map { ($0.name, $0.value) }))
                     if let chosen = response.subprotocol, !offeredProtocols.contains(chosen) {
                         throw RealtimeError(.protocolViolation, "the server chose the subprotocol \(chosen), which was not offered")
                     }

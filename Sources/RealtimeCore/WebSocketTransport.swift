@@ -182,19 +182,54 @@ public enum WebSocketTransport {
         runtime: RealtimeRuntime = .shared,
         _ body: @escaping @Sendable (WebSocketConnection) async throws -> Void
     ) async throws -> WebSocketCloseInfo? {
+        try await connect(to: url, runtime: runtime, channelFactory: { try makeChannelFactory(url: url, configuration: configuration, runtime: runtime) }, body)
+    }
+
+    /// ``connect(to:configuration:runtime:_:)`` with the configuration made by `makeConfiguration`
+    /// inside the call: for a client whose connection task keeps the caller's frame for the
+    /// connection's whole life, a configuration made by the caller would stay there (hundreds of
+    /// bytes per idle connection).
+    @discardableResult
+    package static func connect(
+        to url: String,
+        runtime: RealtimeRuntime,
+        configuration makeConfiguration: () -> WebSocketConfiguration,
+        _ body: @escaping @Sendable (WebSocketConnection) async throws -> Void
+    ) async throws -> WebSocketCloseInfo? {
+        try await connect(to: url, runtime: runtime, channelFactory: { try makeChannelFactory(url: url, makeConfiguration: makeConfiguration, runtime: runtime) }, body)
+    }
+
+    /// Both `connect` calls, inlined into each: one frame per connection, whichever is called.
+    @inline(__always)
+    private static func connect(
+        to url: String,
+        runtime: RealtimeRuntime,
+        channelFactory makeChannelFactory: () throws -> WebSocketClientChannel,
+        _ body: @escaping @Sendable (WebSocketConnection) async throws -> Void
+    ) async throws -> WebSocketCloseInfo? {
         // This frame lives as long as the connection: it keeps references only. Opening runs in a
         // function of its own (its frame is gone once the connection is open), and what a close
         // means is worked out in synchronous functions.
-        let channelFactory = try makeChannelFactory(url: url, configuration: configuration, runtime: runtime)
+        let channelFactory = try makeChannelFactory()
         let closeRequested = NIOLockedValueBox(false)
         let closeFrame: WebSocketCloseInfo?
         do {
-            let opened = try await open(channelFactory, url: url, configuration: configuration, runtime: runtime)
-            closeFrame = try await run(opened, channelFactory: channelFactory, url: url, configuration: configuration, runtime: runtime, closeRequested: closeRequested, body)
+            // `open` and `run` read the configuration from the channel factory: passed here, a copy
+            // of it would stay in this frame.
+            let opened = try await open(channelFactory, url: url, runtime: runtime)
+            closeFrame = try await run(opened, channelFactory: channelFactory, url: url, runtime: runtime, closeRequested: closeRequested, body)
         } catch {
             throw failure(error, channelFactory: channelFactory, url: url)
         }
         return try closeInfo(closeFrame, channelFactory: channelFactory, closeRequested: closeRequested, url: url)
+    }
+
+    /// Synchronous: the configuration is made on the thread's stack, not in an async frame.
+    @inline(never)
+    private static func makeChannelFactory(
+        url: String, makeConfiguration: () -> WebSocketConfiguration, runtime: RealtimeRuntime
+    ) throws -> WebSocketClientChannel {
+        try makeChannelFactory(url: url, configuration: makeConfiguration(), runtime: runtime)
     }
 
     @inline(never)
@@ -202,7 +237,6 @@ public enum WebSocketTransport {
         url: String, configuration: WebSocketConfiguration, runtime: RealtimeRuntime
     ) throws -> WebSocketClientChannel {
         var configuration = configuration
-        // The upgrade request carries the active span's propagation headers, like every HTTP request.
         runtime.injectTraceContext(nil, into: &configuration.headers)
         return try WebSocketClientChannel(url: url, configuration: configuration, timers: runtime.timers)
     }
@@ -210,17 +244,19 @@ public enum WebSocketTransport {
     /// TCP, TLS and the upgrade, under the connect deadline, in a task of its own that is abandoned
     /// when the deadline passes; the open connection then runs in the caller's task, so a
     /// connection costs no second task.
+    @inline(never)
     private static func open(
-        _ channelFactory: WebSocketClientChannel, url: String, configuration: WebSocketConfiguration, runtime: RealtimeRuntime
+        _ channelFactory: WebSocketClientChannel, url: String, runtime: RealtimeRuntime
     ) async throws -> OpenedChannel {
+        let connectTimeout = channelFactory.configuration.connectTimeout
         let eventLoop = runtime.eventLoopGroup.next()
         let phase = NIOLockedValueBox(ConnectPhase.connecting)
         let opened = try await Deadline.run(
-            within: configuration.connectTimeout,
+            within: connectTimeout,
             runtime: runtime,
             isPastDeadlinePhase: { phase.withLockedValue { $0 == .open } },
             abandon: { phase.withLockedValue { $0 = .abandoned } },
-            timeoutError: RealtimeError.timeout("the WebSocket connection to \(Redaction.url(url)) was not open within \(configuration.connectTimeout)")
+            timeoutError: RealtimeError.timeout("the WebSocket connection to \(Redaction.url(url)) was not open within \(connectTimeout)")
         ) { () -> OpenedChannel? in
             let (upgraded, response, extensions) = try await channelFactory.open(on: eventLoop)
             let abandoned = phase.withLockedValue { phase -> Bool in
@@ -243,7 +279,7 @@ public enum WebSocketTransport {
     /// too, for the connection's whole life).
     @inline(never)
     private static func run(
-        _ opened: OpenedChannel, channelFactory: WebSocketClientChannel, url: String, configuration: WebSocketConfiguration,
+        _ opened: OpenedChannel, channelFactory: WebSocketClientChannel, url: String,
         runtime: RealtimeRuntime, closeRequested: NIOLockedValueBox<Bool>,
         _ body: @escaping @Sendable (WebSocketConnection) async throws -> Void
     ) async throws -> WebSocketCloseInfo? {
@@ -266,12 +302,12 @@ public enum WebSocketTransport {
                 }
             }
             // As swift-websocket's handler did: 1000 when the body returned, 1011 when it threw.
-            let closed = await reader.finish(code: failure == nil ? 1000 : 1011, timeout: configuration.closeTimeout)
+            let closed = await reader.finish(code: failure == nil ? 1000 : 1011, timeout: channelFactory.configuration.closeTimeout)
             if let failure { throw failure }
             return closed
         case .frames(let asyncChannel):
             let closeFrame = try await runFrames(
-                asyncChannel, opened: opened, channelFactory: channelFactory, url: url, configuration: configuration, runtime: runtime,
+                asyncChannel, opened: opened, channelFactory: channelFactory, url: url, runtime: runtime,
                 closeRequested: closeRequested, body)
             return closeFrame.map { WebSocketCloseInfo(code: UInt16(webSocketErrorCode: $0.closeCode), reason: $0.reason) }
         }
@@ -298,11 +334,11 @@ public enum WebSocketTransport {
     @inline(never)
     private static func runFrames(
         _ asyncChannel: NIOAsyncChannel<WebSocketFrame, WebSocketFrame>, opened: OpenedChannel, channelFactory: WebSocketClientChannel,
-        url: String, configuration: WebSocketConfiguration, runtime: RealtimeRuntime, closeRequested: NIOLockedValueBox<Bool>,
+        url: String, runtime: RealtimeRuntime, closeRequested: NIOLockedValueBox<Bool>,
         _ body: @escaping @Sendable (WebSocketConnection) async throws -> Void
     ) async throws -> WebSocketCloseFrame? {
-        let (maxMessageSize, validateUTF8) = (configuration.maxMessageSize, configuration.validateUTF8)
-        let (handlerConfiguration, context) = handlerSetup(opened, configuration: configuration, runtime: runtime)
+        let (maxMessageSize, validateUTF8) = (channelFactory.configuration.maxMessageSize, channelFactory.configuration.validateUTF8)
+        let (handlerConfiguration, context) = handlerSetup(opened, channelFactory: channelFactory, runtime: runtime)
         return try await withEventLoopPreference(opened.eventLoop) {
             try await WebSocketHandler.handle(
                 type: .client, configuration: handlerConfiguration, asyncChannel: asyncChannel, context: context
@@ -323,8 +359,9 @@ public enum WebSocketTransport {
     /// runtime's timer queue), not a task per connection.
     @inline(never)
     private static func handlerSetup(
-        _ opened: OpenedChannel, configuration: WebSocketConfiguration, runtime: RealtimeRuntime
+        _ opened: OpenedChannel, channelFactory: WebSocketClientChannel, runtime: RealtimeRuntime
     ) -> (WebSocketHandler.Configuration, TransportContext) {
+        let configuration = channelFactory.configuration
         let handlerConfiguration = WebSocketHandler.Configuration(
             extensions: opened.extensions, autoPing: AutoPingSetup.disabled, closeTimeout: configuration.closeTimeout,
             validateUTF8: configuration.validateUTF8, maxFrameSize: configuration.maxMessageSize)

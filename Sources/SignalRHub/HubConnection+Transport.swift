@@ -259,7 +259,7 @@ extension HubConnection {
         }
         logger.debug("opening the WebSocket", metadata: ["realtime.transport": "WebSockets", "realtime.url": "\(Redaction.url(wsURL))"])
         try await runSession(generation: generation, run: run, ready: ready, resume: resume) { [wsURL, resuming, configuration] in
-            try await WebSocketTransport.connect(to: wsURL, configuration: configuration, runtime: self.options.runtime) { ws in
+            try await WebSocketTransport.connect(to: wsURL, runtime: self.options.runtime, configuration: { configuration }) { ws in
                 // This closure's frame lives as long as the connection: the setup and the reading
                 // are functions of their own.
                 var pipeline = try await self.startWebSocketSession(
