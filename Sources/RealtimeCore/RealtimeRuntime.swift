@@ -11,33 +11,98 @@ package import NIOHTTP1
 /// Clients of different protocols in one process should share one runtime, so they share event
 /// loops and connection pools. ``shared`` is the process-wide default.
 public struct RealtimeRuntime: Sendable {
+    /// The values, behind one reference: clients, sessions and drivers each keep a copy of their
+    /// runtime, and so do the async frames of a connection's task (for the connection's life), so
+    /// a copy costs 8 bytes instead of about 300. A setter copies the storage when it is shared.
+    private final class Storage: Sendable {
+        let eventLoopGroup: any EventLoopGroup
+        let httpClient: HTTPClient?
+        let http: HTTPConnectionOptions
+        let logger: Logger
+        let clock: any Clock<Duration>
+        let timers: TimerQueue
+        let metricsFactory: (any MetricsFactory)?
+        let tracer: (any Tracer)?
+        let httpClients: HTTPClientCache
+
+        init(
+            eventLoopGroup: any EventLoopGroup, httpClient: HTTPClient?, http: HTTPConnectionOptions, logger: Logger,
+            clock: any Clock<Duration>, timers: TimerQueue, metricsFactory: (any MetricsFactory)?, tracer: (any Tracer)?,
+            httpClients: HTTPClientCache
+        ) {
+            self.eventLoopGroup = eventLoopGroup
+            self.httpClient = httpClient
+            self.http = http
+            self.logger = logger
+            self.clock = clock
+            self.timers = timers
+            self.metricsFactory = metricsFactory
+            self.tracer = tracer
+            self.httpClients = httpClients
+        }
+
+        /// A copy with some values replaced.
+        func with(
+            eventLoopGroup: (any EventLoopGroup)? = nil, httpClient: HTTPClient?? = nil, http: HTTPConnectionOptions? = nil,
+            logger: Logger? = nil, clock: (any Clock<Duration>)? = nil, metricsFactory: (any MetricsFactory)?? = nil,
+            tracer: (any Tracer)?? = nil
+        ) -> Storage {
+            Storage(
+                eventLoopGroup: eventLoopGroup ?? self.eventLoopGroup, httpClient: httpClient ?? self.httpClient, http: http ?? self.http,
+                logger: logger ?? self.logger, clock: clock ?? self.clock, timers: clock.map { TimerQueue(clock: $0) } ?? timers,
+                metricsFactory: metricsFactory ?? self.metricsFactory, tracer: tracer ?? self.tracer, httpClients: httpClients)
+        }
+    }
+
+    private var storage: Storage
+
     /// The event loops every connection runs on.
-    public var eventLoopGroup: any EventLoopGroup
+    public var eventLoopGroup: any EventLoopGroup {
+        get { storage.eventLoopGroup }
+        set { storage = storage.with(eventLoopGroup: newValue) }
+    }
     /// An HTTP client of yours for the SSE, long-polling and POST transports, or nil (the default)
     /// for the runtime's own clients (see ``HTTPConnectionOptions``). Yours is used as it is
     /// configured (its pool limits and connection retries apply), except for requests whose TLS
     /// options pin keys: those always go through the runtime's own clients, which check the pin on
     /// the connection's handshake. A client you pass in is yours to shut down.
-    public var httpClient: HTTPClient?
+    public var httpClient: HTTPClient? {
+        get { storage.httpClient }
+        set { storage = storage.with(httpClient: .some(newValue)) }
+    }
     /// How the runtime's own HTTP clients connect and pool connections.
-    public var http: HTTPConnectionOptions
+    public var http: HTTPConnectionOptions {
+        get { storage.http }
+        set { storage = storage.with(http: newValue) }
+    }
     /// The logger. The default discards everything; pass your own to see what happens.
-    public var logger: Logger
+    public var logger: Logger {
+        get { storage.logger }
+        set { storage = storage.with(logger: newValue) }
+    }
     /// The clock every timer reads (heartbeats, timeouts, backoff). Tests inject a manual clock.
+    /// Setting it gives the runtime a timer queue of its own on the new clock.
     public var clock: any Clock<Duration> {
-        didSet { timers = TimerQueue(clock: clock) }
+        get { storage.clock }
+        set { storage = storage.with(clock: newValue) }
     }
     /// The deadlines of every client on this runtime, on ``clock`` (one task sleeps for all of them).
-    package private(set) var timers: TimerQueue
+    package var timers: TimerQueue { storage.timers }
     /// Where clients report their metrics (Docs/Metrics.md). Nil (the default): the process's
     /// `MetricsSystem.factory`, as bootstrapped when a client is made.
-    public var metricsFactory: (any MetricsFactory)?
+    public var metricsFactory: (any MetricsFactory)? {
+        get { storage.metricsFactory }
+        set { storage = storage.with(metricsFactory: .some(newValue)) }
+    }
     /// The tracer of connect, call and request spans (Docs/Metrics.md, "Tracing"). Nil (the
     /// default): the process's `InstrumentationSystem.tracer`, when a span starts.
-    public var tracer: (any Tracer)?
+    public var tracer: (any Tracer)? {
+        get { storage.tracer }
+        set { storage = storage.with(tracer: .some(newValue)) }
+    }
     /// The runtime's own HTTP clients, one per distinct TLS setting, shared by every copy of this
     /// runtime and shut down when the last copy is gone.
-    let httpClients: HTTPClientCache
+    var httpClients: HTTPClientCache { storage.httpClients }
 
     /// Makes a runtime.
     /// - Parameters:
@@ -57,15 +122,10 @@ public struct RealtimeRuntime: Sendable {
         metricsFactory: (any MetricsFactory)? = nil,
         tracer: (any Tracer)? = nil
     ) {
-        self.metricsFactory = metricsFactory
-        self.tracer = tracer
-        self.eventLoopGroup = eventLoopGroup
-        self.httpClient = httpClient
-        self.http = http
-        self.logger = logger
-        self.clock = clock
-        self.timers = TimerQueue(clock: clock)
-        self.httpClients = HTTPClientCache(eventLoopGroup: eventLoopGroup)
+        storage = Storage(
+            eventLoopGroup: eventLoopGroup, httpClient: httpClient, http: http, logger: logger, clock: clock,
+            timers: TimerQueue(clock: clock), metricsFactory: metricsFactory, tracer: tracer,
+            httpClients: HTTPClientCache(eventLoopGroup: eventLoopGroup))
     }
 
     /// The process-wide runtime: NIO's singleton event loop group, the runtime's own HTTP clients
