@@ -123,11 +123,14 @@ final class EngineIOSession: Sendable {
             sessionEnded()
             outbox.close()
         }
-        return try await withEventLoopPreference(eventLoop) {
-            switch options.transports.first ?? .polling {
-            case .websocket: return try await runWebSocketOnly()
-            case .polling: return try await runPolling()
-            }
+        switch options.transports.first ?? .polling {
+        case .websocket:
+            // The WebSocket's connection runs on its event loop (the session's: the runtime is
+            // pinned to it); a second preference here would cost the idle connection's task a
+            // frame and a record for its whole life.
+            return try await runWebSocketOnly()
+        case .polling:
+            return try await withEventLoopPreference(eventLoop) { try await runPolling() }
         }
     }
 
@@ -276,7 +279,9 @@ final class EngineIOSession: Sendable {
 
     // MARK: WebSocket
 
-    private var webSocketConfiguration: WebSocketConfiguration {
+    /// Made inside the WebSocket's connect: the connection's task keeps the caller's frame for the
+    /// connection's life.
+    private func makeWebSocketConfiguration() -> WebSocketConfiguration {
         var configuration = WebSocketConfiguration(
             headers: options.headers,
             cookies: options.cookies,
@@ -306,7 +311,7 @@ final class EngineIOSession: Sendable {
         let result = NIOLockedValueBox<ChildEnd>(.keepGoing)
         do {
             try await WebSocketTransport.connect(
-                to: urls.websocket(sid: handshake.sid), configuration: webSocketConfiguration, runtime: runtime
+                to: urls.websocket(sid: handshake.sid), runtime: runtime, configuration: makeWebSocketConfiguration
             ) { connection in
                 var inbound = connection.inbound.makeAsyncIterator()
                 // Pause polling first (spec order): no new GET; the server ends the pending one with
@@ -372,7 +377,7 @@ final class EngineIOSession: Sendable {
         let result = NIOLockedValueBox<EngineIOSessionEnd?>(nil)
         let connectTimeout = options.connectTimeout
         try await WebSocketTransport.connect(
-            to: urls.websocket(sid: nil), configuration: webSocketConfiguration, runtime: runtime
+            to: urls.websocket(sid: nil), runtime: runtime, configuration: makeWebSocketConfiguration
         ) { connection in
             // This closure's frame lives as long as the connection: the handshake is in a function
             // of its own, whose frame is gone once the session is open.
@@ -407,48 +412,53 @@ final class EngineIOSession: Sendable {
         try await delegate.engineIOOpened(handshake, transport: .websocket)
     }
 
-    /// Reads and writes over an open WebSocket until the session ends.
+    /// Reads and writes over an open WebSocket until the session ends. The outbox is written from
+    /// the event loop as frames are queued (no task waits for them), or, on a compressed
+    /// connection, by a writer task.
+    // The functions on an open connection's path are kept apart (`@inline(never)`) and keep few
+    // locals: merged, each frame would hold the locals of all of them for the connection's whole life.
     @inline(never)
     private func runWebSocket(
         _ connection: WebSocketConnection, inbound: inout WebSocketMessages.AsyncIterator, generation: Int
     ) async throws -> EngineIOSessionEnd {
-        try attachWebSocket(connection)
-        defer { state.withLockedValue { $0.webSocket = nil } }
+        let writer = try attachWebSocket(connection, generation: generation)
+        // No batch is taken once the reader is done. One in flight settles before the WebSocket's
+        // connect returns: its channel is closed by then, and closing fails every pending write on
+        // the event loop first, so the session hands back what was not sent after it settled.
+        defer { detachWebSocket(writer) }
         do {
-            return try await readAndWriteWebSocket(connection, inbound: &inbound, generation: generation)
+            guard writer != nil else { return try await readAndWriteCompressed(connection, inbound: &inbound, generation: generation) }
+            return try await readWebSocket(connection, inbound: &inbound)
         } catch {
             throw webSocketFailure(error)
         }
     }
 
-    /// Records the open WebSocket; the heartbeat may have expired before (nothing closed it then).
-    private func attachWebSocket(_ connection: WebSocketConnection) throws {
+    /// Records the open WebSocket (the heartbeat may have expired before: nothing closed it then)
+    /// and starts writing the outbox from its event loop (nil for a compressed connection).
+    @inline(never)
+    private func attachWebSocket(_ connection: WebSocketConnection, generation: Int) throws -> OutboxWebSocketWriter<EngineIOFrame>? {
         let expired = state.withLockedValue { state -> RealtimeError? in
             state.webSocket = connection
             return state.machine.heartbeatFailure
         }
-        if let expired { throw expired }
+        if let expired {
+            state.withLockedValue { $0.webSocket = nil }
+            throw expired
+        }
+        return startLoopWriter(connection, generation: generation)
+    }
+
+    @inline(never)
+    private func detachWebSocket(_ writer: OutboxWebSocketWriter<EngineIOFrame>?) {
+        writer?.stop()
+        state.withLockedValue { $0.webSocket = nil }
     }
 
     /// A missed heartbeat is why a WebSocket that failed ended.
+    @inline(never)
     private func webSocketFailure(_ error: any Error) -> any Error {
         state.withLockedValue { $0.machine.heartbeatFailure } ?? error
-    }
-
-    // The functions on an open connection's path are kept apart (`@inline(never)`): merged, each
-    // frame would hold the locals of all of them for the connection's whole life.
-    @inline(never)
-    private func readAndWriteWebSocket(
-        _ connection: WebSocketConnection, inbound: inout WebSocketMessages.AsyncIterator, generation: Int
-    ) async throws -> EngineIOSessionEnd {
-        guard let writer = startLoopWriter(connection, generation: generation) else {
-            return try await readAndWriteCompressed(connection, inbound: &inbound, generation: generation)
-        }
-        // No batch is taken once the reader is done. One in flight settles before the WebSocket's
-        // connect returns: its channel is closed by then, and closing fails every pending write on
-        // the event loop first, so the session hands back what was not sent after it settled.
-        defer { writer.stop() }
-        return try await readWebSocket(connection, inbound: &inbound)
     }
 
     /// The outbox is written from the event loop as frames are queued: no task waits for them.
@@ -503,20 +513,32 @@ final class EngineIOSession: Sendable {
         _ connection: WebSocketConnection, inbound: inout WebSocketMessages.AsyncIterator
     ) async throws -> EngineIOSessionEnd {
         while let message = try await inbound.next() {
-            let packet: EngineIOPacket
-            switch message {
-            case .text(let text):
-                do { packet = try EngineIOCodec.decode(text: text) } catch {
-                    throw RealtimeError(.protocolViolation, "the server sent an invalid Engine.IO packet", underlying: error)
-                }
-            case .binary(let buffer):
-                packet = EngineIOCodec.decode(binary: Data(buffer: buffer, byteTransferStrategy: .noCopy))
-            }
-            if let end = try handle(packet) {
+            if let end = try receive(message) {
                 if end == .closedByServer { try? await connection.close(code: 1000, reason: nil) }
                 return end
             }
         }
+        return try webSocketEnded()
+    }
+
+    /// Handles one WebSocket message: the session's end, if it brings it.
+    @inline(never)
+    private func receive(_ message: RealtimeMessage) throws -> EngineIOSessionEnd? {
+        let packet: EngineIOPacket
+        switch message {
+        case .text(let text):
+            do { packet = try EngineIOCodec.decode(text: text) } catch {
+                throw RealtimeError(.protocolViolation, "the server sent an invalid Engine.IO packet", underlying: error)
+            }
+        case .binary(let buffer):
+            packet = EngineIOCodec.decode(binary: Data(buffer: buffer, byteTransferStrategy: .noCopy))
+        }
+        return try handle(packet)
+    }
+
+    /// The WebSocket ended without a close packet: closed by the client, or why it failed.
+    @inline(never)
+    private func webSocketEnded() throws -> EngineIOSessionEnd {
         if let failure = state.withLockedValue({ $0.machine.heartbeatFailure }) { throw failure }
         if state.withLockedValue({ $0.machine.closeRequested }) { return .closedByClient }
         throw RealtimeError(.connectionClosed, "the WebSocket closed without an Engine.IO close packet", closeCode: 1006)

@@ -28,8 +28,9 @@ public final class SocketManager: Service, Sendable {
     public let url: String
     /// The configuration the manager was made with.
     public let configuration: SocketIOConfiguration
-    /// The engine options sessions use: the configuration's, with this manager's cookie store.
-    private let engineOptions: EngineIOOptions
+    /// The cookie store sessions use: the configuration's, or this manager's own. (The engine
+    /// options are made from the configuration per session, not kept twice per manager.)
+    private let cookies: CookieStore
     let driver: ReconnectDriver<Never>
     let metrics: ClientMetrics
     private let state = NIOLockedValueBox(State())
@@ -40,9 +41,7 @@ public final class SocketManager: Service, Sendable {
     public init(url: String, configuration: SocketIOConfiguration = SocketIOConfiguration()) {
         self.url = url
         self.configuration = configuration
-        var engineOptions = configuration.engine
-        if engineOptions.cookies == nil { engineOptions.cookies = CookieStore() }
-        self.engineOptions = engineOptions
+        self.cookies = configuration.engine.cookies ?? CookieStore()
         self.driver = ReconnectDriver(policy: configuration.reconnectPolicy, runtime: configuration.runtime)
         self.metrics = ClientMetrics.shared(protocol: "socketio", client: configuration.clientLabel, runtime: configuration.runtime)
         driver.report(to: metrics)
@@ -58,7 +57,14 @@ public final class SocketManager: Service, Sendable {
     func opened(_ handshake: EngineIOHandshake) { state.withLockedValue { $0.handshake = handshake } }
 
     /// Whether frames may travel over polling (then a frame must fit one polling payload).
-    var mayUsePolling: Bool { engineOptions.transports.contains(.polling) }
+    var mayUsePolling: Bool { configuration.engine.transports.contains(.polling) }
+
+    /// The engine options of a session: the configuration's, with the manager's cookie store.
+    private var engineOptions: EngineIOOptions {
+        var options = configuration.engine
+        options.cookies = cookies
+        return options
+    }
 
     /// The transport in use, when connected.
     public var transport: EngineIOOptions.Transport? {
