@@ -356,47 +356,84 @@ public final class Spreadbot: Service, Sendable {
         path: String, context: ReconnectDriver<Never>.SessionContext, generation: Int, span: any Span, opened onOpened: @escaping @Sendable () -> Void
     ) async throws -> SessionEnd {
         // Which transport to open and what its end means is SpreadbotFallback's; this loop does the I/O.
+        // Its frame lives as long as the connection: it keeps the fallback, the transport and a
+        // flag across the one wait; the actions and errors are handled in synchronous functions.
         var fallback = SpreadbotFallback(transports: configuration.transports)
-        var action = fallback.start()
+        var transport = try firstTransport(&fallback, span: span)
         while true {
-            let transport: SpreadbotTransport
-            switch action {
-            case .failed(let error):
-                throw error
-            case .dropped(let error, let minimumDelay):
-                return .dropped(error, minimumDelay: minimumDelay)
-            case .fallBack(let failed, let error, let next):
-                fellBack(from: failed, error, span: span)
-                transport = next
-            case .open(let first):
-                transport = first
-            }
-            try Task.checkCancellation()
             let opened = NIOLockedValueBox(false)
             let open = opener(transport, context: context, span: span, opened: opened, onOpened)
-            var failure: RealtimeError?
-            var cancelled = false
-            do {
-                try await withAuthRetry {
-                    switch transport {
-                    case .webSocket: try await self.runWebSocket(path: path, open: open)
-                    case .serverSentEvents: try await self.runEventStream(path: path, open: open)
-                    case .polling: try await self.runPolling(path: path, open: open)
-                    }
+            let outcome = await runTransport(transport, path: path, open: open)
+            if let end = try transportEnded(transport, outcome, opened: opened, &fallback, span: span, generation: generation) {
+                return end
+            }
+            transport = fallback.current ?? transport
+        }
+    }
+
+    /// How one transport's run ended.
+    private enum TransportOutcome {
+        case ended(RealtimeError?)
+        case cancelled
+    }
+
+    @inline(never)
+    private func runTransport(_ transport: SpreadbotTransport, path: String, open: @escaping @Sendable () -> Void) async -> TransportOutcome {
+        do {
+            try Task.checkCancellation()
+            try await withAuthRetry {
+                switch transport {
+                case .webSocket: try await self.runWebSocket(path: path, open: open)
+                case .serverSentEvents: try await self.runEventStream(path: path, open: open)
+                case .polling: try await self.runPolling(path: path, open: open)
                 }
-            } catch is CancellationError {
-                cancelled = true
-            } catch {
-                if Task.isCancelled { cancelled = true } else { failure = RealtimeError.wrap(error) }
             }
-            if opened.withLockedValue({ $0 }) {
-                fallback.didOpen()
-                outbox.setConnected(false)
-                transportBox.update(nil)
-                if isCurrent(generation) { stateBox.update(.connecting) }
-            }
-            if cancelled { throw CancellationError() }
-            action = fallback.ended(failure, retryHint: retryHint(transport))
+            return .ended(nil)
+        } catch {
+            return transportFailed(error)
+        }
+    }
+
+    @inline(never)
+    private func transportFailed(_ error: any Error) -> TransportOutcome {
+        if error is CancellationError || Task.isCancelled { return .cancelled }
+        return .ended(RealtimeError.wrap(error))
+    }
+
+    /// The first transport to try (the fallback's first action).
+    @inline(never)
+    private func firstTransport(_ fallback: inout SpreadbotFallback, span: any Span) throws -> SpreadbotTransport {
+        switch fallback.start() {
+        case .open(let first): return first
+        case .fallBack(let failed, let error, let next):
+            fellBack(from: failed, error, span: span)
+            return next
+        case .failed(let error), .dropped(let error, _): throw error
+        }
+    }
+
+    /// A transport ended: the session's end, or nil when the next transport (`fallback.current`)
+    /// is to be tried.
+    @inline(never)
+    private func transportEnded(
+        _ transport: SpreadbotTransport, _ outcome: TransportOutcome, opened: NIOLockedValueBox<Bool>, _ fallback: inout SpreadbotFallback,
+        span: any Span, generation: Int
+    ) throws -> SessionEnd? {
+        if opened.withLockedValue({ $0 }) {
+            fallback.didOpen()
+            outbox.setConnected(false)
+            transportBox.update(nil)
+            if isCurrent(generation) { stateBox.update(.connecting) }
+        }
+        guard case .ended(let failure) = outcome else { throw CancellationError() }
+        switch fallback.ended(failure, retryHint: retryHint(transport)) {
+        case .failed(let error): throw error
+        case .dropped(let error, let minimumDelay): return .dropped(error, minimumDelay: minimumDelay)
+        case .fallBack(let failed, let error, _):
+            fellBack(from: failed, error, span: span)
+            return nil
+        case .open:
+            return nil
         }
     }
 
@@ -438,17 +475,25 @@ public final class Spreadbot: Service, Sendable {
     }
 
     /// Runs `body`; if it fails with a 401 before opening, refreshes the token once and runs it again.
+    @inline(never)
     private func withAuthRetry(_ body: @Sendable () async throws -> Void) async throws {
         let token = http.auth.tokens.accessToken
         do {
             try await body()
-        } catch let error as RealtimeError where error.code == .badStatus && error.status == .unauthorized {
-            _ = try await http.auth.refresh(replacing: token)
-            do {
-                try await body()
-            } catch let again as RealtimeError where again.code == .badStatus && again.status == .unauthorized {
-                throw RealtimeError(.authenticationFailed, "the stream was refused with 401 again after the token refresh", status: .unauthorized)
-            }
+        } catch {
+            // Apart: this frame lives as long as the connection, the retry's locals need not.
+            try await retryAfterRefresh(error, replacing: token, body)
+        }
+    }
+
+    @inline(never)
+    private func retryAfterRefresh(_ error: any Error, replacing token: String?, _ body: @Sendable () async throws -> Void) async throws {
+        guard let error = error as? RealtimeError, error.code == .badStatus, error.status == .unauthorized else { throw error }
+        _ = try await http.auth.refresh(replacing: token)
+        do {
+            try await body()
+        } catch let again as RealtimeError where again.code == .badStatus && again.status == .unauthorized {
+            throw RealtimeError(.authenticationFailed, "the stream was refused with 401 again after the token refresh", status: .unauthorized)
         }
     }
 
@@ -456,9 +501,10 @@ public final class Spreadbot: Service, Sendable {
 
     @inline(never)
     private func runWebSocket(path: String, open: @escaping @Sendable () -> Void) async throws {
-        let (url, ws) = webSocketRequest(path: path)
         let acknowledged = configuration.acknowledgedSends
-        try await WebSocketTransport.connect(to: url, configuration: ws, runtime: configuration.runtime) { connection in
+        // The configuration is made inside the call: this frame lives as long as the connection.
+        try await WebSocketTransport.connect(to: webSocketURL(path: path), runtime: configuration.runtime, configuration: webSocketConfiguration) {
+            connection in
             open()
             if !acknowledged, let writer = self.startLoopWriter(connection) {
                 // Sends are written from the event loop as they are queued: no task waits for them.
@@ -470,18 +516,21 @@ public final class Spreadbot: Service, Sendable {
         }
     }
 
-    private func webSocketRequest(path: String) -> (url: String, configuration: WebSocketConfiguration) {
-        var headers = HTTPHeaders()
-        _ = http.auth.authorize(&headers)
-        let ws = WebSocketConfiguration(
-            headers: headers, maxMessageSize: configuration.maxMessageSize, autoPing: configuration.webSocketPingInterval,
-            connectTimeout: configuration.requestTimeout, tls: configuration.tls)
+    private func webSocketURL(path: String) -> String {
         var url = configuration.webSocketURL(for: path)
         // A reconnect asks for what it missed while down, as polling does (`since`).
         let lastId = run.withLockedValue { $0.lastEventId }
         if !lastId.isEmpty { url += (url.contains("?") ? "&" : "?") + "since=" + SpreadbotAuth.formEncode(lastId) }
         logger.log(level: level, "opening the WebSocket", metadata: ["realtime.url": "\(Redaction.url(url))"])
-        return (url, ws)
+        return url
+    }
+
+    private func webSocketConfiguration() -> WebSocketConfiguration {
+        var headers = HTTPHeaders()
+        _ = http.auth.authorize(&headers)
+        return WebSocketConfiguration(
+            headers: headers, maxMessageSize: configuration.maxMessageSize, autoPing: configuration.webSocketPingInterval,
+            connectTimeout: configuration.requestTimeout, tls: configuration.tls)
     }
 
     private func startLoopWriter(_ connection: WebSocketConnection) -> OutboxWebSocketWriter<SpreadbotOutbox.Item>? {
@@ -516,17 +565,22 @@ public final class Spreadbot: Service, Sendable {
     @inline(never)
     private func readWebSocket(_ connection: WebSocketConnection, path: String) async throws {
         for try await message in connection.inbound {
-            let goOn: Bool
-            switch message {
-            case .text(let text): goOn = receiveEnvelope(text, path: path, transport: .webSocket)
-            case .binary(let buffer):
-                let id = run.withLockedValue { $0.lastEventId }
-                goOn = deliver(SpreadbotMessage(id: id, event: path, data: .binary(Data(buffer.readableBytesView)), transport: .webSocket))
-            }
-            if !goOn { await readGate.waitUntilOpen() }
+            if !receive(message, path: path) { await readGate.waitUntilOpen() }
         }
     }
 
+    /// Delivers one WebSocket message; false when the app's buffers are full (wait for the gate).
+    @inline(never)
+    private func receive(_ message: RealtimeMessage, path: String) -> Bool {
+        switch message {
+        case .text(let text): return receiveEnvelope(text, path: path, transport: .webSocket)
+        case .binary(let buffer):
+            let id = run.withLockedValue { $0.lastEventId }
+            return deliver(SpreadbotMessage(id: id, event: path, data: .binary(Data(buffer.readableBytesView)), transport: .webSocket))
+        }
+    }
+
+    @inline(never)
     private func runEventStream(path: String, open: @escaping @Sendable () -> Void) async throws {
         var headers = HTTPHeaders()
         headers.add(name: "Accept", value: "text/event-stream")
@@ -588,6 +642,7 @@ public final class Spreadbot: Service, Sendable {
         }
     }
 
+    @inline(never)
     private func runPolling(path: String, open: @escaping @Sendable () -> Void) async throws {
         // The first poll opens the transport; after it, polls (the core's poll loop, one GET in
         // flight, pollInterval apart) and POST sends run side by side and whichever fails first
