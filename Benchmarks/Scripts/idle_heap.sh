@@ -11,6 +11,8 @@
 #   Benchmarks/Scripts/idle_heap.sh socketio|signalr|spreadbot|sse [N] [EngineCompare binary]
 # With BURST_KIB=n, every connection first receives four n-KiB messages: what a connection
 # keeps once a burst is over.
+# With KEEP=dir, heaptrack's leak and allocator listings are copied there (leaks-<protocol>.txt,
+# allocators-<protocol>.txt) for a closer look.
 # Needs heaptrack (Debian: apt-get install heaptrack). Not part of CI; bounded (5 minutes per run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -53,6 +55,7 @@ heaptrack_print -f "$work/heap.zst" --print-peaks 0 --print-allocators 0 --print
   --peak-limit 100 --sub-peak-limit 30 2>/dev/null > "$work/leaks.txt"
 heaptrack_print -f "$work/heap.zst" --print-peaks 0 --print-allocators 1 --print-temporary 0 --print-leaks 0 \
   --peak-limit 100 --sub-peak-limit 0 2>/dev/null > "$work/allocators.txt"
+if [ -n "${KEEP:-}" ]; then mkdir -p "$KEEP"; cp "$work/leaks.txt" "$KEEP/leaks-$proto.txt"; cp "$work/allocators.txt" "$KEEP/allocators-$proto.txt"; fi
 echo "[idle_heap.sh] $proto, $count idle connections${BURST_KIB:+ after four ${BURST_KIB} KiB messages each}, $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 python3 - "$work/leaks.txt" "$work/allocators.txt" "$count" <<'PY'
 import re, sys
