@@ -49,6 +49,9 @@ start_serve() {
 
 EVENTS=200000 start blaster python3 -u Scripts/sse_blaster.py 0; blaster=$PORT
 start hold python3 -u Scripts/sse_hold.py 0; hold=$PORT
+# A Socket.IO server faster than any client (pre-encoded frames): what the client costs per event
+# when it, not the server, is the bottleneck.
+start siofast python3 -u Scripts/sio_blaster.py 0; siofast=$PORT
 start_serve socketio; sio=$PORT
 start_serve signalr; sig=$PORT
 start_serve spreadbot; bot=$PORT
@@ -62,10 +65,13 @@ declare -A args=(
   [signalr-stream]="http://127.0.0.1:$sig/hub 100000"
   [signalr-on]="http://127.0.0.1:$sig/hub 100000"
   [socketio-on]="http://127.0.0.1:$sio 200000"
+  [socketio-on-fast]="http://127.0.0.1:$siofast 200000"
   [socketio-emit]="http://127.0.0.1:$sio 20000 1"
   [signalr-invoke]="http://127.0.0.1:$sig/hub 20000 1"
 )
-workloads=${WORKLOADS:-"sse sse-idle socketio-idle signalr-idle spreadbot-idle signalr-stream signalr-on socketio-on socketio-emit signalr-invoke"}
+workloads=${WORKLOADS:-"sse sse-idle socketio-idle signalr-idle spreadbot-idle signalr-stream signalr-on socketio-on socketio-on-fast socketio-emit signalr-invoke"}
+# The EngineCompare command of a workload, where its name says which server it runs against.
+declare -A commands=([socketio-on-fast]=socketio-on)
 # The tree's commit describes a binary built here; a binary given on the command line is named by its path.
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 for workload in $workloads; do
@@ -73,7 +79,7 @@ for workload in $workloads; do
     for i in "${!binaries[@]}"; do
       stat=$(mktemp)
       # shellcheck disable=SC2086
-      line=$(timeout 300 perf stat -x, -e context-switches,task-clock -o "$stat" "${binaries[$i]}" "$workload" ${args[$workload]} 2>/dev/null | tail -1 || true)
+      line=$(timeout 300 perf stat -x, -e context-switches,task-clock -o "$stat" "${binaries[$i]}" "${commands[$workload]:-$workload}" ${args[$workload]} 2>/dev/null | tail -1 || true)
       built_here=$([ $# -eq 0 ] && echo "$commit" || echo "")
       python3 - "$workload" "${labels[$i]}" "$run" "$built_here" "$line" "$stat" "${binaries[$i]}" >> "$out" <<'PY'
 import json, re, sys
