@@ -247,7 +247,16 @@ public final class SocketIOClient: Sendable {
     /// - Throws: `RealtimeCore/RealtimeError` `queueFull` when the offline queue rejects it;
     ///   `messageTooLarge` when the encoded packet exceeds the server's `maxPayload` (nothing is sent).
     public func emit(_ event: String, arguments: [JSONValue]) throws {
-        try submit(SocketIOPacket(type: .event, namespace: namespace, data: .array([.string(event)] + arguments)))
+        try submit(SocketIOPacket(type: .event, namespace: namespace, data: .array(Self.eventData(event, arguments))))
+    }
+
+    /// An event packet's data: the name, then the arguments (one array allocated).
+    private static func eventData(_ event: String, _ arguments: [JSONValue]) -> [JSONValue] {
+        var data: [JSONValue] = []
+        data.reserveCapacity(arguments.count + 1)
+        data.append(.string(event))
+        data.append(contentsOf: arguments)
+        return data
     }
 
     /// Emits and waits for the server's ack.
@@ -279,7 +288,7 @@ public final class SocketIOClient: Sendable {
                 }
                 box.withLockedValue { $0 = id }
                 do {
-                    try submit(SocketIOPacket(type: .event, namespace: namespace, id: id, data: .array([.string(event)] + arguments)))
+                    try submit(SocketIOPacket(type: .event, namespace: namespace, id: id, data: .array(Self.eventData(event, arguments))))
                 } catch {
                     failAck(id, with: RealtimeError.wrap(error))
                 }
@@ -337,7 +346,7 @@ public final class SocketIOClient: Sendable {
     ) {
         let id = registerAck(timeout: timeout, event: event, deliver: deliver)
         do {
-            try submit(SocketIOPacket(type: .event, namespace: namespace, id: id, data: .array([.string(event)] + arguments)))
+            try submit(SocketIOPacket(type: .event, namespace: namespace, id: id, data: .array(Self.eventData(event, arguments))))
         } catch {
             failAck(id, with: RealtimeError.wrap(error))
         }
