@@ -24,6 +24,10 @@ package final class WebSocketLoopWriter: Sendable {
     /// Whether the socket takes more now (on the event loop). False once the channel is closed.
     package var isWritable: Bool { handler.value.isWritable }
 
+    /// Whether nothing more can be written: the channel is closed or our close frame went out (on
+    /// the event loop). A write now fails at once.
+    package var isClosed: Bool { handler.value.isClosed }
+
     /// Writes `messages` as one text or binary frame each and flushes (on the event loop). Calls
     /// `completion` once, on the event loop, with how many of them were written before the first
     /// that failed (all of them on success) and that failure.
@@ -106,6 +110,8 @@ final class LoopWriteHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     var isWritable: Bool { context.map { $0.channel.isWritable && !sent.closeSent } ?? false }
+
+    var isClosed: Bool { context == nil || sent.closeSent }
 
     func write(_ messages: [RealtimeMessage], completion: @escaping (Int, (any Error)?) -> Void) {
         guard let context, !sent.closeSent, !sent.inMessage else {
@@ -243,9 +249,14 @@ package final class OutboxWebSocketWriter<Message: OutboxMessage>: Sendable {
         outbox.setWake(nil)
     }
 
-    /// On the event loop: takes and writes the next batch unless one is in flight or the socket is full.
+    /// On the event loop: takes and writes the next batch unless one is in flight or the socket is
+    /// full. Once the connection is closed a batch is still taken: its write fails at once and the
+    /// `written` callback settles it (a writer that waited for room here, its senders would wait
+    /// for a socket that is gone).
     private func drain() {
-        guard !inFlight.value, writer.isWritable, let batch = outbox.takeNow(maxBytes: .max, generation: generation) else { return }
+        guard !inFlight.value, writer.isWritable || writer.isClosed, let batch = outbox.takeNow(maxBytes: .max, generation: generation) else {
+            return
+        }
         inFlight.value = true
         var messages: [RealtimeMessage] = []
         messages.reserveCapacity(batch.count)

@@ -91,7 +91,9 @@ struct OutboxWebSocketWriterTests {
         #expect(setup.batches.withLockedValue { $0 } == [Batch(written: ["c", "d", "e"], unwritten: [], failed: false)])
     }
 
-    @Test("after the channel closed nothing more is taken: the outbox hands the rest back")
+    /// A push after the channel closed is settled at once as not written (a sender waiting for its
+    /// write learns now, not when the session is torn down), and the outbox hands it back.
+    @Test("after the channel closed a push is settled at once as unwritten; the outbox hands it back")
     func closedChannelKeepsTheRest() throws {
         let setup = try Setup()
         setup.outbox.push(Note(text: "sent"))
@@ -100,12 +102,13 @@ struct OutboxWebSocketWriterTests {
         _ = try setup.channel.finish()
         setup.outbox.push(Note(text: "after the close"))
         setup.channel.embeddedEventLoop.run()
+        #expect(setup.batches.withLockedValue { $0.last } == Batch(written: [], unwritten: ["after the close"], failed: true))
         let unsent = setup.outbox.takeUnsent()
         #expect(unsent.unwritten.map(\.text) == ["after the close"])
         #expect(unsent.written.map(\.text) == ["sent"], "written and not confirmed: kept for the protocol")
     }
 
-    @Test("after our close frame no message follows it: nothing more is taken")
+    @Test("after our close frame no message follows it: a push is settled as unwritten and kept")
     func nothingAfterTheCloseFrame() throws {
         let setup = try Setup()
         var reason = setup.channel.allocator.buffer(capacity: 2)
@@ -115,6 +118,7 @@ struct OutboxWebSocketWriterTests {
         setup.outbox.push(Note(text: "late"))
         setup.channel.embeddedEventLoop.run()
         #expect(try setup.frames() == [])
+        #expect(setup.batches.withLockedValue { $0.last } == Batch(written: [], unwritten: ["late"], failed: true))
         #expect(setup.outbox.queuedCount == 1, "kept for the next connection")
     }
 
