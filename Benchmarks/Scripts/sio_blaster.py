@@ -5,7 +5,7 @@
 #   python3 sio_blaster.py [port]   -> prints its port on the first line
 # EVENTS (default 200,000) is the count whose frames are encoded at start; another count is encoded
 # when asked.
-import asyncio, base64, hashlib, json, os, struct, sys
+import asyncio, base64, hashlib, json, loopback, os, struct
 
 EVENTS = int(os.environ.get("EVENTS", "200000"))
 GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
@@ -85,12 +85,4 @@ async def handle(reader, writer):
         writer.close()
 
 
-async def main():
-    port = int(sys.argv[1]) if len(sys.argv) > 1 else 0
-    server = await asyncio.start_server(handle, "127.0.0.1", port)
-    print(server.sockets[0].getsockname()[1], flush=True)
-    async with server:
-        await server.serve_forever()
-
-
-asyncio.run(main())
+loopback.serve(handle)
