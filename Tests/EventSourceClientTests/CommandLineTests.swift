@@ -64,6 +64,7 @@ import Testing
     /// --cacert trusts a private CA's PEM file (the library's TLSOptions) instead of turning checks off.
     @Test func sseTrustsACACertificateFile() async throws {
         let certificates = try await TestCertificates.make()
+        defer { certificates.remove() }
         let tls = TLSConfiguration.makeServerConfiguration(
             certificateChain: try NIOSSLCertificate.fromPEMFile(certificates.server.certificatePath).map { .certificate($0) },
             privateKey: .privateKey(try NIOSSLPrivateKey(file: certificates.server.keyPath, format: .pem)))

@@ -8,12 +8,14 @@ import Foundation
 import Testing
 
 /// Real TLS on loopback with certificates made by `openssl` for each run.
-@Suite(.serialized, .timeLimit(.minutes(2))) struct TLSTests {
+@Suite(.serialized, .timeLimit(.minutes(2))) final class TLSTests {
     let certificates: TestCertificates
 
     init() async throws {
         certificates = try await TestCertificates.make()
     }
+
+    deinit { certificates.remove() }
 
     func serverTLS(
         _ pair: TestCertificates.Pair, requireClientCertificate: Bool = false, counter: TLSHandshakeCounter? = nil

@@ -8,12 +8,14 @@ import Testing
 /// Socket.IO over real TLS on loopback (HTTPS polling, then WSS), with certificates made by
 /// `openssl` for this run.
 @Suite(.serialized, .timeLimit(.minutes(2)))
-struct SocketIOTLSTests {
+final class SocketIOTLSTests {
     let certificates: TestCertificates
 
     init() async throws {
         certificates = try await TestCertificates.make()
     }
+
+    deinit { certificates.remove() }
 
     func server(_ pair: TestCertificates.Pair) async throws -> SocketIOTestServer {
         var options = SocketIOTestServer.Options()

@@ -7,12 +7,14 @@ import Testing
 /// HTTPS and WSS with certificates made by `openssl` for the test: the stream, sends and REST over
 /// TLS with the test CA trusted, and a typed `tlsFailure` (no retry loop) without it.
 @Suite(.timeLimit(.minutes(2)))
-struct SpreadbotTLSTests {
+final class SpreadbotTLSTests {
     let certificates: TestCertificates
 
     init() async throws {
         certificates = try await TestCertificates.make()
     }
+
+    deinit { certificates.remove() }
 
     func start() async throws -> SpreadbotTestServer {
         var options = SpreadbotTestServer.Options()
