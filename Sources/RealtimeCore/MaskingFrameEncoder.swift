@@ -12,84 +12,110 @@ import NIOWebSocket
 /// time. It takes the place of swift-nio's `WebSocketFrameEncoder` on our client channels, whose
 /// byte-at-a-time `webSocketMask` was the largest single cost of sending binary messages.
 ///
-/// The header goes into a small buffer of its own and the masked payload follows, so a frame is two
-/// writes that leave in the same `writev`. Frames with extension data (no extension we negotiate
-/// uses it) are masked the same way, the key running on across both parts.
+/// A masked frame is one buffer, the header followed by a masked copy of the payload (masking the
+/// caller's payload in place would copy it: the frame shares it), so a frame is one write. Frames
+/// with extension data (no extension we negotiate uses it) are masked the same way, the key running
+/// on across both parts.
 final class MaskingFrameEncoder: ChannelOutboundHandler, RemovableChannelHandler {
     typealias OutboundIn = WebSocketFrame
     typealias OutboundOut = ByteBuffer
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         let frame = unwrapOutboundIn(data)
-        var extensionData = frame.extensionData
-        var payload = frame.data
+        let extensionData = frame.extensionData
+        let payload = frame.data
         let length = (extensionData?.readableBytes ?? 0) + payload.readableBytes
+        let headerSize = 2 + (length <= 125 ? 0 : length <= Int(UInt16.max) ? 2 : 8) + (frame.maskKey == nil ? 0 : 4)
 
-        var header = context.channel.allocator.buffer(capacity: 14)
+        guard let key = frame.maskKey else {
+            // Unmasked (never a client's frame on the wire; kept for completeness): the payload is
+            // written as it is, after its header.
+            var header = context.channel.allocator.buffer(capacity: headerSize)
+            Self.writeHeader(frame, length: length, into: &header)
+            context.write(wrapOutboundOut(header), promise: nil)
+            if let extensionData { context.write(wrapOutboundOut(extensionData), promise: nil) }
+            context.write(wrapOutboundOut(payload), promise: promise)
+            return
+        }
+        // The header and the masked payload in one buffer: the payload is shared with the frame the
+        // caller passed, so masking it in place would copy it anyway.
+        var out = context.channel.allocator.buffer(capacity: headerSize + length)
+        Self.writeHeader(frame, length: length, into: &out)
+        out.writeBytes(key)
+        var offset = 0
+        if let extensionData {
+            out.writeMasked(extensionData, key: key, offset: 0)
+            offset = extensionData.readableBytes
+        }
+        out.writeMasked(payload, key: key, offset: offset)
+        context.write(wrapOutboundOut(out), promise: promise)
+    }
+
+    /// The first two bytes and the extended length (RFC 6455 section 5.2), without the masking key.
+    private static func writeHeader(_ frame: WebSocketFrame, length: Int, into buffer: inout ByteBuffer) {
         var first = UInt8(webSocketOpcode: frame.opcode)
         if frame.fin { first |= 0x80 }
         if frame.rsv1 { first |= 0x40 }
         if frame.rsv2 { first |= 0x20 }
         if frame.rsv3 { first |= 0x10 }
-        header.writeInteger(first)
+        buffer.writeInteger(first)
         let maskBit: UInt8 = frame.maskKey == nil ? 0 : 0x80
         switch length {
         case 0...125:
-            header.writeInteger(UInt8(length) | maskBit)
+            buffer.writeInteger(UInt8(length) | maskBit)
         case 126...Int(UInt16.max):
-            header.writeInteger(126 | maskBit)
-            header.writeInteger(UInt16(length))
+            buffer.writeInteger(126 | maskBit)
+            buffer.writeInteger(UInt16(length))
         default:
-            header.writeInteger(127 | maskBit)
-            header.writeInteger(UInt64(length))
+            buffer.writeInteger(127 | maskBit)
+            buffer.writeInteger(UInt64(length))
         }
-        if let key = frame.maskKey {
-            header.writeBytes(key)
-            var offset = 0
-            if var part = extensionData {
-                part.maskFast(key, offset: 0)
-                offset = part.readableBytes
-                extensionData = part
-            }
-            payload.maskFast(key, offset: offset)
-        }
-        context.write(wrapOutboundOut(header), promise: nil)
-        if let extensionData { context.write(wrapOutboundOut(extensionData), promise: nil) }
-        context.write(wrapOutboundOut(payload), promise: promise)
     }
 }
 
 extension ByteBuffer {
-    /// XORs the readable bytes with `key`, starting at byte `offset` of the key stream, eight bytes
-    /// at a time (the key repeats every four bytes, so a 64-bit word holds it twice).
+    /// Masks the readable bytes in place, the key starting at `offset` (mod 4).
     mutating func maskFast(_ key: WebSocketMaskingKey, offset: Int) {
         guard readableBytes > 0 else { return }
-        let keyBytes = (0..<4).map { key[($0 + offset) % 4] }
         withUnsafeMutableReadableBytes { bytes in
-            let count = bytes.count
-            var word32: UInt32 = 0
-            withUnsafeMutableBytes(of: &word32) { raw in
-                for index in 0..<4 { raw[index] = keyBytes[index] }
-            }
-            let word64 = UInt64(word32) | UInt64(word32) << 32
-            var index = 0
-            while index + 8 <= count {
-                let value = bytes.loadUnaligned(fromByteOffset: index, as: UInt64.self)
-                bytes.storeBytes(of: value ^ word64, toByteOffset: index, as: UInt64.self)
-                index += 8
-            }
-            while index < count {
-                bytes[index] ^= keyBytes[index % 4]
-                index += 1
-            }
+            Self.mask(UnsafeRawBufferPointer(bytes), into: bytes, key: key, offset: offset)
+        }
+    }
+
+    /// Appends `source`'s readable bytes masked with `key`, the key starting at `offset` (mod 4).
+    mutating func writeMasked(_ source: ByteBuffer, key: WebSocketMaskingKey, offset: Int) {
+        let count = source.readableBytes
+        guard count > 0 else { return }
+        writeWithUnsafeMutableBytes(minimumWritableBytes: count) { destination in
+            source.withUnsafeReadableBytes { Self.mask($0, into: UnsafeMutableRawBufferPointer(rebasing: destination[0..<count]), key: key, offset: offset) }
+            return count
+        }
+    }
+
+    /// `destination[i] = source[i] ^ key[(i + offset) % 4]`, eight bytes at a time (the two may be
+    /// the same memory).
+    private static func mask(
+        _ source: UnsafeRawBufferPointer, into destination: UnsafeMutableRawBufferPointer, key: WebSocketMaskingKey, offset: Int
+    ) {
+        let count = source.count
+        var word32: UInt32 = 0
+        withUnsafeMutableBytes(of: &word32) { raw in
+            for index in 0..<4 { raw[index] = key[(index + offset) % 4] }
+        }
+        let word64 = UInt64(word32) | UInt64(word32) << 32
+        var index = 0
+        while index + 8 <= count {
+            let value = source.loadUnaligned(fromByteOffset: index, as: UInt64.self)
+            destination.storeBytes(of: value ^ word64, toByteOffset: index, as: UInt64.self)
+            index += 8
+        }
+        while index < count {
+            destination[index] = source[index] ^ key[(index + offset) % 4]
+            index += 1
         }
     }
 }
 
-/// The WebSocket side of the HTTP/1.1 upgrade (RFC 6455 section 4): adds the key and version to the
-/// request, checks `Sec-WebSocket-Accept`, and installs the frame codec: swift-nio's
-/// `WebSocketFrameDecoder` (with the frame size limit) and protocol error handler, and our
-/// ``MaskingFrameEncoder``.
 final class WebSocketClientUpgrader<UpgradeResult: Sendable>: NIOTypedHTTPClientProtocolUpgrader, Sendable {
     let supportedProtocol = "websocket"
     let requiredUpgradeHeaders: [String] = []

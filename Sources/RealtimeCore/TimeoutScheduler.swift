@@ -2,16 +2,21 @@ import NIOConcurrencyHelpers
 
 /// Timeouts for many pending requests (acks, invocations) by key, on a ``TimerQueue``.
 ///
-/// `schedule` and `cancel` touch a dictionary and the queue's heap under locks; no task is made per
-/// request (the queue's one task sleeps for every deadline of the runtime). Expired keys are handed
-/// to `onExpire`, once each; a key cancelled or rescheduled first is never reported for its old
-/// deadline.
+/// A key's deadline is a value in a dictionary: `schedule` and `cancel` take one lock and touch no
+/// timer. One timer-queue entry is armed for the earliest deadline known when it was set; when it
+/// fires, the keys whose deadline has passed are handed to `onExpire` (once each, earliest first) and
+/// the entry is armed again for the earliest deadline left. A request answered before its timeout
+/// (the usual case) costs a dictionary insert and remove, not a timer scheduled and cancelled: with
+/// timeouts of one length, later deadlines never move the armed entry. A key cancelled or
+/// rescheduled first is never reported for its old deadline.
 package final class TimeoutScheduler<Key: Hashable & Sendable>: Sendable {
     private struct State {
-        /// Each key's timer, with the token its action carries (a rescheduled key's old action
-        /// finds another token and does nothing).
-        var timers: [Key: (timer: TimerQueue.Timer, token: UInt64)] = [:]
-        var nextToken: UInt64 = 0
+        /// Each key's deadline, with the order it was scheduled in (keys due at one instant are
+        /// reported in that order).
+        var deadlines: [Key: (at: Duration, order: UInt64)] = [:]
+        var scheduled: UInt64 = 0
+        /// The timer-queue entry, and the deadline it was armed for.
+        var armed: (timer: TimerQueue.Timer, at: Duration)?
         var closed = false
     }
 
@@ -34,12 +39,13 @@ package final class TimeoutScheduler<Key: Hashable & Sendable>: Sendable {
 
     /// Starts (or restarts) the timeout of `key`.
     package func schedule(_ key: Key, after timeout: Duration) {
+        let deadline = queue.now + timeout
         let replaced = state.withLockedValue { state -> TimerQueue.Timer? in
             if state.closed { return nil }
-            state.nextToken &+= 1
-            let token = state.nextToken
-            let timer = queue.schedule(after: timeout) { [weak self] in self?.expire(key, token: token) }
-            return state.timers.updateValue((timer, token), forKey: key)?.timer
+            state.scheduled &+= 1
+            state.deadlines[key] = (deadline, state.scheduled)
+            if let armed = state.armed, armed.at <= deadline { return nil }
+            return arm(at: deadline, &state)
         }
         if let replaced { queue.cancel(replaced) }
     }
@@ -47,31 +53,58 @@ package final class TimeoutScheduler<Key: Hashable & Sendable>: Sendable {
     /// Stops the timeout of `key`; returns whether it was still pending.
     @discardableResult
     package func cancel(_ key: Key) -> Bool {
-        guard let entry = state.withLockedValue({ $0.timers.removeValue(forKey: key) }) else { return false }
-        queue.cancel(entry.timer)
-        return true
+        let (found, idle) = state.withLockedValue { state -> (Bool, TimerQueue.Timer?) in
+            guard state.deadlines.removeValue(forKey: key) != nil else { return (false, nil) }
+            // Nothing left to time out: the queue need not wake for this scheduler.
+            guard state.deadlines.isEmpty, let armed = state.armed else { return (true, nil) }
+            state.armed = nil
+            return (true, armed.timer)
+        }
+        if let idle { queue.cancel(idle) }
+        return found
     }
 
     /// Forgets every pending timeout. With `permanently`, later calls to ``schedule(_:after:)`` are
     /// ignored.
     package func cancelAll(permanently: Bool = false) {
-        let timers = state.withLockedValue { state -> [TimerQueue.Timer] in
+        let armed = state.withLockedValue { state -> TimerQueue.Timer? in
             state.closed = state.closed || permanently
-            defer { state.timers = [:] }
-            return state.timers.values.map(\.timer)
+            state.deadlines = [:]
+            defer { state.armed = nil }
+            return state.armed?.timer
         }
-        for timer in timers { queue.cancel(timer) }
+        if let armed { queue.cancel(armed) }
     }
 
     /// How many timeouts are pending.
-    package var pendingCount: Int { state.withLockedValue { $0.timers.count } }
+    package var pendingCount: Int { state.withLockedValue { $0.deadlines.count } }
 
-    private func expire(_ key: Key, token: UInt64) {
-        let current = state.withLockedValue { state -> Bool in
-            guard state.timers[key]?.token == token else { return false }
-            state.timers.removeValue(forKey: key)
-            return true
+    /// Arms the queue's entry for `deadline` (under the lock); returns the entry it replaces.
+    private func arm(at deadline: Duration, _ state: inout State) -> TimerQueue.Timer? {
+        let previous = state.armed?.timer
+        let timer = queue.schedule(at: deadline) { [weak self] in self?.fire() }
+        state.armed = (timer, deadline)
+        return previous
+    }
+
+    /// The armed entry's deadline came: reports every key due, then arms for the earliest left.
+    private func fire() {
+        let now = queue.now
+        let due = state.withLockedValue { state -> [(key: Key, at: Duration, order: UInt64)] in
+            state.armed = nil
+            var due: [(key: Key, at: Duration, order: UInt64)] = []
+            var earliest: Duration?
+            for (key, deadline) in state.deadlines {
+                if deadline.at <= now {
+                    due.append((key, deadline.at, deadline.order))
+                } else if earliest.map({ deadline.at < $0 }) ?? true {
+                    earliest = deadline.at
+                }
+            }
+            for entry in due { state.deadlines.removeValue(forKey: entry.key) }
+            if let earliest, !state.closed { _ = arm(at: earliest, &state) }
+            return due
         }
-        if current { onExpire(key) }
+        for entry in due.sorted(by: { ($0.at, $0.order) < ($1.at, $1.order) }) { onExpire(entry.key) }
     }
 }

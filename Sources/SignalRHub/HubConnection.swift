@@ -311,9 +311,9 @@ public final class HubConnection: Service, Sendable {
     func invokeRaw(method: String, arguments: [JSONValue], uploads: [(id: String, stream: UploadStream)]) async throws -> JSONValue? {
         let (id, session) = try reserveInvocation()
         let started = ContinuousClock.now
-        let span = options.runtime.startClientSpan("realtime.invoke", protocol: "signalr", client: options.clientLabel)
-        span.attributes["realtime.method"] = method
-        defer { span.end() }
+        let span = options.runtime.startMessageSpan("realtime.invoke", protocol: "signalr", client: options.clientLabel)
+        span?.attributes["realtime.method"] = method
+        defer { span?.end() }
         let reply = OneShot<JSONValue?>()
         let registered = state.withLockedValue { shared -> Bool in
             guard shared.session?.generation == session.generation else { return false }
@@ -322,10 +322,13 @@ public final class HubConnection: Service, Sendable {
         }
         guard registered else { throw RealtimeError(.connectionClosed, "the connection was lost before '\(method)' was sent") }
         do {
-            // The request that carries it (a POST over SSE or long polling) carries the span's context.
-            try await ServiceContext.withValue(span.context) {
-                try await transmit(.invocation(HubInvocation(
-                    invocationId: id, target: method, arguments: arguments, streamIds: uploads.map(\.id))), on: session)
+            let invocation = HubMessage.invocation(HubInvocation(
+                invocationId: id, target: method, arguments: arguments, streamIds: uploads.map(\.id)))
+            if let span {
+                // The request that carries it (a POST over SSE or long polling) carries the span's context.
+                try await ServiceContext.withValue(span.context) { try await transmit(invocation, on: session) }
+            } else {
+                try await transmit(invocation, on: session)
             }
             state.withLockedValue { $0.machine.didSend(now: timers.now) }
             startUploads(uploads, on: session)
@@ -341,7 +344,7 @@ public final class HubConnection: Service, Sendable {
             metrics.recordCall(since: started)
             return value
         } catch {
-            span.fail(error)
+            span?.fail(error)
             throw error
         }
     }

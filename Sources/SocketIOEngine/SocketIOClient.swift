@@ -272,18 +272,18 @@ public final class SocketIOClient: Sendable {
         let box = NIOLockedValueBox<Int?>(nil)
         let started = ContinuousClock.now
         let metrics = manager?.metrics
-        let span = runtime.startClientSpan(
-            "realtime.emit", protocol: "socketio", client: manager?.configuration.clientLabel ?? "default")
-        span.attributes["realtime.event"] = event
-        span.attributes["realtime.namespace"] = namespace
+        let span = runtime.startMessageSpan(
+            "realtime.emit", protocol: "socketio", client: self.manager?.configuration.clientLabel ?? "default")
+        span?.attributes["realtime.event"] = event
+        span?.attributes["realtime.namespace"] = namespace
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
                 let id = registerAck(timeout: timeout, event: event) { result in
                     switch result {
                     case .success: metrics?.recordCall(since: started)
-                    case .failure(let error): span.fail(error)
+                    case .failure(let error): span?.fail(error)
                     }
-                    span.end()
+                    span?.end()
                     continuation.resume(with: result)
                 }
                 box.withLockedValue { $0 = id }
