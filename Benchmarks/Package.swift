@@ -95,6 +95,7 @@ let package = Package(
                 .product(name: "SpreadbotClient", package: "swift-realtime"),
                 .product(name: "RealtimeTesting", package: "swift-realtime"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
             ],
             path: "Sources/EngineCompare"
         ),

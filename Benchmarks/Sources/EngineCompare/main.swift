@@ -2,6 +2,7 @@ import EventSourceClient
 import EventSourceCompat  // onMessage: counts the broadcast without a task per stream
 import Foundation
 import NIOConcurrencyHelpers
+import NIOPosix
 import RealtimeCore
 import RealtimeTesting
 import SignalRHub
@@ -26,6 +27,10 @@ import SpreadbotClient
 //   EngineCompare socketio-on URL N                      N server events to an `on` handler (count)
 //   EngineCompare socketio-emit URL N [inflight]         N emitWithAck, `inflight` at a time
 //   EngineCompare signalr-invoke URL N [inflight]        N invoke("echo"), `inflight` at a time
+//   EngineCompare hop-floor N [inflight]                 the same task group with no network: each task
+//                                                    waits for a continuation that an event loop resumes,
+//                                                    the waiting ones in one batch per wake-up (what a
+//                                                    round trip costs in tasks and thread hops alone)
 //
 // Every workload prints one line: "<what>: N messages, S s, R messages/s" (idle: "KiB per connection").
 
@@ -414,6 +419,40 @@ case "signalr-invoke":
     }
     report("signalr-invoke", total, clock.now - start)
     await connection.stop()
+
+case "hop-floor":
+    let total = number(1, 100_000)
+    let inflight = number(2, 1000)
+    let loop = MultiThreadedEventLoopGroup.singleton.next()
+    // Continuations waiting for the loop, and whether a wake-up is already on its way (one
+    // `execute` per batch, as the outbox wakes its writer once per batch).
+    let waiting = NIOLockedValueBox<(continuations: [CheckedContinuation<Void, Never>], woken: Bool)>(([], false))
+    @Sendable func resumeAll() {
+        let batch = waiting.withLockedValue { state -> [CheckedContinuation<Void, Never>] in
+            state.woken = false
+            defer { state.continuations = [] }
+            return state.continuations
+        }
+        for continuation in batch { continuation.resume() }
+    }
+    let start = clock.now
+    await withTaskGroup(of: Void.self) { group in
+        for index in 0..<total {
+            if index >= inflight { await group.next() }
+            group.addTask {
+                await withCheckedContinuation { continuation in
+                    let wake = waiting.withLockedValue { state -> Bool in
+                        state.continuations.append(continuation)
+                        defer { state.woken = true }
+                        return !state.woken
+                    }
+                    if wake { loop.execute { resumeAll() } }
+                }
+            }
+        }
+        await group.waitForAll()
+    }
+    report("hop-floor", total, clock.now - start)
 
 default:
     fail("EngineCompare serve|sse|sse-idle|socketio-idle|signalr-idle|spreadbot-idle|signalr-stream|signalr-on|socketio-on|socketio-emit|signalr-invoke ...")
