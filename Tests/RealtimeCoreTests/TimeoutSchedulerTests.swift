@@ -78,4 +78,41 @@ import Testing
         try await waitUntil { clock.sleeperCount == 0 }
         #expect(fired.withLockedValue { $0 }.isEmpty)
     }
+
+    /// An answered request (scheduled, then cancelled before its deadline) touches no timer: one
+    /// queue entry stays armed for the earliest deadline, and goes once nothing is pending.
+    @Test func answeredRequestsLeaveOneArmedTimer() async throws {
+        let clock = ManualClock()
+        let queue = TimerQueue(clock: clock)
+        let scheduler = TimeoutScheduler<Int>(timers: queue) { _ in }
+        scheduler.schedule(-1, after: .seconds(10))
+        for key in 0..<1000 {
+            scheduler.schedule(key, after: .seconds(10))
+            #expect(scheduler.cancel(key))
+        }
+        #expect(queue.pendingCount == 1)
+        #expect(queue.heapCount == 1, "no entry was scheduled and cancelled per request")
+        #expect(scheduler.cancel(-1))
+        #expect(queue.pendingCount == 0, "nothing pending: the armed entry is cancelled")
+    }
+
+    /// The armed entry fires for the earliest deadline; the keys due then expire and the entry is
+    /// armed again for the earliest deadline left, which was scheduled after the first.
+    @Test func theArmedTimerMovesToTheEarliestDeadlineLeft() async throws {
+        let clock = ManualClock()
+        var (scheduler, expired) = make(clock)
+        scheduler.schedule(1, after: .seconds(1))
+        scheduler.schedule(2, after: .seconds(30))
+        scheduler.schedule(3, after: .seconds(5))
+        try await clock.waitForSleepers(1)
+        clock.advance(by: .seconds(1))
+        #expect(await expired.next() == 1)
+        try await clock.waitForSleepers(1)
+        clock.advance(by: .seconds(4))
+        #expect(await expired.next() == 3)
+        try await clock.waitForSleepers(1)
+        clock.advance(by: .seconds(25))
+        #expect(await expired.next() == 2)
+        #expect(scheduler.pendingCount == 0)
+    }
 }
