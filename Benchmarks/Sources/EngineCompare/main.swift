@@ -27,6 +27,8 @@ import SpreadbotClient
 //   EngineCompare socketio-on URL N                      N server events to an `on` handler (count)
 //   EngineCompare socketio-emit URL N [inflight]         N emitWithAck, `inflight` at a time
 //   EngineCompare signalr-invoke URL N [inflight]        N invoke("echo"), `inflight` at a time
+//   EngineCompare socketio-emit-loop URL N [inflight]   the same with the connection and the emitting
+//                                                    tasks on one event loop (EventLoopTaskExecutor)
 //   EngineCompare hop-floor N [inflight]                 the same task group with no network: each task
 //                                                    waits for a continuation that an event loop resumes,
 //                                                    the waiting ones in one batch per wake-up (what a
@@ -382,25 +384,37 @@ case "socketio-on":
     report("socketio-on", received.withLockedValue { $0 }, clock.now - start)
     manager.disconnect()
 
-case "socketio-emit":
+case "socketio-emit", "socketio-emit-loop":
     guard let url = argument(1) else { fail("socketio-emit URL N [inflight]") }
     let total = number(2, 100_000)
     let inflight = number(3, 1000)
     var configuration = SocketIOConfiguration()
     configuration.engine.transports = [.websocket]
     configuration.reachability = AlwaysReachable()
+    // socketio-emit-loop: the connection on one event loop, and the emitting tasks run there too
+    // (EventLoopTaskExecutor), so an ack resumes its caller without waking a pool thread.
+    let loop = MultiThreadedEventLoopGroup.singleton.next()
+    let onLoop = arguments[0] == "socketio-emit-loop"
+    if onLoop { configuration.runtime = RealtimeRuntime(eventLoopGroup: loop) }
     let manager = SocketManager(url: url, configuration: configuration)
     let socket = manager.defaultSocket
     try await socket.connect(timeout: .seconds(10))
     let start = clock.now
-    try await withThrowingTaskGroup(of: Void.self) { group in
-        for index in 0..<total {
-            if index >= inflight { try await group.next() }
-            group.addTask { _ = try await socket.emitWithAck("echo", arguments: [.number(Double(index))], timeout: .seconds(60)) }
+    let emitAll = { @Sendable () async throws in
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for index in 0..<total {
+                if index >= inflight { try await group.next() }
+                group.addTask { _ = try await socket.emitWithAck("echo", arguments: [.number(Double(index))], timeout: .seconds(60)) }
+            }
+            try await group.waitForAll()
         }
-        try await group.waitForAll()
     }
-    report("socketio-emit", total, clock.now - start)
+    if onLoop {
+        try await withTaskExecutorPreference(EventLoopTaskExecutor(loop)) { try await emitAll() }
+    } else {
+        try await emitAll()
+    }
+    report(arguments[0], total, clock.now - start)
     manager.disconnect()
 
 case "signalr-invoke":
