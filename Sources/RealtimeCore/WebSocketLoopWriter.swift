@@ -175,26 +175,32 @@ struct OutboundFrameTracker {
 }
 
 /// Masking keys (RFC 6455 section 5.3: unpredictable, from a strong source) drawn from the system's
-/// random source 64 at a time (32 calls of 8 bytes), where swift-websocket's writer makes four
-/// system calls per frame.
+/// random source 64 at a time (32 calls of 8 bytes, two keys each), where swift-websocket's writer
+/// makes four system calls per frame. Each key is made by swift-nio's inlinable `random(using:)`
+/// from its 32 bits: `WebSocketMaskingKey`'s initializer from a collection is generic and not
+/// inlinable, and cost eight allocations per key.
 struct MaskingKeySource {
-    private var pool: [UInt8] = []
+    private var pool: [UInt64] = []
+    /// Keys taken from `pool` (two per word).
     private var used = 0
 
+    /// Hands out the one word it holds (the low 32 bits are the key).
+    private struct Word: RandomNumberGenerator {
+        let value: UInt64
+        mutating func next() -> UInt64 { value }
+    }
+
     mutating func next() -> WebSocketMaskingKey {
-        if used + 4 > pool.count {
-            pool = [UInt8](repeating: 0, count: 256)
+        if used == pool.count * 2 {
             var generator = SystemRandomNumberGenerator()
-            pool.withUnsafeMutableBytes { bytes in
-                // 8 bytes per call of the system generator.
-                for offset in stride(from: 0, to: bytes.count, by: 8) {
-                    bytes.storeBytes(of: generator.next() as UInt64, toByteOffset: offset, as: UInt64.self)
-                }
-            }
+            if pool.isEmpty { pool = [UInt64](repeating: 0, count: 32) }
+            for index in pool.indices { pool[index] = generator.next() }
             used = 0
         }
-        defer { used += 4 }
-        return WebSocketMaskingKey(pool[used..<used + 4])!
+        let word = pool[used / 2]
+        var source = Word(value: used % 2 == 0 ? word : word >> 32)
+        used += 1
+        return .random(using: &source)
     }
 }
 
@@ -211,17 +217,17 @@ package final class OutboxWebSocketWriter<Message: OutboxMessage>: Sendable {
     private let outbox: Outbox<Message>
     private let writer: WebSocketLoopWriter
     private let generation: Int
-    private let encode: @Sendable (Message) -> [RealtimeMessage]
+    private let encode: @Sendable (Message, inout [RealtimeMessage]) -> Void
     private let written: Written
     private let inFlight: NIOLoopBoundBox<Bool>
 
     /// - Parameters:
-    ///   - encode: the WebSocket messages one outbox message is written as, in order.
+    ///   - encode: appends the WebSocket messages one outbox message is written as, in order.
     ///   - written: called once per batch, on the event loop; it settles the batch with the outbox
     ///     (`wroteUnconfirmed`, `requeueFront`, `finishedWrite`).
     package init(
         outbox: Outbox<Message>, writer: WebSocketLoopWriter, generation: Int,
-        encode: @escaping @Sendable (Message) -> [RealtimeMessage], written: @escaping Written
+        encode: @escaping @Sendable (Message, inout [RealtimeMessage]) -> Void, written: @escaping Written
     ) {
         self.outbox = outbox
         self.writer = writer
@@ -264,7 +270,7 @@ package final class OutboxWebSocketWriter<Message: OutboxMessage>: Sendable {
         var ends: [Int] = []
         ends.reserveCapacity(batch.count)
         for message in batch {
-            messages.append(contentsOf: encode(message))
+            encode(message, &messages)
             ends.append(messages.count)
         }
         writer.write(messages) { [self] count, failure in

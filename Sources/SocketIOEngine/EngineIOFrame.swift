@@ -53,10 +53,17 @@ extension EngineIOFrame {
 extension EngineIOFrame {
     /// The frame's packets as WebSocket messages, one each (binary attachments as binary messages).
     var webSocketMessages: [RealtimeMessage] {
-        packets.map { packet in
+        var messages: [RealtimeMessage] = []
+        appendWebSocketMessages(to: &messages)
+        return messages
+    }
+
+    /// Appends ``webSocketMessages`` to `messages` (a writer's batch: no array per frame).
+    func appendWebSocketMessages(to messages: inout [RealtimeMessage]) {
+        for packet in packets {
             switch EngineIOCodec.encode(packet, supportsBinary: true) {
-            case .text(let text): .text(text)
-            case .binary(let data): .binary(ByteBuffer(data: data))
+            case .text(let text): messages.append(.text(text))
+            case .binary(let data): messages.append(.binary(ByteBuffer(data: data)))
             }
         }
     }

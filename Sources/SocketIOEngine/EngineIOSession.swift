@@ -467,7 +467,7 @@ final class EngineIOSession: Sendable {
         guard let loopWriter = connection.loopWriter else { return nil }
         let writer = OutboxWebSocketWriter(
             outbox: outbox, writer: loopWriter, generation: generation,
-            encode: { $0.webSocketMessages },
+            encode: { $0.appendWebSocketMessages(to: &$1) },
             written: { [weak self] written, unwritten, failure in
                 self?.settleLoopBatch(written, unwritten, failure, connection: connection, loopWriter: loopWriter)
             })

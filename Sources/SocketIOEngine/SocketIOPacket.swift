@@ -66,11 +66,13 @@ public enum SocketIOCodec {
             if type == .ack { type = .binaryAck }
         }
         var out: [UInt8] = []
-        out.reserveCapacity(32)
+        out.reserveCapacity(64)
         out.append(UInt8(ascii: "0") + type.rawValue)
         var attachments: [Data]? = (type == .binaryEvent || type == .binaryAck) ? [] : nil
+        // A binary packet's attachment count comes before its data: its JSON is written first,
+        // apart. Any other packet's JSON goes straight after the header.
         var json: [UInt8] = []
-        if let data = packet.data {
+        if attachments != nil, let data = packet.data {
             JSONWriter.write(data, into: &json, attachments: &attachments)
         }
         if let attachments {
@@ -82,7 +84,11 @@ public enum SocketIOCodec {
             out.append(UInt8(ascii: ","))
         }
         if let id = packet.id { JSONWriter.writeInteger(id, into: &out) }
-        out.append(contentsOf: json)
+        if attachments != nil {
+            out.append(contentsOf: json)
+        } else if let data = packet.data {
+            JSONWriter.write(data, into: &out, attachments: &attachments)
+        }
         return EncodedSocketIOPacket(text: String(decoding: out, as: UTF8.self), attachments: attachments ?? [])
     }
 

@@ -120,7 +120,7 @@ final class SpreadbotOutbox: Sendable {
     func webSocketWriter(_ writer: WebSocketLoopWriter, onWritten: @escaping @Sendable ([Item]) -> Void) -> OutboxWebSocketWriter<Item> {
         OutboxWebSocketWriter(
             outbox: outbox, writer: writer, generation: outbox.generation,
-            encode: { [$0.data.webSocketMessage] },
+            encode: { $1.append($0.data.webSocketMessage) },
             written: { [self] written, unwritten, failure in
                 state.withLockedValue { $0.pending -= written.count }
                 if failure != nil {

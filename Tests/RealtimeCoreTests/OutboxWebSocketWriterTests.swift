@@ -37,7 +37,7 @@ struct OutboxWebSocketWriterTests {
             let (outbox, batches) = (outbox, batches)
             writer = OutboxWebSocketWriter(
                 outbox: outbox, writer: handler.writer(on: channel.eventLoop), generation: outbox.generation,
-                encode: { [.text($0.text)] },
+                encode: { $1.append(.text($0.text)) },
                 written: { written, unwritten, failure in
                     batches.withLockedValue { $0.append(Batch(written: written.map(\.text), unwritten: unwritten.map(\.text), failed: failure != nil)) }
                     outbox.wroteUnconfirmed(written)
