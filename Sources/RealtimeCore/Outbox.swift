@@ -176,6 +176,7 @@ public struct ResendWindow: Sendable, Hashable {
         if state.closed || state.writerGeneration != generation { return .stop }
         if state.paused || state.queue.isEmpty { return .wait }
         var frames: [Message] = []
+        if maxBytes == .max && maxParts == .max { frames.reserveCapacity(state.queue.count) }
         var total = 0
         var parts = 0
         while let first = state.queue.first {
@@ -358,12 +359,18 @@ public struct ResendWindow: Sendable, Hashable {
     /// TCP stream, read in order) every message written before it.
     @inlinable
     public func confirm(where matches: (Message) -> Bool) {
-        let confirmed = state.withLockedValue { state -> [Message] in
-            guard let index = state.written.firstIndex(where: matches) else { return [] }
+        let confirmed = state.withLockedValue { state -> (oldest: Message?, more: [Message]) in
+            guard let index = state.written.firstIndex(where: matches) else { return (nil, []) }
+            if index == 0 {
+                // Acks in the order of their emits: the oldest is confirmed alone (no array).
+                let oldest = state.written.removeFirst()
+                state.writtenBytes -= oldest.outboxSize
+                return (oldest, [])
+            }
             let confirmed = Array(state.written[...index])
             for frame in confirmed { state.writtenBytes -= frame.outboxSize }
             state.written.removeFirst(index + 1)
-            return confirmed
+            return (nil, confirmed)
         }
         _ = confirmed  // freed here, outside the lock
     }

@@ -122,34 +122,61 @@ final class LoopWriteHandler: ChannelDuplexHandler, RemovableChannelHandler {
             completion(0, nil)
             return
         }
-        // Promises complete in write order on the event loop: count the writes that succeeded
-        // before the first failure, and answer once the last one is known.
-        var written = 0
-        var failure: (any Error)?
-        var answered = 0
-        let total = messages.count
-        for message in messages {
-            let frame: WebSocketFrame
-            switch message {
-            case .text(let text):
-                var buffer = context.channel.allocator.buffer(capacity: text.utf8.count)
-                buffer.writeString(text)
-                frame = WebSocketFrame(fin: true, opcode: .text, maskKey: keys.next(), data: buffer)
-            case .binary(let buffer):
-                frame = WebSocketFrame(fin: true, opcode: .binary, maskKey: keys.next(), data: buffer)
-            }
+        if messages.count == 1 {
+            // One message (a writer that is never behind writes its messages one by one): its
+            // promise answers alone.
             let promise = context.eventLoop.makePromise(of: Void.self)
             promise.futureResult.assumeIsolated().whenComplete { result in
-                answered += 1
                 switch result {
-                case .success: if failure == nil { written += 1 }
-                case .failure(let error): if failure == nil { failure = error }
+                case .success: completion(1, nil)
+                case .failure(let error): completion(0, error)
                 }
-                if answered == total { completion(written, failure) }
             }
-            context.write(wrapOutboundOut(frame), promise: promise)
+            context.write(wrapOutboundOut(frame(messages[0], allocator: context.channel.allocator)), promise: promise)
+            context.flush()
+            return
+        }
+        // Once every promise has answered: the messages before the first that failed were
+        // written. Promises need not answer in write order (a handler may fail a write at once,
+        // while the ones before it succeed at the flush).
+        let progress = BatchProgress(total: messages.count, completion: completion)
+        for (index, message) in messages.enumerated() {
+            let promise = context.eventLoop.makePromise(of: Void.self)
+            promise.futureResult.assumeIsolated().whenComplete { progress.answer(index, $0) }
+            context.write(wrapOutboundOut(frame(message, allocator: context.channel.allocator)), promise: promise)
         }
         context.flush()
+    }
+
+    private func frame(_ message: RealtimeMessage, allocator: ByteBufferAllocator) -> WebSocketFrame {
+        switch message {
+        case .text(let text):
+            var buffer = allocator.buffer(capacity: text.utf8.count)
+            buffer.writeString(text)
+            return WebSocketFrame(fin: true, opcode: .text, maskKey: keys.next(), data: buffer)
+        case .binary(let buffer):
+            return WebSocketFrame(fin: true, opcode: .binary, maskKey: keys.next(), data: buffer)
+        }
+    }
+
+    /// The writes of one batch as their promises answer, on the event loop.
+    private final class BatchProgress {
+        let total: Int
+        let completion: (Int, (any Error)?) -> Void
+        /// The first message whose write failed, and why.
+        var failure: (index: Int, error: any Error)?
+        var answered = 0
+
+        init(total: Int, completion: @escaping (Int, (any Error)?) -> Void) {
+            self.total = total
+            self.completion = completion
+        }
+
+        func answer(_ index: Int, _ result: Result<Void, any Error>) {
+            answered += 1
+            if case .failure(let error) = result, index < failure?.index ?? .max { failure = (index, error) }
+            if answered == total { completion(failure?.index ?? total, failure?.error) }
+        }
     }
 
     func closeChannel() {
@@ -266,15 +293,16 @@ package final class OutboxWebSocketWriter<Message: OutboxMessage>: Sendable {
         inFlight.value = true
         var messages: [RealtimeMessage] = []
         messages.reserveCapacity(batch.count)
-        // ends[i]: how many WebSocket messages the first i + 1 outbox messages make.
-        var ends: [Int] = []
-        ends.reserveCapacity(batch.count)
-        for message in batch {
+        // ends[i]: how many WebSocket messages the first i + 1 outbox messages make; nil while
+        // each made one.
+        var ends: [Int]?
+        for (index, message) in batch.enumerated() {
             encode(message, &messages)
-            ends.append(messages.count)
+            if ends == nil, messages.count != index + 1 { ends = Array(1..<(index + 1)) }
+            ends?.append(messages.count)
         }
         writer.write(messages) { [self] count, failure in
-            let whole = ends.firstIndex { $0 > count } ?? batch.count
+            let whole = ends.map { $0.firstIndex { $0 > count } ?? batch.count } ?? min(count, batch.count)
             inFlight.value = false
             written(batch[..<whole], batch[whole...], failure)
             if failure == nil { drain() }

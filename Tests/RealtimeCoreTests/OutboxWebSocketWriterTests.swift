@@ -28,16 +28,23 @@ struct OutboxWebSocketWriterTests {
         let batches = NIOLockedValueBox<[Batch]>([])
         let writer: OutboxWebSocketWriter<Note>
 
-        init() throws {
+        /// - Parameters:
+        ///   - parts: the WebSocket messages each note is written as (`text:1`, `text:2`... past one).
+        ///   - failAfter: writes past this many fail (a connection that broke in the middle of a batch).
+        init(parts: Int = 1, failAfter: Int? = nil) throws {
             let channel = EmbeddedChannel()
             let handler = LoopWriteHandler()
+            if let failAfter { try channel.pipeline.syncOperations.addHandler(FailingWrites(after: failAfter)) }
             try channel.pipeline.syncOperations.addHandler(handler)
             try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
             self.channel = channel
             let (outbox, batches) = (outbox, batches)
             writer = OutboxWebSocketWriter(
                 outbox: outbox, writer: handler.writer(on: channel.eventLoop), generation: outbox.generation,
-                encode: { $1.append(.text($0.text)) },
+                encode: { note, messages in
+                    if parts == 1 { return messages.append(.text(note.text)) }
+                    for part in 1...parts { messages.append(.text("\(note.text):\(part)")) }
+                },
                 written: { written, unwritten, failure in
                     batches.withLockedValue { $0.append(Batch(written: written.map(\.text), unwritten: unwritten.map(\.text), failed: failure != nil)) }
                     outbox.wroteUnconfirmed(written)
@@ -72,6 +79,35 @@ struct OutboxWebSocketWriterTests {
             Batch(written: ["a"], unwritten: [], failed: false), Batch(written: ["b"], unwritten: [], failed: false),
         ])
         #expect(setup.outbox.queuedCount == 0)
+    }
+
+    /// Lets the first `after` writes through and fails the rest.
+    final class FailingWrites: ChannelOutboundHandler {
+        typealias OutboundIn = WebSocketFrame
+        var left: Int
+        init(after: Int) { left = after }
+        func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+            guard left > 0 else { return promise?.fail(ChannelError.ioOnClosedChannel) ?? () }
+            left -= 1
+            context.write(data, promise: promise)
+        }
+    }
+
+    /// A batch that breaks in the middle: the messages whose every WebSocket message went out are
+    /// written, the rest (from the first with a failed part) unwritten, for one part or several.
+    @Test("a write that fails in the middle of a batch splits it at the first message not wholly written",
+          arguments: [(1, 2, ["a", "b"]), (2, 3, ["a"]), (2, 4, ["a", "b"]), (3, 0, [])])
+    func failureInTheMiddle(parts: Int, failAfter: Int, written: [String]) throws {
+        let setup = try Setup(parts: parts, failAfter: failAfter)
+        setup.channel.isWritable = false
+        setup.channel.pipeline.fireChannelWritabilityChanged()
+        for text in ["a", "b", "c"] { setup.outbox.push(Note(text: text)) }
+        setup.channel.isWritable = true
+        setup.channel.pipeline.fireChannelWritabilityChanged()
+        setup.channel.embeddedEventLoop.run()
+        let unwritten = ["a", "b", "c"].filter { !written.contains($0) }
+        #expect(setup.batches.withLockedValue { $0 } == [Batch(written: written, unwritten: unwritten, failed: true)])
+        #expect(setup.outbox.queuedCount == unwritten.count, "the unwritten ones are queued again, in order")
     }
 
     @Test("a full socket holds the queue; once writable, everything queued meanwhile goes in one batch")
