@@ -175,16 +175,23 @@ public struct ResendWindow: Sendable, Hashable {
     func nextBatch(maxBytes: Int, maxParts: Int, generation: Int, _ state: inout State) -> Step {
         if state.closed || state.writerGeneration != generation { return .stop }
         if state.paused || state.queue.isEmpty { return .wait }
-        var frames: [Message] = []
-        if maxBytes == .max && maxParts == .max { frames.reserveCapacity(state.queue.count) }
-        var total = 0
-        var parts = 0
-        while let first = state.queue.first {
-            let size = maxBytes == .max ? 0 : first.outboxSize
-            if !frames.isEmpty && (total + size > maxBytes || parts + first.outboxParts > maxParts) { break }
-            frames.append(state.queue.removeFirst())
-            total += size
-            parts += first.outboxParts
+        var frames: [Message]
+        if maxBytes == .max && maxParts == .max {
+            // Everything, in one copy: element by element, an unspecialized caller (a writer
+            // generic over the message type) allocated for each element it looked at.
+            frames = Array(state.queue)
+            state.queue.removeAll(keepingCapacity: true)
+        } else {
+            frames = []
+            var total = 0
+            var parts = 0
+            while let first = state.queue.first {
+                let size = maxBytes == .max ? 0 : first.outboxSize
+                if !frames.isEmpty && (total + size > maxBytes || parts + first.outboxParts > maxParts) { break }
+                frames.append(state.queue.removeFirst())
+                total += size
+                parts += first.outboxParts
+            }
         }
         for frame in frames where frame.isApplicationData {
             state.boundedBytes = max(0, state.boundedBytes - frame.outboxSize)
