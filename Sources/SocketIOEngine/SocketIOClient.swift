@@ -269,7 +269,7 @@ public final class SocketIOClient: Sendable {
     /// - Throws: `RealtimeCore/RealtimeError` `timeout`, `queueFull`, `messageTooLarge`,
     ///   `connectionClosed`, `notConnected` (the socket was disconnected), or `CancellationError`.
     public func emitWithAck(_ event: String, arguments: [JSONValue], timeout: Duration = .seconds(10)) async throws -> [JSONValue] {
-        let box = NIOLockedValueBox<Int?>(nil)
+        let id = reserveAckID()
         let started = ContinuousClock.now
         let metrics = manager?.metrics
         let span = runtime.startMessageSpan(
@@ -278,7 +278,7 @@ public final class SocketIOClient: Sendable {
         span?.attributes["realtime.namespace"] = namespace
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
-                let id = registerAck(timeout: timeout, event: event) { result in
+                registerAck(id: id, timeout: timeout, event: event) { result in
                     switch result {
                     case .success: metrics?.recordCall(since: started)
                     case .failure(let error): span?.fail(error)
@@ -286,7 +286,8 @@ public final class SocketIOClient: Sendable {
                     span?.end()
                     continuation.resume(with: result)
                 }
-                box.withLockedValue { $0 = id }
+                // Cancelled before the ack was registered: the handler below found nothing to fail.
+                if Task.isCancelled { return failAck(id, with: Self.cancelledError) }
                 do {
                     try submit(SocketIOPacket(type: .event, namespace: namespace, id: id, data: .array(Self.eventData(event, arguments))))
                 } catch {
@@ -294,10 +295,12 @@ public final class SocketIOClient: Sendable {
                 }
             }
         } onCancel: {
-            if let id = box.withLockedValue({ $0 }) {
-                self.failAck(id, with: RealtimeError(.cancelled, "emitWithAck was cancelled", underlying: CancellationError()))
-            }
+            self.failAck(id, with: Self.cancelledError)
         }
+    }
+
+    private static var cancelledError: RealtimeError {
+        RealtimeError(.cancelled, "emitWithAck was cancelled", underlying: CancellationError())
     }
 
     /// ``emitWithAck(_:arguments:timeout:)`` with the arguments listed (strings, numbers, `Data`,
@@ -310,14 +313,26 @@ public final class SocketIOClient: Sendable {
     func registerAck(
         timeout: Duration?, event: String, deliver: @escaping @Sendable (Result<[JSONValue], RealtimeError>) -> Void
     ) -> Int {
-        let id = state.withLockedValue { state -> Int in
+        let id = reserveAckID()
+        registerAck(id: id, timeout: timeout, event: event, deliver: deliver)
+        return id
+    }
+
+    /// The next ack id (ids wrap at `Int32.max`).
+    private func reserveAckID() -> Int {
+        state.withLockedValue { state -> Int in
             let id = state.nextAckID
             state.nextAckID = state.nextAckID == Int(Int32.max) ? 0 : state.nextAckID + 1
-            state.acks[id] = AckEntry(deliver: deliver, event: event, timeout: timeout)
             return id
         }
+    }
+
+    /// Registers the ack callback of a reserved id, with a timeout.
+    private func registerAck(
+        id: Int, timeout: Duration?, event: String, deliver: @escaping @Sendable (Result<[JSONValue], RealtimeError>) -> Void
+    ) {
+        state.withLockedValue { $0.acks[id] = AckEntry(deliver: deliver, event: event, timeout: timeout) }
         if let timeout { ackTimeouts.schedule(id, after: timeout) }
-        return id
     }
 
     private func failAck(_ id: Int, with error: RealtimeError) {

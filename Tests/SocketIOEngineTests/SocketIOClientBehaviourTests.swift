@@ -193,6 +193,28 @@ struct SocketIOClientBehaviourTests {
         await #expect { _ = try await call.value } throws: { ($0 as? RealtimeError)?.code == .timeout }
     }
 
+    /// A cancelled call fails with `cancelled` at once, not when its timeout (here on a clock that
+    /// never moves) runs out; cancelled before it was made, the emit is not even queued.
+    @Test("a cancelled emitWithAck fails at once with cancelled, whether cancelled while it waits or before")
+    func cancelledEmitWithAck() async throws {
+        var configuration = SocketIOConfiguration.testing([.websocket])
+        configuration.runtime = RealtimeRuntime(clock: ManualClock())
+        let manager = SocketManager(url: "http://127.0.0.1:9", configuration: configuration)
+        let socket = manager.defaultSocket
+        let waiting = Task { try await socket.emitWithAck("queued", 1, timeout: .seconds(5)) }
+        try await waitUntil("the emit is queued") { socket.queuedEmitCount == 1 }
+        waiting.cancel()
+        await #expect { _ = try await waiting.value } throws: { ($0 as? RealtimeError)?.code == .cancelled }
+
+        let early = Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            return try await socket.emitWithAck("never", 2, timeout: .seconds(5))
+        }
+        await #expect { _ = try await early.value } throws: { ($0 as? RealtimeError)?.code == .cancelled }
+        #expect(socket.queuedEmitCount == 1, "only the first emit was queued")
+        manager.disconnect()
+    }
+
     @Test("an ack after its timeout is dropped; the next ack is matched correctly")
     func lateAck() async throws {
         let server = try await SocketIOTestServer.start()
