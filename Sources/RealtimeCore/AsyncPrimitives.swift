@@ -10,6 +10,8 @@ public import NIOConcurrencyHelpers
     @usableFromInline
     struct State: Sendable {
         @usableFromInline var result: Result<Value, any Error>?
+        /// The first waiter of ``value()`` (most have one: no array), then the others.
+        @usableFromInline var firstWaiter: CheckedContinuation<Value, any Error>?
         @usableFromInline var waiters: [CheckedContinuation<Value, any Error>] = []
         /// Waiters of ``cancellableValue()``, by id.
         @usableFromInline var cancellable: [Int: CheckedContinuation<Value, any Error>] = [:]
@@ -25,19 +27,21 @@ public import NIOConcurrencyHelpers
     /// Sets the result (the first call wins) and wakes every waiter.
     @inlinable
     public func complete(_ result: Result<Value, any Error>) {
-        let (waiters, callbacks) = state.withLockedValue {
-            state -> ([CheckedContinuation<Value, any Error>], [@Sendable (Result<Value, any Error>) -> Void]) in
-            guard state.result == nil else { return ([], []) }
+        guard let woken = state.withLockedValue({ state -> State? in
+            guard state.result == nil else { return nil }
             state.result = result
             defer {
-                state.waiters.removeAll()
-                state.cancellable.removeAll()
-                state.callbacks.removeAll()
+                state.firstWaiter = nil
+                state.waiters = []
+                state.cancellable = [:]
+                state.callbacks = []
             }
-            return (state.waiters + state.cancellable.values, state.callbacks)
-        }
-        for waiter in waiters { waiter.resume(with: result) }
-        for callback in callbacks { callback(result) }
+            return state
+        }) else { return }
+        woken.firstWaiter?.resume(with: result)
+        for waiter in woken.waiters { waiter.resume(with: result) }
+        for waiter in woken.cancellable.values { waiter.resume(with: result) }
+        for callback in woken.callbacks { callback(result) }
     }
 
     /// Calls `callback` with the result when it arrives (at once if it has), on the completing
@@ -61,7 +65,7 @@ public import NIOConcurrencyHelpers
         try await withCheckedThrowingContinuation { continuation in
             let ready = state.withLockedValue { state -> Result<Value, any Error>? in
                 if let result = state.result { return result }
-                state.waiters.append(continuation)
+                if state.firstWaiter == nil { state.firstWaiter = continuation } else { state.waiters.append(continuation) }
                 return nil
             }
             if let ready { continuation.resume(with: ready) }

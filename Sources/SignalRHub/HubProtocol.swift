@@ -47,7 +47,8 @@ public struct HubProtocolCodec: Sendable {
     /// The framed encoding of `message`.
     public func encode(_ message: HubMessage) -> [UInt8] {
         var out: [UInt8] = []
-        out.reserveCapacity(64)
+        // An invocation of a short method with a small argument takes about 70 bytes in JSON.
+        out.reserveCapacity(128)
         write(message, into: &out)
         return out
     }

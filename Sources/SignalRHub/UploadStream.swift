@@ -31,6 +31,7 @@ extension HubConnection {
     /// Encodes invocation arguments, setting upload streams aside with fresh stream ids.
     func encodeArguments(_ arguments: [any Encodable]) throws -> (values: [JSONValue], streams: [(id: String, stream: UploadStream)]) {
         var values: [JSONValue] = []
+        values.reserveCapacity(arguments.count)
         var streams: [(id: String, stream: UploadStream)] = []
         for argument in arguments {
             if let stream = argument as? UploadStream {
