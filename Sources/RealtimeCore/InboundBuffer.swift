@@ -88,6 +88,13 @@ package final class InboundBuffer<Element: Sendable>: Sendable {
     @discardableResult
     package func yield(contentsOf elements: some Collection<Element>) -> Bool {
         guard !elements.isEmpty else { return !isPaused }
+        return yield { $0.append(contentsOf: elements) }
+    }
+
+    /// ``yield(contentsOf:)`` with what `add` appends (one element or a collection; a client
+    /// module calls this class unspecialized, where iterating a one-element collection cost
+    /// generic metadata lookups per message).
+    private func yield(_ add: (inout [Element]) -> Void) -> Bool {
         let (consumer, batch, goOn, start) = state.withLockedValue {
             state -> (CheckedContinuation<[Element]?, any Error>?, [Element], Bool, (@Sendable () -> Void)?) in
             if state.finished { return (nil, [], true, nil) }
@@ -95,10 +102,10 @@ package final class InboundBuffer<Element: Sendable>: Sendable {
                 state.consumer = nil
                 var batch = state.items
                 state.items = []
-                batch.append(contentsOf: elements)
+                add(&batch)
                 return (consumer, batch, true, nil)
             }
-            state.items.append(contentsOf: elements)
+            add(&state.items)
             let start = Self.unpark(&state)
             if state.items.count >= limit {
                 state.producerPaused = true
@@ -118,9 +125,14 @@ package final class InboundBuffer<Element: Sendable>: Sendable {
     @discardableResult
     package func append(contentsOf elements: some Collection<Element>, flushingOn eventLoop: any EventLoop) -> Bool {
         guard !elements.isEmpty else { return !isPaused }
+        return append(flushingOn: eventLoop) { $0.append(contentsOf: elements) }
+    }
+
+    /// ``append(contentsOf:flushingOn:)`` with what `add` appends (see ``yield(_:)``).
+    private func append(flushingOn eventLoop: any EventLoop, _ add: (inout [Element]) -> Void) -> Bool {
         let (goOn, schedule) = state.withLockedValue { state -> (Bool, Bool) in
             if state.finished { return (true, false) }
-            state.items.append(contentsOf: elements)
+            add(&state.items)
             var schedule = false
             if state.consumer != nil || state.parked, !state.flushScheduled {
                 state.flushScheduled = true
@@ -168,11 +180,16 @@ package final class InboundBuffer<Element: Sendable>: Sendable {
 
     /// ``append(contentsOf:)`` of one element.
     @discardableResult
-    package func append(_ element: Element) -> Bool { append(contentsOf: CollectionOfOne(element)) }
+    package func append(_ element: Element) -> Bool {
+        if let eventLoop = MultiThreadedEventLoopGroup.currentEventLoop {
+            return append(flushingOn: eventLoop) { $0.append(element) }
+        }
+        return yield(element)
+    }
 
     /// Hands one element over; see ``yield(contentsOf:)``.
     @discardableResult
-    package func yield(_ element: Element) -> Bool { yield(contentsOf: CollectionOfOne(element)) }
+    package func yield(_ element: Element) -> Bool { yield { $0.append(element) } }
 
     /// The consumer left for good (no iterator is left): what is buffered is let go, and a producer
     /// that was told to pause is resumed (`onDemand`).
