@@ -331,8 +331,12 @@ public final class SocketIOClient: Sendable {
     private func registerAck(
         id: Int, timeout: Duration?, event: String, deliver: @escaping @Sendable (Result<[JSONValue], RealtimeError>) -> Void
     ) {
-        state.withLockedValue { $0.acks[id] = AckEntry(deliver: deliver, event: event, timeout: timeout) }
-        if let timeout { ackTimeouts.schedule(id, after: timeout) }
+        // The timeout is scheduled under the same lock as the entry: a failAck (a cancellation)
+        // that removes the entry right after always finds the timeout to cancel.
+        state.withLockedValue {
+            $0.acks[id] = AckEntry(deliver: deliver, event: event, timeout: timeout)
+            if let timeout { ackTimeouts.schedule(id, after: timeout) }
+        }
     }
 
     private func failAck(_ id: Int, with error: RealtimeError) {
