@@ -154,6 +154,26 @@ public struct ResendWindow: Sendable, Hashable {
         return true
     }
 
+    /// Queues the frame `make` builds, under the outbox's lock: frames numbered as they are made
+    /// keep their numbers' order in the queue, whatever threads push at once. `make` must not
+    /// call the outbox. Returns false when the session is over (nothing is made then).
+    @discardableResult
+    @inlinable
+    public func push(making make: () -> Message) -> Bool {
+        let woken = state.withLockedValue { state -> (CheckedContinuation<Void, Never>?, (@Sendable () -> Void)?)? in
+            if state.closed { return nil }
+            let frame = make()
+            state.queue.append(frame)
+            if frame.isApplicationData { state.boundedBytes += frame.outboxSize }
+            defer { state.waiter = nil }
+            return (state.waiter, Self.wakeAfterPush(&state))
+        }
+        guard let woken else { return false }
+        woken.0?.resume()
+        woken.1?()
+        return true
+    }
+
     /// Puts frames that could not be written back at the front.
     @inlinable
     public func requeueFront(_ frames: [Message]) {
@@ -380,6 +400,47 @@ public struct ResendWindow: Sendable, Hashable {
             return (nil, confirmed)
         }
         _ = confirmed  // freed here, outside the lock
+    }
+
+    /// The peer confirmed every written message from the oldest on while `isConfirmed` holds (an
+    /// acknowledgement of everything through a sequence number). Returns the bytes they held.
+    @inlinable
+    @discardableResult
+    public func confirmOldest(while isConfirmed: (Message) -> Bool) -> Int {
+        let (confirmed, bytes) = state.withLockedValue { state -> ([Message], Int) in
+            var count = 0
+            var bytes = 0
+            for frame in state.written {
+                guard isConfirmed(frame) else { break }
+                count += 1
+                bytes += frame.outboxSize
+            }
+            guard count > 0 else { return ([], 0) }
+            let confirmed = Array(state.written.prefix(count))
+            state.written.removeFirst(count)
+            state.writtenBytes -= bytes
+            return (confirmed, bytes)
+        }
+        _ = confirmed  // freed here, outside the lock
+        return bytes
+    }
+
+    /// A new connection takes over a session whose peer keeps what it received (a resume): the
+    /// written, unconfirmed messages go back to the front of the queue, oldest first, after the
+    /// control message `lead` makes from the oldest message that may not have arrived (the first
+    /// written one, else the first queued application message, else nil). Messages queued
+    /// meanwhile stay after them.
+    package func rewind(lead: (_ oldestUnconfirmed: Message?) -> Message) {
+        state.withLockedValue { state in
+            let oldest = state.written.first ?? state.queue.first(where: \.isApplicationData)
+            for frame in state.written.reversed() {
+                state.queue.prepend(frame)
+                state.boundedBytes += frame.outboxSize
+            }
+            state.queue.prepend(lead(oldest))
+            state.written = []
+            state.writtenBytes = 0
+        }
     }
 
     /// Frames that left the window unconfirmed since the session started.

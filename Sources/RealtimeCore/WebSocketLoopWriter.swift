@@ -53,7 +53,7 @@ package final class WebSocketLoopWriter: Sendable {
         }
     }
 
-    static func closedError(_ error: any Error) -> RealtimeError {
+    package static func closedError(_ error: any Error) -> RealtimeError {
         if let error = error as? RealtimeError { return error }
         return RealtimeError(.connectionClosed, "the WebSocket closed before the message was written", underlying: error)
     }

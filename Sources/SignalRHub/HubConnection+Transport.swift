@@ -41,11 +41,13 @@ extension HubConnection {
             }
             var headers = options.httpHeaders
             if let bearer { headers.replaceOrAdd(name: "Authorization", value: "Bearer \(bearer)") }
+            let outbox = HubOutbox(replay: nil)
             state.withLockedValue {
                 $0.replay = nil
+                $0.outbox = outbox
                 $0.resumes = nil
             }
-            try await openWebSocket(url: options.url, headers: headers)
+            try await openWebSocket(url: options.url, headers: headers, outbox: outbox)
             return
         }
         let format = options.hubProtocol.transferFormat
@@ -77,15 +79,18 @@ extension HubConnection {
             let url = Negotiation.transportURL(result.url, connectionToken: result.connectionToken)
             // Stateful reconnect needs the server's agreement and a WebSocket.
             let stateful = result.useStatefulReconnect && transport == .webSockets
+            let replay = stateful ? ReplayBuffer(limit: options.statefulReconnectBufferSize) : nil
+            let outbox = HubOutbox(replay: replay, propagatesContext: transport != .webSockets)
             state.withLockedValue {
-                $0.replay = stateful ? ReplayBuffer(limit: options.statefulReconnectBufferSize) : nil
+                $0.replay = replay
+                $0.outbox = outbox
                 $0.resumes = stateful ? ReconnectMachine(policy: Self.statefulReconnectPolicy) : nil
             }
             do {
                 switch transport {
-                case .webSockets: try await openWebSocket(url: url, headers: headers)
-                case .serverSentEvents: try await openServerSentEvents(url: url, headers: headers)
-                default: try await openLongPolling(url: url, headers: headers)
+                case .webSockets: try await openWebSocket(url: url, headers: headers, outbox: outbox)
+                case .serverSentEvents: try await openServerSentEvents(url: url, headers: headers, outbox: outbox)
+                default: try await openLongPolling(url: url, headers: headers, outbox: outbox)
                 }
                 return
             } catch {
@@ -233,7 +238,7 @@ extension HubConnection {
 
     // MARK: WebSockets
 
-    private func openWebSocket(url httpURL: String, headers: HTTPHeaders, resuming: Int? = nil) async throws {
+    private func openWebSocket(url httpURL: String, headers: HTTPHeaders, outbox: HubOutbox, resuming: Int? = nil) async throws {
         var wsURL = httpURL
         if wsURL.hasPrefix("https://") { wsURL = "wss://" + wsURL.dropFirst(8) } else if wsURL.hasPrefix("http://") { wsURL = "ws://" + wsURL.dropFirst(7) }
         var configuration = WebSocketConfiguration(
@@ -252,53 +257,47 @@ extension HubConnection {
             self.metrics.received(messages: 1, bytes: ping.bytes.count)
             return true
         }
-        let replay = state.withLockedValue { $0.replay }
+        let replay = outbox.replay
         var resume: (@Sendable () async throws -> Void)?
         if replay != nil {
-            resume = { @Sendable in try await self.openWebSocket(url: httpURL, headers: headers, resuming: generation) }
+            resume = { @Sendable in try await self.openWebSocket(url: httpURL, headers: headers, outbox: outbox, resuming: generation) }
         }
         logger.debug("opening the WebSocket", metadata: ["realtime.transport": "WebSockets", "realtime.url": "\(Redaction.url(wsURL))"])
         try await runSession(generation: generation, run: run, ready: ready, resume: resume) { [wsURL, resuming, configuration] in
             try await WebSocketTransport.connect(to: wsURL, runtime: self.options.runtime, configuration: { configuration }) { ws in
                 // This closure's frame lives as long as the connection: the setup and the reading
                 // are functions of their own.
-                var pipeline = try await self.startWebSocketSession(
-                    ws, generation: generation, run: run, ready: ready, resuming: resuming, replay: replay, binary: binary,
+                var (pipeline, writer) = try await self.startWebSocketSession(
+                    ws, generation: generation, run: run, ready: ready, resuming: resuming, outbox: outbox, binary: binary,
                     closeTimeout: configuration.closeTimeout)
-                defer { run.cancelTimers(self.timers) }
+                defer {
+                    run.cancelTimers(self.timers)
+                    writer.stop()
+                    // Without stateful reconnect nothing outlives the socket: waiting sends fail now.
+                    if outbox.replay == nil { outbox.close(RealtimeError(.connectionClosed, "the connection was lost before the message was sent")) }
+                }
                 try await self.readWebSocket(ws, pipeline: &pipeline)
             }
         }
     }
 
-    /// A WebSocket's session: the batching sender, the handshake (or a stateful resume's replay),
-    /// the timers. Returns the inbound pipeline the reader feeds.
+    /// A WebSocket's session: the outbox's writer, the handshake (or a stateful resume's rewind),
+    /// the timers. Returns the inbound pipeline the reader feeds, and the writer to stop at the end.
     @inline(never)
     private func startWebSocketSession(
-        _ ws: WebSocketConnection, generation: Int, run: SessionRun, ready: OneShot<Void>, resuming: Int?, replay: ReplayBuffer?,
+        _ ws: WebSocketConnection, generation: Int, run: SessionRun, ready: OneShot<Void>, resuming: Int?, outbox: HubOutbox,
         binary: Bool, closeTimeout: Duration
-    ) async throws -> InboundPipeline {
-        // One frame may carry several hub messages (0x1E-terminated JSON, length-prefixed
-        // MessagePack): messages sent while a frame is being written go together in the next
-        // one, so 1,000 concurrent invocations do not cost 1,000 writes.
-        let frames = BatchingSender<[UInt8]>(maxBatchSize: 1 << 20, size: { $0.count }) { batch in
-            var frame: [UInt8]
-            if batch.count == 1 {
-                frame = batch[0]
-            } else {
-                frame = []
-                frame.reserveCapacity(batch.reduce(0) { $0 + $1.count })
-                for bytes in batch { frame += bytes }
-            }
-            let message: RealtimeMessage = binary ? .binary(ByteBuffer(bytes: frame)) : .text(String(decoding: frame, as: UTF8.self))
-            // Written on the event loop, without swift-websocket's async writer (a compressed
-            // connection has none: its frames go through the extension).
-            if let loopWriter = ws.loopWriter { try await loopWriter.send(message) } else { try await ws.send(message) }
+    ) async throws -> (InboundPipeline, OutboxWebSocketWriter<HubFrame>) {
+        // Written on the event loop as they are queued: 1,000 concurrent invocations go out in a
+        // few flushes, with no task per write. A connection with permessage-deflate would have no
+        // loop writer; a hub connection never asks for it.
+        guard let loopWriter = ws.loopWriter else {
+            throw RealtimeError(.protocolViolation, "the WebSocket has no event-loop writer (permessage-deflate is not offered by hub connections)")
         }
+        let writer = outbox.webSocketWriter(loopWriter, binary: binary)
         let timers = self.timers
         let session = Session(
-            generation: generation, transport: .webSockets,
-            send: { bytes in try await frames.send(bytes) },
+            generation: generation, transport: .webSockets, outbox: outbox,
             sendPing: { _ = ws.sendProtocolPing() },
             close: { error in
                 run.requestClose(error)
@@ -311,15 +310,14 @@ extension HubConnection {
             },
             run: run)
         var pipeline = InboundPipeline(connection: self, session: session, run: run, ready: ready)
-        if resuming != nil, let replay {
-            // The same connection on a new socket: no handshake; Sequence, then every
-            // message the server has not acknowledged, then normal sending resumes.
+        if resuming != nil, let replay = outbox.replay {
+            // The same connection on a new socket: no handshake; Sequence, then every message the
+            // server has not acknowledged, then what was queued meanwhile, then normal sending.
             let codec = self.codec
-            let ack = try await replay.gate.withLock {
-                self.state.withLockedValue { $0.session = session }
-                return try await replay.resend({ codec.encode(.sequence(sequenceId: $0)) }, write: { try await session.send($0) })
-            }
-            if let ack { try await session.send(codec.encode(.ack(sequenceId: ack))) }
+            self.state.withLockedValue { $0.session = session }
+            let ack = replay.resume(outbox.queue, sequenceMessage: { codec.encode(.sequence(sequenceId: $0)) })
+            if let ack { outbox.post(codec.encode(.ack(sequenceId: ack))) }
+            writer.start()
             self.state.withLockedValue {
                 $0.statefulReconnects += 1
                 _ = $0.resumes?.opened(now: timers.now)
@@ -331,11 +329,12 @@ extension HubConnection {
         } else {
             // Version 2 carries Ack and Sequence; it is asked for only with stateful reconnect,
             // so servers that know version 1 only keep working (as the reference clients do).
-            let version = replay == nil ? 1 : 2
+            let version = outbox.replay == nil ? 1 : 2
             try await ws.send(text: String(decoding: HubHandshake.request(self.options.hubProtocol, version: version), as: UTF8.self))
+            writer.start()
         }
         self.startTimers(session: session, run: run)
-        return pipeline
+        return (pipeline, writer)
     }
 
     /// Reads the WebSocket into the pipeline until it ends.
@@ -360,12 +359,11 @@ extension HubConnection {
 
     // MARK: HTTP sends (Server-Sent Events and Long Polling)
 
-    /// POSTs outgoing messages, one request at a time; messages sent meanwhile go in the next one.
-    private func postSender(url: String, headers: HTTPHeaders) -> BatchingSender<[UInt8]> {
+    /// Sends one POST of outgoing messages (the outbox's ``HubOutbox/postLoop(_:)`` calls it one
+    /// request at a time, with everything queued meanwhile).
+    private func poster(url: String, headers: HTTPHeaders) -> @Sendable (ByteBuffer) async throws -> Void {
         let options = options
-        return BatchingSender(maxBatchSize: 1 << 20, size: { $0.count }) { batch in
-            var body = ByteBuffer()
-            for bytes in batch { body.writeBytes(bytes) }
+        return { body in
             var request = HTTPRequestSpec(url: url, method: .POST, headers: headers, body: body, tls: options.tls, headTimeout: options.negotiateTimeout)
             request.headers.replaceOrAdd(name: "Content-Type", value: options.hubProtocol == .json ? "text/plain;charset=UTF-8" : "application/octet-stream")
             request.cookies = options.cookies
@@ -378,101 +376,121 @@ extension HubConnection {
         }
     }
 
+    /// Runs `body` (an HTTP transport's reader) beside the outbox's POST loop; at its end the loop
+    /// stops and sends still waiting fail.
+    private func withPostLoop<Result: Sendable>(
+        _ outbox: HubOutbox, url: String, headers: HTTPHeaders, _ body: () async throws -> Result
+    ) async throws -> Result {
+        let post = poster(url: url, headers: headers)
+        return try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await outbox.postLoop(post) }
+            defer {
+                group.cancelAll()
+                outbox.close(RealtimeError(.connectionClosed, "the connection was lost before the message was sent"))
+            }
+            return try await body()
+        }
+    }
+
     // MARK: Server-Sent Events
 
-    private func openServerSentEvents(url: String, headers: HTTPHeaders) async throws {
+    private func openServerSentEvents(url: String, headers: HTTPHeaders, outbox: HubOutbox) async throws {
         let generation = nextGeneration()
         let ready = OneShot<Void>()
         let run = SessionRun()
-        let sender = postSender(url: url, headers: headers)
         var streamHeaders = headers
         streamHeaders.replaceOrAdd(name: "Accept", value: "text/event-stream")
         var request = HTTPRequestSpec(url: url, method: .GET, headers: streamHeaders, tls: options.tls, headTimeout: options.handshakeTimeout)
         request.cookies = options.cookies
         let session = Session(
-            generation: generation, transport: .serverSentEvents,
-            send: { bytes in try await sender.send(bytes) },
+            generation: generation, transport: .serverSentEvents, outbox: outbox,
             close: { error in
                 run.requestClose(error)
                 run.cancelTask()
             },
             run: run)
-        let maximum = options.maximumReceiveMessageSize
         logger.debug("opening the event stream", metadata: ["realtime.transport": "ServerSentEvents", "realtime.url": "\(Redaction.url(url))"])
         try await runSession(generation: generation, run: run, ready: ready) { [request] in
-            // The pipeline lives on the stream's event loop: every event is fed there, in order.
-            let pipeline = NIOLockedValueBox(InboundPipeline(connection: self, session: session, run: run, ready: ready))
-            let stream = try EventStream.open(
-                request, runtime: self.options.runtime, options: EventStreamOptions(maxEventSize: maximum),
-                onHead: { head in
-                    guard head.status.code == 200 else {
-                        let status = head.status
-                        return .refuse { _ in RealtimeError.badStatus(status, url: url) }
-                    }
-                    guard head.mediaType == "text/event-stream" else {
-                        let error = RealtimeError(
-                            .badContentType, "the Server-Sent Events stream \(Redaction.url(url)) has content type \(head.mediaType ?? "none")")
-                        return .refuse { _ in error }
-                    }
-                    return .accept
-                },
-                onOutputs: { outputs in
-                    do {
-                        for case .event(let event) in outputs {
-                            var data = event.data
-                            let outcome = try pipeline.withLockedValue { pipeline in
-                                try data.withUTF8 { try pipeline.feed(UnsafeRawBufferPointer($0)) }
-                            }
-                            switch outcome {
-                            case .goOn: continue
-                            case .close:
-                                run.requestClose(nil)
-                                run.cancelTask()
-                                return false
-                            case .paused: return !self.readGate.isClosed
-                            }
-                        }
-                    } catch {
-                        run.recordFailure(error)
-                        run.cancelTask()
-                        return false
-                    }
-                    return true
-                })
-            self.readGate.setOnOpen { stream.resume() }
-            do {
-                try await withTaskCancellationHandler {
-                    try await stream.accepted()
-                    try await sender.send(HubHandshake.request(self.options.hubProtocol))
-                    self.startTimers(session: session, run: run)
-                    _ = try await stream.finished()
-                } onCancel: {
-                    stream.cancel()
-                }
-            } catch let error as RealtimeError where error.code == .messageTooLarge {
-                throw RealtimeError(.messageTooLarge, "a Server-Sent Event exceeds maximumReceiveMessageSize (\(maximum) bytes)", underlying: error)
-            } catch {
-                if let failure = run.failure { throw failure }
-                if run.closeRequest != nil || run.closedByServerMessage { return nil }
-                throw error
-            }
-            run.cancelTimers(self.timers)
-            if let failure = run.failure { throw failure }
-            return nil
+            try await self.withPostLoop(outbox, url: url, headers: headers) { try await self.readServerSentEvents(request, url: url, session: session, run: run, ready: ready) }
         }
+    }
+
+    /// Reads the event stream into the pipeline until it ends.
+    private func readServerSentEvents(
+        _ request: HTTPRequestSpec, url: String, session: Session, run: SessionRun, ready: OneShot<Void>
+    ) async throws -> WebSocketCloseInfo? {
+        let maximum = options.maximumReceiveMessageSize
+        let outbox = session.outbox
+    // The pipeline lives on the stream's event loop: every event is fed there, in order.
+        let pipeline = NIOLockedValueBox(InboundPipeline(connection: self, session: session, run: run, ready: ready))
+        let stream = try EventStream.open(
+            request, runtime: self.options.runtime, options: EventStreamOptions(maxEventSize: maximum),
+            onHead: { head in
+                guard head.status.code == 200 else {
+                    let status = head.status
+                    return .refuse { _ in RealtimeError.badStatus(status, url: url) }
+                }
+                guard head.mediaType == "text/event-stream" else {
+                    let error = RealtimeError(
+                        .badContentType, "the Server-Sent Events stream \(Redaction.url(url)) has content type \(head.mediaType ?? "none")")
+                    return .refuse { _ in error }
+                }
+                return .accept
+            },
+            onOutputs: { outputs in
+                do {
+                    for case .event(let event) in outputs {
+                        var data = event.data
+                        let outcome = try pipeline.withLockedValue { pipeline in
+                            try data.withUTF8 { try pipeline.feed(UnsafeRawBufferPointer($0)) }
+                        }
+                        switch outcome {
+                        case .goOn: continue
+                        case .close:
+                            run.requestClose(nil)
+                            run.cancelTask()
+                            return false
+                        case .paused: return !self.readGate.isClosed
+                        }
+                    }
+                } catch {
+                    run.recordFailure(error)
+                    run.cancelTask()
+                    return false
+                }
+                return true
+            })
+        self.readGate.setOnOpen { stream.resume() }
+        do {
+            try await withTaskCancellationHandler {
+                try await stream.accepted()
+                try await outbox.send(HubHandshake.request(self.options.hubProtocol))
+                self.startTimers(session: session, run: run)
+                _ = try await stream.finished()
+            } onCancel: {
+                stream.cancel()
+            }
+        } catch let error as RealtimeError where error.code == .messageTooLarge {
+            throw RealtimeError(.messageTooLarge, "a Server-Sent Event exceeds maximumReceiveMessageSize (\(maximum) bytes)", underlying: error)
+        } catch {
+            if let failure = run.failure { throw failure }
+            if run.closeRequest != nil || run.closedByServerMessage { return nil }
+            throw error
+        }
+        run.cancelTimers(self.timers)
+        if let failure = run.failure { throw failure }
+        return nil
     }
 
     // MARK: Long Polling
 
-    private func openLongPolling(url: String, headers: HTTPHeaders) async throws {
+    private func openLongPolling(url: String, headers: HTTPHeaders, outbox: HubOutbox) async throws {
         let generation = nextGeneration()
         let ready = OneShot<Void>()
         let run = SessionRun()
-        let sender = postSender(url: url, headers: headers)
         let options = options
         let session = Session(
-            generation: generation, transport: .longPolling,
-            send: { bytes in try await sender.send(bytes) },
+            generation: generation, transport: .longPolling, outbox: outbox,
             close: { error in
                 run.requestClose(error)
                 if error == nil {
@@ -486,63 +504,65 @@ extension HubConnection {
             run: run)
         logger.debug("starting to poll", metadata: ["realtime.transport": "LongPolling", "realtime.url": "\(Redaction.url(url))"])
         try await runSession(generation: generation, run: run, ready: ready) {
-            // The handshake goes out without waiting for the first poll to return.
-            // The handshake goes out beside the first poll (whose answer carries the reply); the
-            // reader awaits it before handling that answer, and cancels it when it ends.
-            let handshake = Task { try await sender.send(HubHandshake.request(options.hubProtocol)) }
-            var pipeline = InboundPipeline(connection: self, session: session, run: run, ready: ready)
-            self.startTimers(session: session, run: run)
-            defer {
-                run.cancelTimers(self.timers)
-                handshake.cancel()
+            try await self.withPostLoop(outbox, url: url, headers: headers) {
+                try await self.poll(url: url, headers: headers, session: session, run: run, ready: ready)
             }
-            // The pipeline is fed on one poll at a time (the loop has one in flight).
-            let pipelineBox = NIOLockedValueBox(pipeline)
-            let first = NIOLockedValueBox(true)
-            let poller = LongPoller(
-                runtime: options.runtime,
-                makeRequest: {
-                    let pollURL = url + "&_=\(Int(Date().timeIntervalSince1970 * 1000))"
-                    var request = HTTPRequestSpec(
-                        url: pollURL, method: .GET, headers: headers, tls: options.tls, headTimeout: options.serverTimeout + .seconds(30),
-                        maxBodySize: options.maximumReceiveMessageSize)
-                    request.cookies = options.cookies
-                    return request
-                },
-                handleResponse: { head, body in
-                    let isFirst = first.withLockedValue { value in
-                        defer { value = false }
-                        return value
-                    }
-                    if isFirst {
-                        if case .failure(let error) = await handshake.result { throw error }
-                    }
-                    switch head.status.code {
-                    case 200:
-                        guard body.readableBytes > 0 else { return .next }
-                        let outcome = try pipelineBox.withLockedValue { pipeline in
-                            try body.withUnsafeReadableBytes { try pipeline.feed($0) }
-                        }
-                        switch outcome {
-                        case .goOn: return .next
-                        case .close: return .stop
-                        case .paused:
-                            await self.waitForConsumers()
-                            return .next
-                        }
-                    case 204:
-                        // The server ended the connection.
-                        if run.closeRequest == nil { run.serverTerminated() }
-                        return .stop
-                    case 404:
-                        throw RealtimeError(.connectionClosed, "the server no longer knows this connection (poll answered 404)", status: head.status)
-                    default:
-                        throw RealtimeError.badStatus(head.status, url: url, body: String(buffer: body))
-                    }
-                })
-            try await poller.run()
-            return nil
         }
+    }
+
+    /// Polls into the pipeline until the session ends.
+    private func poll(url: String, headers: HTTPHeaders, session: Session, run: SessionRun, ready: OneShot<Void>) async throws -> WebSocketCloseInfo? {
+        let options = options
+        // The handshake goes out beside the first poll (whose answer carries the reply): queued
+        // now, and awaited before that answer is handled.
+        let handshake = session.outbox.queueAwaitingWrite(HubHandshake.request(options.hubProtocol))
+        let pipeline = InboundPipeline(connection: self, session: session, run: run, ready: ready)
+        self.startTimers(session: session, run: run)
+        defer { run.cancelTimers(self.timers) }
+        // The pipeline is fed on one poll at a time (the loop has one in flight).
+        let pipelineBox = NIOLockedValueBox(pipeline)
+        let first = NIOLockedValueBox(true)
+        let poller = LongPoller(
+            runtime: options.runtime,
+            makeRequest: {
+                let pollURL = url + "&_=\(Int(Date().timeIntervalSince1970 * 1000))"
+                var request = HTTPRequestSpec(
+                    url: pollURL, method: .GET, headers: headers, tls: options.tls, headTimeout: options.serverTimeout + .seconds(30),
+                    maxBodySize: options.maximumReceiveMessageSize)
+                request.cookies = options.cookies
+                return request
+            },
+            handleResponse: { head, body in
+                let isFirst = first.withLockedValue { value in
+                    defer { value = false }
+                    return value
+                }
+                if isFirst { try await handshake.value() }
+                switch head.status.code {
+                case 200:
+                    guard body.readableBytes > 0 else { return .next }
+                    let outcome = try pipelineBox.withLockedValue { pipeline in
+                        try body.withUnsafeReadableBytes { try pipeline.feed($0) }
+                    }
+                    switch outcome {
+                    case .goOn: return .next
+                    case .close: return .stop
+                    case .paused:
+                        await self.waitForConsumers()
+                        return .next
+                    }
+                case 204:
+                    // The server ended the connection.
+                    if run.closeRequest == nil { run.serverTerminated() }
+                    return .stop
+                case 404:
+                    throw RealtimeError(.connectionClosed, "the server no longer knows this connection (poll answered 404)", status: head.status)
+                default:
+                    throw RealtimeError.badStatus(head.status, url: url, body: String(buffer: body))
+                }
+            })
+        try await poller.run()
+        return nil
     }
 
     /// Handles one message from the server, on the reading side (an event loop for the WebSocket
@@ -626,9 +646,8 @@ extension HubConnection {
                     sendPing()
                     metrics.sent(messages: 1, bytes: encodedPingSize)
                 } else {
-                    // A write is async and the timer queue's task must not wait on one socket: a
-                    // short task sends the Ping.
-                    Task { try? await self.transmit(.ping, on: session) }
+                    // Queued without waiting: the timer queue's task must not wait on a socket.
+                    transmitNow(.ping, on: session)
                 }
             case .abortTransport(let error):
                 session.abort(error)
@@ -767,7 +786,7 @@ struct InboundPipeline {
         for message in messages {
             switch message {
             case .ack(let id):
-                replay.ack(id)
+                replay.acknowledge(id, in: session.outbox.queue)
                 if let after = unprovenAfter, id > after { proven() }
                 continue
             case .sequence(let id):
@@ -796,8 +815,8 @@ extension HubConnection {
     func scheduleAck(_ replay: ReplayBuffer) {
         timers.schedule(after: .seconds(1)) { [weak self] in
             guard let self, let id = replay.takeAck(), let session = self.state.withLockedValue({ $0.session }) else { return }
-            // The write is async and the timer queue's task must not wait on a socket: a short task.
-            Task { try? await self.transmit(.ack(sequenceId: id), on: session) }
+            // Queued without waiting: the timer queue's task must not wait on a socket.
+            self.transmitNow(.ack(sequenceId: id), on: session)
         }
     }
 }

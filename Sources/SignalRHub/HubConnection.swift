@@ -49,6 +49,9 @@ public final class HubConnection: Service, Sendable {
         var lastError: RealtimeError?
         /// Stateful reconnect's replay buffer, when the server agreed to it (WebSockets only).
         var replay: ReplayBuffer?
+        /// The outgoing messages of the transport being opened or in use (with stateful
+        /// reconnect, of every WebSocket of the connection).
+        var outbox: HubOutbox?
         /// Stateful reconnect's attempts, counted across re-attached sockets that did not stay up
         /// (the one reconnect rule of every client, with stateful reconnect's delays).
         var resumes: ReconnectMachine?
@@ -84,7 +87,8 @@ public final class HubConnection: Service, Sendable {
     struct Session: Sendable {
         let generation: Int
         let transport: HttpTransportType
-        let send: @Sendable ([UInt8]) async throws -> Void
+        /// Where its messages wait to be written.
+        let outbox: HubOutbox
         /// Writes a Ping at once without waiting (WebSockets); nil: Pings go through `send`.
         var sendPing: (@Sendable () -> Void)? = nil
         let close: @Sendable (RealtimeError?) async -> Void
@@ -616,16 +620,19 @@ public final class HubConnection: Service, Sendable {
 
     /// The end of a transport that was open.
     func transportEnded(generation: Int, error: RealtimeError?, allowReconnect: Bool) async {
-        let (actions, replay, handled) = state.withLockedValue { shared -> ([HubConnectionStateMachine.Action], ReplayBuffer?, Bool) in
+        let (actions, outbox, handled) = state.withLockedValue { shared -> ([HubConnectionStateMachine.Action], HubOutbox?, Bool) in
             guard shared.session?.generation == generation else { return ([], nil, false) }
             if shared.machine.state == .connected || shared.machine.state == .stopping { metrics.closed() }
             shared.session = nil
             shared.endsBeingHandled += 1
-            defer { shared.replay = nil }
-            return (shared.machine.transportClosed(error, allowReconnect: allowReconnect, now: timers.now), shared.replay, true)
+            defer {
+                shared.replay = nil
+                shared.outbox = nil
+            }
+            return (shared.machine.transportClosed(error, allowReconnect: allowReconnect, now: timers.now), shared.outbox, true)
         }
         if handled, let error { metrics.failed(error) }
-        replay?.fail(RealtimeError(.connectionClosed, "the connection was lost: \(error?.detail ?? "closed")"))
+        outbox?.close(RealtimeError(.connectionClosed, "the connection was lost: \(error?.detail ?? "closed")"))
         await perform(actions)
         if handled { releaseStopWaiters() }
     }

@@ -2,7 +2,7 @@ import ArgumentParser
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
-import RealtimeCore
+@_spi(RealtimeEngine) import RealtimeCore
 import RealtimeTesting
 
 /// Runs every client against servers started in this process on 127.0.0.1 and prints what happened.
@@ -114,14 +114,17 @@ struct Demo: AsyncParsableCommand {
                 let lines = String(buffer: body).split(separator: "\n").map(String.init)
                 return received.withLockedValue { $0.append(contentsOf: lines); return $0.count } >= 3 ? .stop : .next
             })
-        let sender = BatchingSender<String> { batch in
-            _ = try await HTTPTransport.execute(HTTPRequestSpec(url: server.url, method: .POST, body: ByteBuffer(string: batch.joined(separator: "|"))))
-        }
+        // The outbox every client sends through: what is queued while a POST is in flight goes
+        // out together in the next one.
+        let outbox = Outbox<DemoPost>()
+        for index in 1...5 { outbox.push(DemoPost(text: "post-\(index)")) }
         server.push("poll-1")
         async let polled: Void = poller.run()
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            for index in 1...5 { group.addTask { try await sender.send("post-\(index)") } }
-            try await group.waitForAll()
+        let generation = outbox.generation
+        while outbox.queuedCount > 0, let batch = outbox.takeNow(maxBytes: .max, generation: generation) {
+            let body = ByteBuffer(string: batch.map(\.text).joined(separator: "|"))
+            _ = try await HTTPTransport.execute(HTTPRequestSpec(url: server.url, method: .POST, body: body))
+            outbox.finishedWrite()
         }
         server.push("poll-2")
         server.push("poll-3")
@@ -184,4 +187,12 @@ final class DemoCleanup: Sendable {
         }
         for stop in stops.reversed() { await stop() }
     }
+}
+
+/// A demo message for the outbox: its text, counted in bytes.
+private struct DemoPost: OutboxMessage {
+    let text: String
+    var outboxSize: Int { text.utf8.count }
+    var outboxParts: Int { 1 }
+    var isApplicationData: Bool { true }
 }

@@ -117,42 +117,6 @@ import Testing
         #expect(error?.status == .internalServerError)
     }
 
-    @Test func batchingSenderPostsOneAtATimeAndBatchesTheRestInOrder() async throws {
-        let server = try await LongPollServer.start()
-        defer { Task { await server.stop() } }
-        let inFlight = NIOLockedValueBox(0)
-        let maxInFlight = NIOLockedValueBox(0)
-        let sender = BatchingSender<String>(maxBatchSize: 5) { batch in
-            inFlight.withLockedValue { $0 += 1; maxInFlight.withLockedValue { [n = $0] in $0 = max($0, n) } }
-            defer { inFlight.withLockedValue { $0 -= 1 } }
-            let body = ByteBuffer(string: batch.joined(separator: ","))
-            let (head, _) = try await HTTPTransport.execute(HTTPRequestSpec(url: server.url, method: .POST, body: body))
-            guard head.status == .ok else { throw RealtimeError.badStatus(head.status, url: server.url) }
-        }
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            for index in 0..<20 {
-                // Pacing, not a wait for a condition: sends keep arriving while a POST is in flight.
-                try await Task.sleep(for: .milliseconds(1))
-                group.addTask { try await sender.send("m\(index)") }
-            }
-            try await group.waitForAll()
-        }
-        let posts = server.received
-        #expect(maxInFlight.withLockedValue { $0 } == 1)
-        #expect(posts.count < 20, "sends that arrive during a POST are batched")
-        #expect(posts.allSatisfy { $0.split(separator: ",").count <= 5 })
-        let all = posts.flatMap { $0.split(separator: ",").map(String.init) }
-        #expect(Set(all) == Set((0..<20).map { "m\($0)" }))
-        #expect(all.count == 20)
-    }
-
-    @Test func batchingSenderFailsEverySendOfAFailedBatch() async throws {
-        struct Boom: Error {}
-        let sender = BatchingSender<Int> { _ in throw Boom() }
-        await #expect(throws: Boom.self) { try await sender.send(1) }
-        #expect(sender.pendingCount == 0)
-    }
-
     /// Streams hold their connection; when a configured pool limit is reached, the next request
     /// fails with a typed error after the connect timeout instead of waiting forever.
     @Test func aFullPoolFailsTheWaitingRequestWithATypedError() async throws {

@@ -45,7 +45,7 @@ struct InboundPipelineMemoryTests {
         let connection = HubConnectionBuilder().withUrl(url: "http://127.0.0.1:1/hub").withHubProtocol(hubProtocol: kind).build()
         let run = SessionRun()
         run.markHandshakeDone()
-        let session = HubConnection.Session(generation: 0, transport: .webSockets, send: { _ in }, close: { _ in }, run: run)
+        let session = HubConnection.Session(generation: 0, transport: .webSockets, outbox: HubOutbox(replay: nil), close: { _ in }, run: run)
         var pipeline = InboundPipeline(connection: connection, session: session, run: run, ready: OneShot())
         let bytes = HubMessageFramerMemoryTests.framed(kind, size: 128 * 1024) + HubMessageFramerMemoryTests.framed(kind, size: 64 * 1024)
         let outcome = try bytes.withUnsafeBytes { try pipeline.feed($0) }
