@@ -330,11 +330,10 @@ public final class HubConnection: Service, Sendable {
                 invocationId: id, target: method, arguments: arguments, streamIds: uploads.map(\.id)))
             if let span {
                 // The request that carries it (a POST over SSE or long polling) carries the span's context.
-                try await ServiceContext.withValue(span.context) { try await transmit(invocation, on: session) }
+                try await ServiceContext.withValue(span.context) { try await transmit(invocation, on: session, awaitingWrite: false) }
             } else {
-                try await transmit(invocation, on: session)
+                try await transmit(invocation, on: session, awaitingWrite: false)
             }
-            state.withLockedValue { $0.machine.didSend(now: timers.now) }
             startUploads(uploads, on: session)
         } catch {
             completePending(id, with: .failure(Self.sendError(error, method: method)))
@@ -359,7 +358,6 @@ public final class HubConnection: Service, Sendable {
         let (values, streams) = try encodeArguments(arguments)
         let session = try currentSession()
         try await transmit(.invocation(HubInvocation(target: method, arguments: values, streamIds: streams.map(\.id))), on: session)
-        state.withLockedValue { $0.machine.didSend(now: timers.now) }
         startUploads(streams, on: session)
     }
 
@@ -367,7 +365,6 @@ public final class HubConnection: Service, Sendable {
     public func sendRaw(method: String, arguments: [JSONValue]) async throws {
         let session = try currentSession()
         try await transmit(.invocation(HubInvocation(target: method, arguments: arguments)), on: session)
-        state.withLockedValue { $0.machine.didSend(now: timers.now) }
     }
 
     /// Starts the server-to-client stream `method`. Items arrive in order; the sequence ends with
@@ -394,8 +391,7 @@ public final class HubConnection: Service, Sendable {
         }
         guard registered else { throw RealtimeError(.connectionClosed, "the connection was lost before '\(method)' was sent") }
         do {
-            try await transmit(.streamInvocation(HubInvocation(invocationId: id, target: method, arguments: arguments)), on: session)
-            state.withLockedValue { $0.machine.didSend(now: timers.now) }
+            try await transmit(.streamInvocation(HubInvocation(invocationId: id, target: method, arguments: arguments)), on: session, awaitingWrite: false)
         } catch {
             let failure = Self.sendError(error, method: method)
             completePending(id, with: .failure(failure))

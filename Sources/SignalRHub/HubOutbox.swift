@@ -92,6 +92,14 @@ final class HubOutbox: Sendable {
         return reply
     }
 
+    /// Queues `bytes` without waiting for the write; throws when the connection is closed. For a
+    /// message whose answer is awaited anyway (an invocation): a failed write ends the connection,
+    /// which fails the call.
+    func enqueue(_ bytes: [UInt8]) throws(RealtimeError) {
+        let context = propagatesContext ? ServiceContext.current : nil
+        if !queue.push(HubFrame(bytes: bytes, sequenceId: 0, context: context)) { throw closedError }
+    }
+
     /// Queues `bytes` without waiting (a Ping, an Ack). False once the connection is closed.
     @discardableResult
     func post(_ bytes: [UInt8]) -> Bool {
@@ -106,13 +114,23 @@ final class HubOutbox: Sendable {
         return OutboxWebSocketWriter(
             outbox: queue, writer: loopWriter, generation: generation,
             encode: { frame, messages in
-                messages.append(binary ? .binary(ByteBuffer(bytes: frame.bytes)) : .text(String(decoding: frame.bytes, as: UTF8.self)))
+                // Messages queued together share a frame (up to 1 MiB), as the protocol allows
+                // (0x1E-terminated JSON, length-prefixed MessagePack): 1,000 concurrent invocations
+                // cost the server a few frames, not 1,000.
+                if let last = messages.indices.last, messages[last].byteCount + frame.bytes.count <= Self.maximumFrameSize {
+                    messages[last].appendHubMessage(frame.bytes)
+                } else {
+                    messages.append(binary ? .binary(ByteBuffer(bytes: frame.bytes)) : .text(String(decoding: frame.bytes, as: UTF8.self)))
+                }
             },
             written: { [self] written, unwritten, failure in
                 settle(written, unwritten, failure)
                 if failure != nil { loopWriter.closeChannel() }
             })
     }
+
+    /// The largest frame that carries several messages (a larger message goes alone).
+    static let maximumFrameSize = 1 << 20
 
     /// One WebSocket batch's outcome, on the event loop. Written: their senders return; numbered
     /// ones stay until acknowledged. Unwritten after a failure: numbered ones go back first in line
@@ -174,10 +192,12 @@ final class HubOutbox: Sendable {
 
 extension HubConnection {
     /// Every outgoing message goes through here into the session's outbox. Returns once it was
-    /// written; with stateful reconnect, a numbered message returns once it is queued (it is kept
-    /// until the server acknowledges it, across WebSockets), after waiting for room when the
-    /// unacknowledged bytes are at the limit.
-    func transmit(_ message: HubMessage, on session: Session) async throws {
+    /// written, or with `awaitingWrite` false once it is queued (a call whose completion is
+    /// awaited: a failed write ends the connection, and that fails the call). With stateful
+    /// reconnect, a numbered message returns once it is queued (it is kept until the server
+    /// acknowledges it, across WebSockets), after waiting for room when the unacknowledged bytes
+    /// are at the limit.
+    func transmit(_ message: HubMessage, on session: Session, awaitingWrite: Bool = true) async throws {
         let bytes = codec.encode(message)
         let outbox = session.outbox
         if let replay = outbox.replay {
@@ -191,8 +211,10 @@ extension HubConnection {
             } else {
                 return
             }
-        } else {
+        } else if awaitingWrite {
             try await outbox.send(bytes)
+        } else {
+            try outbox.enqueue(bytes)
         }
         state.withLockedValue { $0.machine.didSend(now: timers.now) }
         metrics.sent(messages: 1, bytes: bytes.count)
@@ -207,5 +229,29 @@ extension HubConnection {
         guard outbox.post(bytes) else { return }
         state.withLockedValue { $0.machine.didSend(now: timers.now) }
         metrics.sent(messages: 1, bytes: bytes.count)
+    }
+}
+
+extension RealtimeMessage {
+    var byteCount: Int {
+        switch self {
+        case .text(let text): text.utf8.count
+        case .binary(let buffer): buffer.readableBytes
+        }
+    }
+
+    /// Appends one more encoded hub message to this frame, in place (the placeholder assigned first
+    /// drops this value's reference, so the storage is not copied).
+    mutating func appendHubMessage(_ bytes: [UInt8]) {
+        switch self {
+        case .text(var text):
+            self = .binary(ByteBuffer())
+            text.append(String(decoding: bytes, as: UTF8.self))
+            self = .text(text)
+        case .binary(var buffer):
+            self = .text("")
+            buffer.writeBytes(bytes)
+            self = .binary(buffer)
+        }
     }
 }

@@ -55,6 +55,46 @@ struct HubConnectionFaultTests {
         _ = await streamTask.result
     }
 
+    /// `send` returns once its message was written and throws when it will not be: a cut in the
+    /// middle of a burst leaves no call waiting and no failure unreported, and the server never got
+    /// a message whose send failed.
+    @Test("A cut mid-burst of sends: every send returns or throws connectionClosed; the server got none of the failed ones", arguments: [
+        HttpTransportType.webSockets, .longPolling,
+    ])
+    func sendsAtACut(_ transport: HttpTransportType) async throws {
+        let server = try await SignalRTestServer.start()
+        defer { Task { await server.stop() } }
+        let proxy = try await FaultProxy.start(targetPort: server.port)
+        defer { Task { await proxy.stop() } }
+        let connection = HubConnectionBuilder().withUrl(url: proxy.url(scheme: "http") + "/hub", transport: transport).build()
+        try await connection.start()
+        let outcomes = Recorder<String>()
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for index in 0..<2_000 {
+                group.addTask {
+                    do {
+                        try await connection.sendRaw(method: "note", arguments: [.number(Double(index))])
+                        outcomes.append("sent")
+                    } catch let error as RealtimeError {
+                        outcomes.append("\(error.code)")
+                    } catch { outcomes.append("\(error)") }
+                }
+                if index == 200 {
+                    try await waitUntil("the server got sends", limit: .seconds(20)) { !server.receivedTargets.isEmpty }
+                    proxy.inject(.cut(.reset))
+                }
+            }
+            try await group.waitForAll()
+        }
+        let all = outcomes.all
+        #expect(all.count == 2_000)
+        #expect(Set(all).isSubset(of: ["sent", "connectionClosed", "notConnected"]), "\(Set(all))")
+        #expect(all.contains { $0 != "sent" }, "the cut came in the middle of the burst")
+        let received = server.receivedTargets.filter { $0 == "note" }.count
+        #expect(received <= all.filter { $0 == "sent" }.count, "a failed send never reached the server")
+        await connection.stop()
+    }
+
     @Test("Automatic reconnect after a cut: onReconnecting, onReconnected, the connection works again")
     func reconnectsAfterCut() async throws {
         let server = try await SignalRTestServer.start()
