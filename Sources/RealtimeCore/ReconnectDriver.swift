@@ -12,27 +12,23 @@ public enum SessionEnd: Sendable {
     case restart
 }
 
-/// The reusable reconnect loop every client runs: connection state, backoff, reachability and the
-/// offline send queue in one place.
+/// The reconnect loop every client runs: connection state, backoff, reachability and attempt
+/// counting in one place (the rules are ``ReconnectMachine``'s).
 ///
 /// A protocol module calls `run(_:)` with a closure that opens one connection, calls
-/// ``SessionContext/connected(sender:)`` once its handshake is done, and returns or throws when the
-/// connection ends. Messages given to ``send(_:)`` go straight to the live connection, or into the
-/// offline queue while there is none; the queue is flushed in order on the next `connected`.
-public final class ReconnectDriver<Outbound: Sendable>: Sendable {
-    /// Sends one outgoing message on the open connection.
-    public typealias Sender = @Sendable (Outbound) async throws -> Void
-
+/// ``SessionContext/connected()`` once its handshake is done, and returns or throws when the
+/// connection ends. Outgoing messages do not pass through the driver: each client queues them in its
+/// outbox, which outlives the connections.
+public final class ReconnectDriver: Sendable {
     /// Handed to each session.
     public struct SessionContext: Sendable {
-        let driver: ReconnectDriver<Outbound>
+        let driver: ReconnectDriver
         /// 0 for the first connection, then the reconnect attempt number.
         public let attempt: Int
 
-        /// Marks the session connected: flushes the offline queue in order through `sender`, then
-        /// routes later sends straight to it.
-        public func connected(sender: @escaping Sender) async throws {
-            try await driver.becameConnected(sender: sender)
+        /// Marks the session connected (its handshake done); callable from a connection's event loop.
+        public func connected() {
+            driver.markOpened()
         }
 
         /// The connection carried a message: it counts as stable (the attempt count resets), however
@@ -43,9 +39,6 @@ public final class ReconnectDriver<Outbound: Sendable>: Sendable {
     }
 
     fileprivate struct State {
-        var queue: OfflineQueue<Outbound>
-        var sender: Sender?
-        var stopped = false
         var machine: ReconnectMachine
     }
 
@@ -54,7 +47,6 @@ public final class ReconnectDriver<Outbound: Sendable>: Sendable {
     /// The connection state, current and as a sequence of changes.
     public let state: StateBroadcaster<ConnectionState>
     private let runtime: RealtimeRuntime
-    private let onDrop: @Sendable (Outbound) -> Void
     fileprivate let box: NIOLockedValueBox<State>
     private let random: @Sendable () -> Double
     /// Attempts, failures, reconnects and open connections, when the client reports metrics.
@@ -66,85 +58,18 @@ public final class ReconnectDriver<Outbound: Sendable>: Sendable {
 
     /// - Parameters:
     ///   - policy: attempts, backoff and stability rules.
-    ///   - queue: the offline queue that holds outgoing messages while no connection is open.
     ///   - runtime: the runtime whose clock and timers the driver uses.
-    ///   - onOverflowDrop: told about every element the queue drops under ``OverflowPolicy/dropOldest``.
     ///   - random: the jitter source, a number in `0..<1`; fixed in tests.
     public init(
         policy: ReconnectPolicy,
-        queue: OfflineQueue<Outbound> = OfflineQueue(),
         runtime: RealtimeRuntime = .shared,
-        onOverflowDrop: @escaping @Sendable (Outbound) -> Void = { _ in },
         random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) }
     ) {
         self.policy = policy
         self.runtime = runtime
-        self.onDrop = onOverflowDrop
         self.random = random
         self.state = StateBroadcaster(.disconnected(nil))
-        self.box = NIOLockedValueBox(State(queue: queue, machine: ReconnectMachine(policy: policy, random: random)))
-    }
-
-    /// Messages still waiting in the offline queue, oldest first.
-    public var queuedCount: Int { box.withLockedValue { $0.queue.count } }
-
-    /// Removes and returns what is still queued (after the driver stopped, so nothing is lost).
-    public func drainQueue() -> [Outbound] { box.withLockedValue { $0.queue.drain() } }
-
-    /// Sends on the live connection, or queues while there is none.
-    ///
-    /// Throws ``RealtimeError/Code/queueFull`` when the queue is full and rejects, and
-    /// ``RealtimeError/Code/notConnected`` once the driver has stopped for good.
-    public func send(_ message: Outbound) async throws {
-        let route = box.withLockedValue { state -> SendRoute in
-            if state.stopped { return .stopped }
-            if let sender = state.sender { return .live(sender) }
-            switch state.queue.enqueue(message) {
-            case .enqueued: return .queued
-            case .rejected(let element): return .rejected(element)
-            case .droppedOldest(let element): return .dropped(element)
-            }
-        }
-        switch route {
-        case .live(let sender):
-            do {
-                try await sender(message)
-            } catch {
-                // The connection died under us: keep the message for the next connection.
-                let result = box.withLockedValue { state -> OfflineQueue<Outbound>.EnqueueResult in
-                    state.sender = nil
-                    return state.queue.enqueue(message)
-                }
-                if case .droppedOldest(let element) = result { onDrop(element) }
-                if case .rejected = result { throw RealtimeError.queueFull(capacity: box.withLockedValue { $0.queue.capacity }) }
-            }
-        case .queued:
-            runtime.logger.trace("queued message while offline")
-        case .rejected:
-            throw RealtimeError.queueFull(capacity: box.withLockedValue { $0.queue.capacity })
-        case .dropped(let element):
-            onDrop(element)
-        case .stopped:
-            throw RealtimeError(.notConnected, "the connection is closed and will not reconnect")
-        }
-    }
-
-    fileprivate func becameConnected(sender: @escaping Sender) async throws {
-        while true {
-            let next = box.withLockedValue { state -> Outbound? in
-                if let element = state.queue.dequeue() { return element }
-                state.sender = sender
-                return nil
-            }
-            guard let next else { break }
-            do {
-                try await sender(next)
-            } catch {
-                box.withLockedValue { $0.queue.requeueFront(next) }
-                throw error
-            }
-        }
-        markOpened()
+        self.box = NIOLockedValueBox(State(machine: ReconnectMachine(policy: policy, random: random)))
     }
 
     /// Runs sessions until one ends with ``SessionEnd/closed``, the policy gives up, or the task is
@@ -235,7 +160,6 @@ public final class ReconnectDriver<Outbound: Sendable>: Sendable {
 
     private func startRun() -> [ReconnectMachine.Action] {
         box.withLockedValue {
-            $0.stopped = false
             $0.machine = ReconnectMachine(policy: policy, random: random)
             return $0.machine.start()
         }
@@ -254,10 +178,6 @@ public final class ReconnectDriver<Outbound: Sendable>: Sendable {
                 }
                 return .report(error, willRetry: willRetry)
             case .finished(let error):
-                box.withLockedValue {
-                    $0.stopped = true
-                    $0.sender = nil
-                }
                 return .finished(error)
             case .connect(let attempt):
                 metrics?.attempt(reconnect: attempt > 0)
@@ -279,7 +199,6 @@ public final class ReconnectDriver<Outbound: Sendable>: Sendable {
         let metrics = metrics
         return box.withLockedValue { state in
             if state.machine.phase == .connected { metrics?.closed() }
-            state.sender = nil
             return state.machine.ended(end, now: now)
         }
     }
@@ -289,10 +208,7 @@ public final class ReconnectDriver<Outbound: Sendable>: Sendable {
     private func stopNow() -> [ReconnectMachine.Action] {
         let metrics = metrics
         return box.withLockedValue { state in
-            if state.machine.phase == .connected {
-                metrics?.closed()
-                state.sender = nil
-            }
+            if state.machine.phase == .connected { metrics?.closed() }
             return state.machine.stop()
         }
     }
@@ -303,25 +219,6 @@ public final class ReconnectDriver<Outbound: Sendable>: Sendable {
         let actions = box.withLockedValue { $0.machine.opened(now: now) }
         if !actions.isEmpty { metrics?.opened() }
         for case .publish(let connectionState) in actions { state.update(connectionState) }
-    }
-}
-
-extension ReconnectDriver.SessionContext where Outbound == Never {
-    /// Marks the session connected, for a client that sends nothing (an event stream): callable
-    /// from a connection's event loop.
-    public func connected() {
-        driver.box.withLockedValue { $0.sender = { _ in } }
-        driver.markOpened()
-    }
-}
-
-extension ReconnectDriver {
-    fileprivate enum SendRoute {
-        case live(Sender)
-        case queued
-        case rejected(Outbound)
-        case dropped(Outbound)
-        case stopped
     }
 }
 

@@ -31,7 +31,7 @@ public final class SocketManager: Service, Sendable {
     /// The cookie store sessions use: the configuration's, or this manager's own. (The engine
     /// options are made from the configuration per session, not kept twice per manager.)
     private let cookies: CookieStore
-    let driver: ReconnectDriver<Never>
+    let driver: ReconnectDriver
     let metrics: ClientMetrics
     private let state = NIOLockedValueBox(State())
     var runtime: RealtimeRuntime { configuration.runtime }
@@ -188,7 +188,7 @@ public final class SocketManager: Service, Sendable {
     /// While the session runs, this frame is all the loop's task holds for it: the work before and
     /// after is in synchronous functions, whose locals live on the thread's stack for a moment
     /// instead of in the suspended task's frame for the connection's whole life.
-    private func runSession(_ context: ReconnectDriver<Never>.SessionContext) async throws -> SessionEnd {
+    private func runSession(_ context: ReconnectDriver.SessionContext) async throws -> SessionEnd {
         guard let (handler, session, span) = try beginSession(context) else { return .closed }
         var failure: RealtimeError?
         var end: EngineIOSessionEnd?
@@ -201,7 +201,7 @@ public final class SocketManager: Service, Sendable {
     }
 
     private func beginSession(
-        _ context: ReconnectDriver<Never>.SessionContext
+        _ context: ReconnectDriver.SessionContext
     ) throws -> (SessionHandler, EngineIOSession, any Span)? {
         if state.withLockedValue({ $0.closing }) { return nil }
         if context.attempt > 0 {
@@ -274,7 +274,7 @@ final class SessionHandler: EngineIODelegate {
     }
 
     private let manager: SocketManager
-    private let context: ReconnectDriver<Never>.SessionContext
+    private let context: ReconnectDriver.SessionContext
     private let state = NIOLockedValueBox(State())
     private let sessionBox = NIOLockedValueBox<EngineIOSession?>(nil)
     private let spanBox = NIOLockedValueBox<(any Span)?>(nil)
@@ -293,7 +293,7 @@ final class SessionHandler: EngineIODelegate {
         }
     }
 
-    init(manager: SocketManager, context: ReconnectDriver<Never>.SessionContext) {
+    init(manager: SocketManager, context: ReconnectDriver.SessionContext) {
         self.manager = manager
         self.context = context
     }
@@ -314,7 +314,7 @@ final class SessionHandler: EngineIODelegate {
             span.end()
         }
         manager.opened(handshake)
-        try await context.connected(sender: { _ in })
+        context.connected()
         guard let session else { return }
         for socket in manager.sockets where socket.isActive {
             if context.attempt > 0 { socket.fire(.reconnect, [.number(Double(context.attempt))]) }

@@ -58,7 +58,7 @@ public final class Spreadbot: Service, Sendable {
         /// The SSE stream's `retry:` (the least wait before reconnecting after it ends).
         var retryHint: Duration?
         /// The connection being run, told once when it carries its first message (stability).
-        var context: ReconnectDriver<Never>.SessionContext?
+        var context: ReconnectDriver.SessionContext?
         var progressed = false
         var lastError: RealtimeError?
     }
@@ -290,7 +290,7 @@ public final class Spreadbot: Service, Sendable {
         report(error)
     }
 
-    private func makeDriver() -> ReconnectDriver<Never> {
+    private func makeDriver() -> ReconnectDriver {
         let policy = ReconnectPolicy(
             backoff: .exponential(
                 initial: configuration.reconnectDelay, maximum: configuration.maxReconnectDelay,
@@ -304,7 +304,7 @@ public final class Spreadbot: Service, Sendable {
                 default: true
                 }
             })
-        let driver = ReconnectDriver<Never>(policy: policy, runtime: configuration.runtime)
+        let driver = ReconnectDriver(policy: policy, runtime: configuration.runtime)
         driver.report(to: metrics)
         return driver
     }
@@ -325,7 +325,7 @@ public final class Spreadbot: Service, Sendable {
 
     /// One connection: the transports in order until one opens, then its life. Throws the last
     /// transport's error when none opens.
-    private func session(path: String, context: ReconnectDriver<Never>.SessionContext, generation: Int) async throws -> SessionEnd {
+    private func session(path: String, context: ReconnectDriver.SessionContext, generation: Int) async throws -> SessionEnd {
         // The connect span: each transport tried is an event; it ends when one opens or all failed.
         let span = connectSpan(path: path)
         let spanOpen = NIOLockedValueBox(true)
@@ -353,7 +353,7 @@ public final class Spreadbot: Service, Sendable {
 
     @inline(never)
     private func session(
-        path: String, context: ReconnectDriver<Never>.SessionContext, generation: Int, span: any Span, opened onOpened: @escaping @Sendable () -> Void
+        path: String, context: ReconnectDriver.SessionContext, generation: Int, span: any Span, opened onOpened: @escaping @Sendable () -> Void
     ) async throws -> SessionEnd {
         // Which transport to open and what its end means is SpreadbotFallback's; this loop does the I/O.
         // Its frame lives as long as the connection: it keeps the fallback, the transport and a
@@ -449,7 +449,7 @@ public final class Spreadbot: Service, Sendable {
     /// What a transport calls when it is open. Synchronous, so an event stream can open on its
     /// event loop before its first event.
     private func opener(
-        _ transport: SpreadbotTransport, context: ReconnectDriver<Never>.SessionContext, span: any Span, opened: NIOLockedValueBox<Bool>,
+        _ transport: SpreadbotTransport, context: ReconnectDriver.SessionContext, span: any Span, opened: NIOLockedValueBox<Bool>,
         _ onOpened: @escaping @Sendable () -> Void
     ) -> @Sendable () -> Void {
         span.addEvent(SpanEvent(name: "transport", attributes: ["realtime.transport": .string(transport.rawValue)]))
@@ -790,7 +790,7 @@ public final class Spreadbot: Service, Sendable {
     /// read gate until it caught up.
     private func deliver(_ message: SpreadbotMessage) -> Bool {
         metrics.received(messages: 1, bytes: message.data.byteCount)
-        let first = run.withLockedValue { run -> ReconnectDriver<Never>.SessionContext? in
+        let first = run.withLockedValue { run -> ReconnectDriver.SessionContext? in
             guard !run.progressed else { return nil }
             run.progressed = true
             return run.context

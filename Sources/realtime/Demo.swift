@@ -33,8 +33,8 @@ struct Demo: AsyncParsableCommand {
         ("WebSocket with permessage-deflate", webSocketCompressed),
         ("WebSocket close code surfaced as a typed error", webSocketCloseCode),
         ("HTTP streaming GET parsed as Server-Sent Events", httpStreamAsSSE),
-        ("HTTP long polling with a batching POST sender", longPolling),
-        ("Reconnect driver: drop, backoff, reconnect, offline queue flushed in order", reconnect),
+        ("HTTP long polling, and the outbox: what is queued goes in one POST", longPolling),
+        ("Reconnect driver: a refused connection, backoff, reconnect", reconnect),
     ] + EventSourceDemo.steps + SocketIODemo.steps + SignalRDemo.steps + SpreadbotDemo.steps + BridgeDemo.steps
 
     static func webSocketEcho() async throws {
@@ -141,7 +141,7 @@ struct Demo: AsyncParsableCommand {
             let number = connections.withLockedValue { $0 += 1; return $0 }
             return number == 1 ? .text("dropping", status: 503) : .text("welcome back")
         }
-        let driver = ReconnectDriver<String>(
+        let driver = ReconnectDriver(
             policy: ReconnectPolicy(backoff: .fixed([.milliseconds(100)]), reachability: AlwaysReachable()))
         // Watches the states while the driver runs below; awaited once the driver has stopped.
         let states = Task {
@@ -152,19 +152,15 @@ struct Demo: AsyncParsableCommand {
             }
             return seen
         }
-        try await driver.send("queued-1")
-        try await driver.send("queued-2")
-        let delivered = NIOLockedValueBox<[String]>([])
         let url = server.baseURL + "/feed"
         let error = await driver.run { context in
             let (head, body) = try await HTTPTransport.execute(HTTPRequestSpec(url: url))
             guard head.status == .ok else { throw RealtimeError.badStatus(head.status, url: url) }
-            try await context.connected { message in delivered.withLockedValue { $0.append(message) } }
+            context.connected()
             say("   attempt \(context.attempt): server said \"\(String(buffer: body))\"")
             return .closed
         }
         say("   states: \(await states.value.joined(separator: " -> "))")
-        say("   offline queue flushed in order: \(delivered.withLockedValue { $0 })")
         if let error { throw error }
     }
 }
