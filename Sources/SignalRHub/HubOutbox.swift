@@ -154,7 +154,8 @@ final class HubOutbox: Sendable {
 
     /// Server-Sent Events and Long Polling: POSTs what is queued (up to 1 MiB per request, a larger
     /// message alone), one request at a time, until the task is cancelled or the outbox closed. A
-    /// failed POST fails the sends it carried; the next one is tried for what comes after. A POST
+    /// failed POST fails the sends it carried (``postFailure(_:)``: unless the server answered
+    /// with a status, they may have arrived); the next one is tried for what comes after. A POST
     /// carries the trace context of the first send in it.
     func postLoop(_ post: @escaping @Sendable (ByteBuffer) async throws -> Void) async {
         let generation = queue.generation
@@ -170,14 +171,21 @@ final class HubOutbox: Sendable {
                 }
                 for frame in batch { frame.sender?.resume() }
             } catch {
-                // Cancelled: the session ended (a cut, a stop) with this POST in flight.
-                let failure = Task.isCancelled
-                    ? RealtimeError(.connectionClosed, "the connection ended while the POST carrying the message was in flight", underlying: error)
-                    : error
+                let failure = Self.postFailure(error)
                 for frame in batch { frame.sender?.resume(throwing: failure) }
             }
             queue.finishedWrite()
         }
+    }
+
+    /// Why the sends of a failed POST failed. A status the server answered is its refusal; any
+    /// other failure (a reset, a timeout, the session ending with the POST in flight) came after the
+    /// request may have reached the server: `connectionClosed`, saying so.
+    static func postFailure(_ error: any Error) -> RealtimeError {
+        if let error = error as? RealtimeError, error.status != nil { return error }
+        return RealtimeError(
+            .connectionClosed, "the POST carrying the message failed before the server answered; the server may have received it",
+            underlying: error)
     }
 
     /// The connection is over: what was never written fails with `error`, sends wait no more,

@@ -47,22 +47,32 @@ struct HubOutboxTests {
         #expect(all.count == 20)
     }
 
-    @Test("A failed POST fails every send it carried; the next POST carries what comes after")
+    /// A POST that fails without an answer may have reached the server: its sends fail with
+    /// `connectionClosed` saying so. A status the server answered is its refusal, passed on as is.
+    @Test("A failed POST fails every send it carried, saying whether it may have arrived; the next POST carries what comes after")
     func aFailedPostFailsItsSends() async throws {
-        struct Boom: Error {}
+        struct Reset: Error {}
         let outbox = HubOutbox(replay: nil)
         let posts = NIOLockedValueBox(0)
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask {
                 await outbox.postLoop { _ in
-                    if posts.withLockedValue({ $0 += 1; return $0 }) == 1 { throw Boom() }
+                    switch posts.withLockedValue({ $0 += 1; return $0 }) {
+                    case 1: throw Reset()
+                    case 2: throw RealtimeError.badStatus(.internalServerError, url: "http://127.0.0.1/hub")
+                    default: return
+                    }
                 }
             }
-            await #expect(throws: Boom.self) { try await outbox.send([1]) }
-            try await outbox.send([2])
+            let reset = await #expect(throws: RealtimeError.self) { try await outbox.send([1]) }
+            #expect(reset?.code == .connectionClosed)
+            #expect(reset?.detail.contains("may have received it") == true)
+            let refused = await #expect(throws: RealtimeError.self) { try await outbox.send([2]) }
+            #expect(refused?.status == .internalServerError)
+            try await outbox.send([3])
             group.cancelAll()
         }
-        #expect(posts.withLockedValue { $0 } == 2)
+        #expect(posts.withLockedValue { $0 } == 3)
     }
 
     @Test("When the connection ends, queued sends fail with its error and later sends fail at once")
