@@ -14,8 +14,8 @@ extension EventSource {
     /// Opens one connection: RealtimeCore's event stream with the EventSource rules for the head
     /// (204 ends for good, any other status but 200 and any content type but `text/event-stream`
     /// fail), every event handed to the consumer's buffer on the connection's event loop, and the
-    /// end reported by a callback. Returns the machine's actions when the request cannot even start.
-    func openStream() -> [ReconnectMachine.Action] {
+    /// end reported by a callback (to the reconnect driver, as when the request cannot even start).
+    func openStream() {
         var headers = configuration.headers
         headers.replaceOrAdd(name: "Accept", value: "text/event-stream")
         headers.replaceOrAdd(name: "Cache-Control", value: "no-cache")
@@ -62,11 +62,9 @@ extension EventSource {
         } catch {
             span.fail(error)
             span.end()
-            let now = runtime.timers.now
-            return state.withLockedValue { state in
-                state.connectSpan = nil
-                return state.machine.ended(.dropped(RealtimeError.wrap(error)), now: now)
-            }
+            state.withLockedValue { $0.connectSpan = nil }
+            driver.ended(.dropped(RealtimeError.wrap(error)))
+            return
         }
         let registered = state.withLockedValue { state -> Bool in
             guard !state.closed else { return false }
@@ -76,21 +74,17 @@ extension EventSource {
         if !registered { stream.cancel() }
         buffer.setOnDemand { stream.resume() }
         stream.whenFinished { result in self.streamEnded(stream, result) }
-        return []
     }
 
     /// The head was accepted (on the event loop): open, before any event of this response.
     private func opened() {
-        let now = runtime.timers.now
         let span = state.withLockedValue { state in
             defer { state.connectSpan = nil }
             return state.connectSpan
         }
         span?.addEvent("opened")
         span?.end()
-        let actions = state.withLockedValue { $0.machine.opened(now: now) }
-        if !actions.isEmpty { metrics.opened() }
-        perform(actions)
+        driver.opened()
         setReadyState(.open)
         notifyOpen()
         _ = deliver(CollectionOfOne(.open))
@@ -105,31 +99,29 @@ extension EventSource {
             if case .failure(let error) = result { span.fail(error) }
             span.end()
         }
-        let now = runtime.timers.now
-        let actions = state.withLockedValue { state -> [ReconnectMachine.Action] in
-            if state.machine.phase == .connected { metrics.closed() }
+        let end = state.withLockedValue { state -> SessionEnd in
             if state.stream === stream { state.stream = nil }
             state.lastEventId = lastEventId
             state.bytesOfEndedStreams += bytes
             if state.restartRequested, !state.closed {
                 state.restartRequested = false
-                return state.machine.ended(.restart, now: now)
+                return .restart
             }
             if state.closed {
-                // close() stopped the machine; a 204 ends it here.
-                return state.machine.ended(.closed, now: now)
+                // close() stopped the driver; a 204 ends it here.
+                return .closed
             }
             switch result {
             case .success(.finishedAtHead):
-                return state.machine.ended(.closed, now: now)
+                return .closed
             case .success(.ended):
                 // A clean end of the body: reconnect after the reconnection time.
-                return state.machine.ended(.dropped(RealtimeError(.connectionClosed, "the server ended the event stream")), now: now)
+                return .dropped(RealtimeError(.connectionClosed, "the server ended the event stream"))
             case .failure(let error):
-                return state.machine.ended(.dropped(RealtimeError.wrap(error)), now: now)
+                return .dropped(RealtimeError.wrap(error))
             }
         }
-        perform(actions)
+        driver.ended(end)
     }
 
     /// One body part's outputs (on the event loop): callbacks first, then the consumer's buffer.
@@ -159,10 +151,8 @@ extension EventSource {
         metrics.received(messages: events, bytes: 0)
         if let lastEventId {
             // An event arrived: this connection counts as stable for the reconnect count.
-            state.withLockedValue { state in
-                state.lastEventId = lastEventId
-                state.machine.progressed()
-            }
+            state.withLockedValue { $0.lastEventId = lastEventId }
+            driver.progressed()
         }
         return deliver(updates)
     }

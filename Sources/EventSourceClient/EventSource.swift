@@ -39,7 +39,9 @@ public final class EventSource: Service, Sendable {
     let runtime: RealtimeRuntime
     let state: NIOLockedValueBox<LoopState>
     let buffer: InboundBuffer<EventSourceUpdate>
-    let stateBroadcaster = StateBroadcaster<ConnectionState>(.disconnected(nil))
+    /// The reconnect rules every client runs, driven from the stream's callbacks: no task waits
+    /// while a source is connected or a retry is due.
+    let driver: ReconnectDriver
     /// Completed when the source has stopped for good (``run()`` waits for it).
     let ended = OneShot<Void>()
     let metrics: ClientMetrics
@@ -47,9 +49,6 @@ public final class EventSource: Service, Sendable {
     package let callbacks = NIOLockedValueBox(Callbacks())
 
     struct LoopState {
-        /// The reconnect rules; this class performs their actions from callbacks (the stream's end,
-        /// a deadline): no task waits while a source is connected.
-        var machine: ReconnectMachine
         var started = false
         var closed = false
         var lastEventId: String
@@ -64,9 +63,6 @@ public final class EventSource: Service, Sendable {
         var stream: EventStream?
         /// Body bytes of the responses that ended.
         var bytesOfEndedStreams = 0
-        var retryTimer: TimerQueue.Timer?
-        /// Waits for the network before a retry (only while reconnecting).
-        var reachabilityWait: Task<Void, Never>?
         /// The span of the connection being opened, ended when its head is accepted or it fails.
         var connectSpan: (any Span)?
     }
@@ -94,10 +90,11 @@ public final class EventSource: Service, Sendable {
             reachability: configuration.reachability,
             shouldRetry: configuration.shouldRetry)
         self.reconnectionTimeForBackoff = reconnectionTime
-        self.state = NIOLockedValueBox(LoopState(
-            machine: ReconnectMachine(policy: policy), lastEventId: configuration.lastEventId ?? "", reconnectionTime: initial))
+        self.state = NIOLockedValueBox(LoopState(lastEventId: configuration.lastEventId ?? "", reconnectionTime: initial))
         self.buffer = InboundBuffer(limit: configuration.bufferSize)
         self.metrics = ClientMetrics.shared(protocol: "sse", client: configuration.clientLabel, runtime: runtime)
+        self.driver = ReconnectDriver(policy: policy, runtime: runtime)
+        driver.report(to: metrics)
     }
 
     /// The reconnection time the backoff starts from (the server's `retry:`), read by the policy.
@@ -117,7 +114,7 @@ public final class EventSource: Service, Sendable {
     public var readyState: EventSourceState { state.withLockedValue { $0.readyState } }
 
     /// The connection state with reconnect attempts, current value and changes.
-    public var connectionState: StateBroadcaster<ConnectionState> { stateBroadcaster }
+    public var connectionState: StateBroadcaster<ConnectionState> { driver.state }
 
     /// The last event ID received (sent as `Last-Event-ID` when reconnecting).
     public var lastEventId: String { state.withLockedValue { $0.lastEventId } }
@@ -147,30 +144,23 @@ public final class EventSource: Service, Sendable {
 
     /// Closes the connection for good; ``events`` ends normally.
     public func close() {
-        let (actions, stream, timer, wait) = state.withLockedValue {
-            state -> ([ReconnectMachine.Action], EventStream?, TimerQueue.Timer?, Task<Void, Never>?) in
+        let (started, stream) = state.withLockedValue { state -> (Bool, EventStream?) in
             state.closed = true
             state.readyState = .closed
-            defer {
-                state.retryTimer = nil
-                state.reachabilityWait = nil
-            }
-            if state.machine.phase == .connected { metrics.closed() }
-            return (state.started ? state.machine.stop() : [], state.stream, state.retryTimer, state.reachabilityWait)
+            return (state.started, state.stream)
         }
+        // Stopped first: the end of the stream cancelled below is then ignored.
+        if started { driver.stop() }
         stream?.cancel()
-        if let timer { runtime.timers.cancel(timer) }
-        wait?.cancel()
         buffer.finish()
-        perform(actions)
-        if actions.isEmpty { ended.complete(.success(())) }
+        ended.complete(.success(()))
     }
 
     /// Drops the current connection and connects again at once (no backoff), sending the last event
     /// ID: for a reset the server asked for in an event, or a user's "refresh". Starts the
     /// connection if it was not running; does nothing after ``close()``.
     public func restart() {
-        enum Step { case nothing, start, cancel(EventStream), now([ReconnectMachine.Action], TimerQueue.Timer?, Task<Void, Never>?) }
+        enum Step { case nothing, start, cancel(EventStream), now }
         let step = state.withLockedValue { state -> Step in
             if state.closed { return .nothing }
             if !state.started { return .start }
@@ -178,30 +168,27 @@ public final class EventSource: Service, Sendable {
                 state.restartRequested = true
                 return .cancel(stream)
             }
-            defer {
-                state.retryTimer = nil
-                state.reachabilityWait = nil
-            }
-            return .now(state.machine.restartNow(), state.retryTimer, state.reachabilityWait)
+            return .now
         }
         switch step {
         case .nothing: return
         case .start: startIfNeeded()
         case .cancel(let stream): stream.cancel()
-        case .now(let actions, let timer, let wait):
-            if let timer { runtime.timers.cancel(timer) }
-            wait?.cancel()
-            perform(actions)
+        case .now: driver.restartNow()
         }
     }
 
     func startIfNeeded() {
-        let actions = state.withLockedValue { state -> [ReconnectMachine.Action] in
-            guard !state.started, !state.closed else { return [] }
+        let start = state.withLockedValue { state -> Bool in
+            guard !state.started, !state.closed else { return false }
             state.started = true
-            return state.machine.start()
+            return true
         }
-        perform(actions)
+        guard start else { return }
+        driver.start(ReconnectDriver.Callbacks(
+            connect: { [weak self] _ in self?.connect() },
+            report: { [weak self] error, willRetry in self?.failed(error, willRetry: willRetry) },
+            finished: { [weak self] error in self?.finished(error) }))
     }
 
     func attachConsumer() -> Consumer {
@@ -242,49 +229,26 @@ public final class EventSource: Service, Sendable {
         deinit { source.detachConsumer() }
     }
 
-    /// Performs the reconnect machine's actions, and those their inputs produce, in order.
-    func perform(_ initial: [ReconnectMachine.Action]) {
-        var pending = initial[...]
-        while let action = pending.popFirst() {
-            switch action {
-            case .publish(let connectionState):
-                stateBroadcaster.update(connectionState)
-            case .report(let error, let willRetry):
-                metrics.failed(error)
-                runtime.logger.debug(
-                    "event stream failed", metadata: ["realtime.error_code": "\(error.code)", "realtime.will_retry": "\(willRetry)"])
-                setReadyState(willRetry ? .connecting : .closed)
-                _ = deliver(CollectionOfOne(.failure(error, willRetry: willRetry)))
-            case .finished(let error):
-                setReadyState(.closed)
-                let (status, closed) = state.withLockedValue { ($0.lastStatus, $0.closed) }
-                notifyComplete(status: status, error: error)
-                if let error, !closed { buffer.finish(throwing: error) } else { buffer.finish() }
-                ended.complete(.success(()))
-            case .connect(let attempt):
-                if state.withLockedValue({ $0.closed }) { continue }
-                metrics.attempt(reconnect: attempt > 0)
-                setReadyState(.connecting)
-                pending += openStream()
-            case .waitForNetwork:
-                let reachability = configuration.reachability
-                // A task only while reconnecting: the reachability check is async.
-                let wait = Task {
-                    do { try await reachability.waitUntilReachable() } catch { return }
-                    self.perform(self.state.withLockedValue { $0.machine.networkReachable() })
-                }
-                state.withLockedValue { $0.reachabilityWait = wait }
-            case .scheduleRetry(let delay, _):
-                let timer = runtime.timers.schedule(after: delay) { [weak self] in
-                    guard let self else { return }
-                    self.perform(self.state.withLockedValue { state in
-                        state.retryTimer = nil
-                        return state.machine.retryDue()
-                    })
-                }
-                state.withLockedValue { $0.retryTimer = timer }
-            }
-        }
+    // The driver's callbacks.
+
+    private func connect() {
+        if state.withLockedValue({ $0.closed }) { return }
+        setReadyState(.connecting)
+        openStream()
+    }
+
+    private func failed(_ error: RealtimeError, willRetry: Bool) {
+        runtime.logger.debug("event stream failed", metadata: ["realtime.error_code": "\(error.code)", "realtime.will_retry": "\(willRetry)"])
+        setReadyState(willRetry ? .connecting : .closed)
+        _ = deliver(CollectionOfOne(.failure(error, willRetry: willRetry)))
+    }
+
+    private func finished(_ error: RealtimeError?) {
+        setReadyState(.closed)
+        let (status, closed) = state.withLockedValue { ($0.lastStatus, $0.closed) }
+        notifyComplete(status: status, error: error)
+        if let error, !closed { buffer.finish(throwing: error) } else { buffer.finish() }
+        ended.complete(.success(()))
     }
 
     func setReadyState(_ readyState: EventSourceState) {

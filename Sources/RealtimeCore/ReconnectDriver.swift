@@ -17,8 +17,11 @@ public enum SessionEnd: Sendable {
 ///
 /// A protocol module calls `run(_:)` with a closure that opens one connection, calls
 /// ``SessionContext/connected()`` once its handshake is done, and returns or throws when the
-/// connection ends. Outgoing messages do not pass through the driver: each client queues them in its
-/// outbox, which outlives the connections.
+/// connection ends. A client whose connections end in callbacks instead (no task waits while it is
+/// connected) drives it with ``start(_:)`` and the inputs ``opened()``, ``ended(_:)``, ``stop()``
+/// and ``restartNow()``: the same rules, the retry delay a deadline on the runtime's `TimerQueue`.
+/// Outgoing messages do not pass through the driver: each client queues them in its outbox, which
+/// outlives the connections.
 public final class ReconnectDriver: Sendable {
     /// Handed to each session.
     public struct SessionContext: Sendable {
@@ -40,6 +43,33 @@ public final class ReconnectDriver: Sendable {
 
     fileprivate struct State {
         var machine: ReconnectMachine
+        /// Event-driven use (``start(_:)``): what the owner is told, the armed retry deadline and
+        /// the reachability wait.
+        var callbacks: Callbacks?
+        var retryTimer: TimerQueue.Timer?
+        var reachabilityWait: Task<Void, Never>?
+    }
+
+    /// What a client driving the driver from callbacks (``start(_:)``) is told. Each is called
+    /// outside the driver's lock, in the order the rules produce them.
+    public struct Callbacks: Sendable {
+        /// Open one connection now (attempt 0: the first, or a restart); report it with
+        /// ``ReconnectDriver/opened()`` and its end with ``ReconnectDriver/ended(_:)``.
+        public var connect: @Sendable (_ attempt: Int) -> Void
+        /// A connection failed or dropped; `willRetry` says whether another attempt follows.
+        public var report: @Sendable (RealtimeError, _ willRetry: Bool) -> Void
+        /// Stopped for good: nil after ``ReconnectDriver/stop()`` or a clean close, else why.
+        public var finished: @Sendable (RealtimeError?) -> Void
+
+        public init(
+            connect: @escaping @Sendable (_ attempt: Int) -> Void,
+            report: @escaping @Sendable (RealtimeError, _ willRetry: Bool) -> Void,
+            finished: @escaping @Sendable (RealtimeError?) -> Void
+        ) {
+            self.connect = connect
+            self.report = report
+            self.finished = finished
+        }
     }
 
     /// The rules the driver follows.
@@ -219,6 +249,126 @@ public final class ReconnectDriver: Sendable {
         let actions = box.withLockedValue { $0.machine.opened(now: now) }
         if !actions.isEmpty { metrics?.opened() }
         for case .publish(let connectionState) in actions { state.update(connectionState) }
+    }
+}
+
+extension ReconnectDriver {
+    // MARK: Driven from callbacks
+
+    /// Starts connecting, for a client whose connections report their ends in callbacks: no task
+    /// waits while a connection is open or while a retry is due (its delay is a deadline on the
+    /// runtime's `TimerQueue`; only a reachability wait runs as a short task). Does nothing while
+    /// running.
+    public func start(_ callbacks: Callbacks) {
+        let actions = box.withLockedValue { state -> [ReconnectMachine.Action] in
+            guard state.machine.phase == .idle || state.machine.phase == .stopped else { return [] }
+            state.callbacks = callbacks
+            state.machine = ReconnectMachine(policy: policy, random: random)
+            return state.machine.start()
+        }
+        perform(actions)
+    }
+
+    /// The connection opened (its handshake done); callable from its event loop.
+    public func opened() { markOpened() }
+
+    /// The open connection carried a message: it counts as stable.
+    public func progressed() { box.withLockedValue { $0.machine.progressed() } }
+
+    /// The connection attempt or the open connection ended.
+    public func ended(_ end: SessionEnd) {
+        let now = runtime.timers.now
+        let metrics = metrics
+        let actions = box.withLockedValue { state -> [ReconnectMachine.Action] in
+            if state.machine.phase == .connected { metrics?.closed() }
+            return state.machine.ended(end, now: now)
+        }
+        perform(actions)
+    }
+
+    /// Stops for good: a pending retry or reachability wait is dropped. The open connection, if
+    /// any, is the owner's to close (its end is then ignored).
+    public func stop() {
+        let metrics = metrics
+        let (actions, timer, wait) = box.withLockedValue { state in
+            if state.machine.phase == .connected { metrics?.closed() }
+            defer {
+                state.retryTimer = nil
+                state.reachabilityWait = nil
+            }
+            return (state.machine.stop(), state.retryTimer, state.reachabilityWait)
+        }
+        if let timer { runtime.timers.cancel(timer) }
+        wait?.cancel()
+        perform(actions)
+    }
+
+    /// Connects again at once, without backoff, while waiting to retry (a restart the user asked
+    /// for). While a connection is open, end it with ``SessionEnd/restart`` instead.
+    public func restartNow() {
+        let (actions, timer, wait) = box.withLockedValue { state in
+            defer {
+                state.retryTimer = nil
+                state.reachabilityWait = nil
+            }
+            return (state.machine.restartNow(), state.retryTimer, state.reachabilityWait)
+        }
+        if let timer { runtime.timers.cancel(timer) }
+        wait?.cancel()
+        perform(actions)
+    }
+
+    /// The runtime whose timers hold the retry deadline (for tests).
+    package var runtimeForTests: RealtimeRuntime { runtime }
+
+    /// The phase the rules are in.
+    public var phase: ReconnectMachine.Phase { box.withLockedValue { $0.machine.phase } }
+
+    /// Performs the machine's actions, and those their inputs produce, in order (outside the lock).
+    private func perform(_ actions: [ReconnectMachine.Action]) {
+        guard !actions.isEmpty, let callbacks = box.withLockedValue({ $0.callbacks }) else { return }
+        for action in actions {
+            switch action {
+            case .publish(let connectionState):
+                state.update(connectionState)
+            case .report(let error, let willRetry):
+                metrics?.failed(error)
+                callbacks.report(error, willRetry)
+            case .finished(let error):
+                callbacks.finished(error)
+            case .connect(let attempt):
+                metrics?.attempt(reconnect: attempt > 0)
+                callbacks.connect(attempt)
+            case .waitForNetwork(let attempt):
+                let reachability = policy.reachability
+                // Started under the lock, only while the rules still wait for it: a stop or a
+                // restart that came first finds it there and cancels it.
+                box.withLockedValue { state in
+                    guard state.machine.phase == .waitingForNetwork(attempt: attempt) else { return }
+                    // A task only while reconnecting: the reachability check is async.
+                    state.reachabilityWait = Task {
+                        do { try await reachability.waitUntilReachable() } catch { return }
+                        self.perform(self.box.withLockedValue { state in
+                            state.reachabilityWait = nil
+                            return state.machine.networkReachable()
+                        })
+                    }
+                }
+            case .scheduleRetry(let delay, let attempt):
+                let timers = runtime.timers
+                // Armed under the lock, as above: no deadline outlives the wait it was for.
+                box.withLockedValue { state in
+                    guard state.machine.phase == .waitingToRetry(attempt: attempt) else { return }
+                    state.retryTimer = timers.schedule(after: delay) { [weak self] in
+                        guard let self else { return }
+                        self.perform(self.box.withLockedValue { state in
+                            state.retryTimer = nil
+                            return state.machine.retryDue()
+                        })
+                    }
+                }
+            }
+        }
     }
 }
 

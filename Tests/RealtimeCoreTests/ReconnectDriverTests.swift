@@ -83,6 +83,72 @@ import Testing
         #expect(sessions.withLockedValue { $0 } == 2)
     }
 
+    func recordingCallbacks(_ events: Recorder<String>) -> ReconnectDriver.Callbacks {
+        ReconnectDriver.Callbacks(
+            connect: { attempt in events.append("connect \(attempt)") },
+            report: { error, willRetry in events.append("report \(error.code) \(willRetry)") },
+            finished: { error in events.append("finished \(error.map { "\($0.code)" } ?? "nil")") })
+    }
+
+    /// Driven from callbacks (EventSource): the same rules, the retry delay a deadline on the
+    /// runtime's timer queue, and a restart while waiting connects at once.
+    @Test func drivenFromCallbacksRetriesOnADeadline() async throws {
+        let clock = ManualClock()
+        let driver = ReconnectDriver(
+            policy: ReconnectPolicy(backoff: .exponential(initial: .seconds(1), maximum: .seconds(10), randomizationFactor: 0), reachability: AlwaysReachable()),
+            runtime: runtime(clock))
+        let events = Recorder<String>()
+        let timers = driver.runtimeForTests.timers
+        driver.start(recordingCallbacks(events))
+        #expect(events.all == ["connect 0"])
+        #expect(driver.state.current == .connecting)
+        driver.ended(.dropped(RealtimeError(.connectFailed, "refused")))
+        #expect(events.all == ["connect 0", "report connectFailed true"])
+        #expect(driver.state.current == .reconnecting(attempt: 1))
+        // The retry is a deadline: nothing connects until the clock reaches it.
+        try await clock.waitForSleepers(1)
+        clock.advance(by: .milliseconds(999))
+        #expect(events.all.count == 2)
+        clock.advance(by: .milliseconds(1))
+        #expect(try await events.wait(count: 3).last == "connect 1")
+        driver.opened()
+        #expect(driver.state.current == .connected)
+        // Dropped before it proved stable: the count goes on (attempt 2, a 2 s delay).
+        driver.ended(.dropped(RealtimeError(.connectionClosed, "dropped")))
+        #expect(driver.state.current == .reconnecting(attempt: 2))
+        // The deadline is armed once the reachability check (a short task) said yes.
+        try await waitUntil("the retry's deadline is armed") { timers.pendingCount == 1 }
+        // A restart while waiting: at once, and the pending deadline is dropped.
+        driver.restartNow()
+        #expect(events.all.last == "connect 0")
+        #expect(timers.pendingCount == 0)
+        driver.opened()
+        driver.stop()
+        #expect(events.all.last == "finished nil")
+        #expect(driver.state.current == .disconnected(nil))
+    }
+
+    @Test func drivenFromCallbacksStopDropsThePendingRetryAndGivingUpIsReported() async throws {
+        let clock = ManualClock()
+        let driver = ReconnectDriver(
+            policy: ReconnectPolicy(backoff: .fixed([.seconds(1)]), reachability: AlwaysReachable()), runtime: runtime(clock))
+        let events = Recorder<String>()
+        driver.start(recordingCallbacks(events))
+        driver.ended(.dropped(RealtimeError(.connectFailed, "refused")))
+        try await waitUntil("the retry's deadline is armed") { driver.runtimeForTests.timers.pendingCount == 1 }
+        driver.stop()
+        #expect(events.all == ["connect 0", "report connectFailed true", "finished nil"])
+        #expect(driver.runtimeForTests.timers.pendingCount == 0, "the retry was dropped with the stop")
+
+        // The fixed list used up: the failure is reported once, then the typed end.
+        let gaveUp = ReconnectDriver(
+            policy: ReconnectPolicy(backoff: .fixed([]), reachability: AlwaysReachable()), runtime: runtime(clock))
+        let ends = Recorder<String>()
+        gaveUp.start(recordingCallbacks(ends))
+        gaveUp.ended(.dropped(RealtimeError(.connectFailed, "refused")))
+        #expect(ends.all == ["connect 0", "report connectFailed false", "finished reconnectGaveUp"])
+    }
+
     /// A client that stops while connected cancels the session: the open-connections meter drops
     /// then too. It stayed at 1 when the stop came as a cancellation (a Socket.IO disconnect under
     /// load), not as the session's own end.
