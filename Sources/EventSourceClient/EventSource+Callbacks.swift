@@ -13,6 +13,15 @@ extension EventSource {
         package var listeners: [String: @Sendable (_ id: String?, _ event: String?, _ data: String?) -> Void] = [:]
     }
 
+    /// The callback layer's registrations, under the source's lock.
+    package struct CallbackAccess {
+        let source: EventSource
+
+        package func withLockedValue<T>(_ body: (inout Callbacks) throws -> T) rethrows -> T {
+            try source.state.withLockedValue { try body(&$0.callbacks) }
+        }
+    }
+
     /// Starts the connection (without a consumer of ``events``), from `lastEventId` when given.
     package func startConnecting(lastEventId: String?) {
         state.withLockedValue { state in

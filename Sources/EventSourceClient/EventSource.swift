@@ -46,9 +46,11 @@ public final class EventSource: Service, Sendable {
     let ended = OneShot<Void>()
     let metrics: ClientMetrics
     /// Callbacks of the IKEventSource-shaped layer (EventSourceCompat), kept here.
-    package let callbacks = NIOLockedValueBox(Callbacks())
+    package var callbacks: CallbackAccess { CallbackAccess(source: self) }
 
     struct LoopState {
+        /// The callback layer's registrations (kept here: one lock and one allocation less per source).
+        var callbacks = Callbacks()
         var started = false
         var closed = false
         var lastEventId: String
@@ -185,10 +187,14 @@ public final class EventSource: Service, Sendable {
             return true
         }
         guard start else { return }
-        driver.start(ReconnectDriver.Callbacks(
-            connect: { [weak self] _ in self?.connect() },
-            report: { [weak self] error, willRetry in self?.failed(error, willRetry: willRetry) },
-            finished: { [weak self] error in self?.finished(error) }))
+        driver.start { [weak self] event in
+            guard let self else { return }
+            switch event {
+            case .connect: self.connect()
+            case .failed(let error, let willRetry): self.failed(error, willRetry: willRetry)
+            case .finished(let error): self.finished(error)
+            }
+        }
     }
 
     func attachConsumer() -> Consumer {

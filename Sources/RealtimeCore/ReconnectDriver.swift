@@ -41,50 +41,55 @@ public final class ReconnectDriver: Sendable {
         }
     }
 
+    // One allocation besides the object: a driver lives as long as its client, and an idle event
+    // stream is counted in hundreds of bytes.
     fileprivate struct State {
         var machine: ReconnectMachine
+        var metrics: ClientMetrics?
         /// Event-driven use (``start(_:)``): what the owner is told, the armed retry deadline and
         /// the reachability wait.
-        var callbacks: Callbacks?
-        var retryTimer: TimerQueue.Timer?
-        var reachabilityWait: Task<Void, Never>?
+        var handle: (@Sendable (Event) -> Void)?
+        /// What the rules wait for now, when driven from callbacks.
+        var wait: Wait?
     }
 
-    /// What a client driving the driver from callbacks (``start(_:)``) is told. Each is called
-    /// outside the driver's lock, in the order the rules produce them.
-    public struct Callbacks: Sendable {
-        /// Open one connection now (attempt 0: the first, or a restart); report it with
-        /// ``ReconnectDriver/opened()`` and its end with ``ReconnectDriver/ended(_:)``.
-        public var connect: @Sendable (_ attempt: Int) -> Void
-        /// A connection failed or dropped; `willRetry` says whether another attempt follows.
-        public var report: @Sendable (RealtimeError, _ willRetry: Bool) -> Void
-        /// Stopped for good: nil after ``ReconnectDriver/stop()`` or a clean close, else why.
-        public var finished: @Sendable (RealtimeError?) -> Void
+    fileprivate enum Wait {
+        case network(Task<Void, Never>)
+        case retry(TimerQueue.Timer)
+    }
 
-        public init(
-            connect: @escaping @Sendable (_ attempt: Int) -> Void,
-            report: @escaping @Sendable (RealtimeError, _ willRetry: Bool) -> Void,
-            finished: @escaping @Sendable (RealtimeError?) -> Void
-        ) {
-            self.connect = connect
-            self.report = report
-            self.finished = finished
+    /// Drops what the rules waited for (a stop or a restart came first).
+    private func cancel(_ wait: Wait?) {
+        switch wait {
+        case .network(let task)?: task.cancel()
+        case .retry(let timer)?: runtime.timers.cancel(timer)
+        case nil: break
         }
     }
 
+    /// What a client driving the driver from callbacks (``start(_:)``) is told, outside the
+    /// driver's lock, in the order the rules produce them.
+    public enum Event: Sendable {
+        /// Open one connection now (attempt 0: the first, or a restart); report it with
+        /// ``ReconnectDriver/opened()`` and its end with ``ReconnectDriver/ended(_:)``.
+        case connect(attempt: Int)
+        /// A connection failed or dropped; `willRetry` says whether another attempt follows.
+        case failed(RealtimeError, willRetry: Bool)
+        /// Stopped for good: nil after ``ReconnectDriver/stop()`` or a clean close, else why.
+        case finished(RealtimeError?)
+    }
+
     /// The rules the driver follows.
-    public let policy: ReconnectPolicy
+    public var policy: ReconnectPolicy { box.withLockedValue { $0.machine.policy } }
     /// The connection state, current and as a sequence of changes.
     public let state: StateBroadcaster<ConnectionState>
     private let runtime: RealtimeRuntime
     fileprivate let box: NIOLockedValueBox<State>
-    private let random: @Sendable () -> Double
     /// Attempts, failures, reconnects and open connections, when the client reports metrics.
-    package var metrics: ClientMetrics? { metricsBox.withLockedValue { $0 } }
-    private let metricsBox = NIOLockedValueBox<ClientMetrics?>(nil)
+    package var metrics: ClientMetrics? { box.withLockedValue { $0.metrics } }
 
     /// Reports this driver's connections to `metrics` (a client's).
-    package func report(to metrics: ClientMetrics) { metricsBox.withLockedValue { $0 = metrics } }
+    package func report(to metrics: ClientMetrics) { box.withLockedValue { $0.metrics = metrics } }
 
     /// - Parameters:
     ///   - policy: attempts, backoff and stability rules.
@@ -95,9 +100,7 @@ public final class ReconnectDriver: Sendable {
         runtime: RealtimeRuntime = .shared,
         random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) }
     ) {
-        self.policy = policy
         self.runtime = runtime
-        self.random = random
         self.state = StateBroadcaster(.disconnected(nil))
         self.box = NIOLockedValueBox(State(machine: ReconnectMachine(policy: policy, random: random)))
     }
@@ -162,7 +165,7 @@ public final class ReconnectDriver: Sendable {
     @inline(never)
     private func waitForNetwork(_ pending: inout [ReconnectMachine.Action]) async {
         do {
-            try await policy.reachability.waitUntilReachable()
+            try await box.withLockedValue({ $0.machine.policy.reachability }).waitUntilReachable()
             pending += box.withLockedValue { $0.machine.networkReachable() }
         } catch {
             pending = stopNow()
@@ -189,10 +192,8 @@ public final class ReconnectDriver: Sendable {
     }
 
     private func startRun() -> [ReconnectMachine.Action] {
-        box.withLockedValue {
-            $0.machine = ReconnectMachine(policy: policy, random: random)
-            return $0.machine.start()
-        }
+        // The machine starts over from idle or stopped (its count of failed attempts reset).
+        box.withLockedValue { $0.machine.start() }
     }
 
     /// Performs the pending actions that need no waiting, up to the first that does.
@@ -259,11 +260,10 @@ extension ReconnectDriver {
     /// waits while a connection is open or while a retry is due (its delay is a deadline on the
     /// runtime's `TimerQueue`; only a reachability wait runs as a short task). Does nothing while
     /// running.
-    public func start(_ callbacks: Callbacks) {
+    public func start(_ handle: @escaping @Sendable (Event) -> Void) {
         let actions = box.withLockedValue { state -> [ReconnectMachine.Action] in
             guard state.machine.phase == .idle || state.machine.phase == .stopped else { return [] }
-            state.callbacks = callbacks
-            state.machine = ReconnectMachine(policy: policy, random: random)
+            state.handle = handle
             return state.machine.start()
         }
         perform(actions)
@@ -290,31 +290,23 @@ extension ReconnectDriver {
     /// any, is the owner's to close (its end is then ignored).
     public func stop() {
         let metrics = metrics
-        let (actions, timer, wait) = box.withLockedValue { state in
+        let (actions, wait) = box.withLockedValue { state in
             if state.machine.phase == .connected { metrics?.closed() }
-            defer {
-                state.retryTimer = nil
-                state.reachabilityWait = nil
-            }
-            return (state.machine.stop(), state.retryTimer, state.reachabilityWait)
+            defer { state.wait = nil }
+            return (state.machine.stop(), state.wait)
         }
-        if let timer { runtime.timers.cancel(timer) }
-        wait?.cancel()
+        cancel(wait)
         perform(actions)
     }
 
     /// Connects again at once, without backoff, while waiting to retry (a restart the user asked
     /// for). While a connection is open, end it with ``SessionEnd/restart`` instead.
     public func restartNow() {
-        let (actions, timer, wait) = box.withLockedValue { state in
-            defer {
-                state.retryTimer = nil
-                state.reachabilityWait = nil
-            }
-            return (state.machine.restartNow(), state.retryTimer, state.reachabilityWait)
+        let (actions, wait) = box.withLockedValue { state in
+            defer { state.wait = nil }
+            return (state.machine.restartNow(), state.wait)
         }
-        if let timer { runtime.timers.cancel(timer) }
-        wait?.cancel()
+        cancel(wait)
         perform(actions)
     }
 
@@ -326,46 +318,46 @@ extension ReconnectDriver {
 
     /// Performs the machine's actions, and those their inputs produce, in order (outside the lock).
     private func perform(_ actions: [ReconnectMachine.Action]) {
-        guard !actions.isEmpty, let callbacks = box.withLockedValue({ $0.callbacks }) else { return }
+        guard !actions.isEmpty, let handle = box.withLockedValue({ $0.handle }) else { return }
         for action in actions {
             switch action {
             case .publish(let connectionState):
                 state.update(connectionState)
             case .report(let error, let willRetry):
                 metrics?.failed(error)
-                callbacks.report(error, willRetry)
+                handle(.failed(error, willRetry: willRetry))
             case .finished(let error):
-                callbacks.finished(error)
+                handle(.finished(error))
             case .connect(let attempt):
                 metrics?.attempt(reconnect: attempt > 0)
-                callbacks.connect(attempt)
+                handle(.connect(attempt: attempt))
             case .waitForNetwork(let attempt):
-                let reachability = policy.reachability
                 // Started under the lock, only while the rules still wait for it: a stop or a
                 // restart that came first finds it there and cancels it.
                 box.withLockedValue { state in
                     guard state.machine.phase == .waitingForNetwork(attempt: attempt) else { return }
+                    let reachability = state.machine.policy.reachability
                     // A task only while reconnecting: the reachability check is async.
-                    state.reachabilityWait = Task {
+                    state.wait = .network(Task {
                         do { try await reachability.waitUntilReachable() } catch { return }
                         self.perform(self.box.withLockedValue { state in
-                            state.reachabilityWait = nil
+                            state.wait = nil
                             return state.machine.networkReachable()
                         })
-                    }
+                    })
                 }
             case .scheduleRetry(let delay, let attempt):
                 let timers = runtime.timers
                 // Armed under the lock, as above: no deadline outlives the wait it was for.
                 box.withLockedValue { state in
                     guard state.machine.phase == .waitingToRetry(attempt: attempt) else { return }
-                    state.retryTimer = timers.schedule(after: delay) { [weak self] in
+                    state.wait = .retry(timers.schedule(after: delay) { [weak self] in
                         guard let self else { return }
                         self.perform(self.box.withLockedValue { state in
-                            state.retryTimer = nil
+                            state.wait = nil
                             return state.machine.retryDue()
                         })
-                    }
+                    })
                 }
             }
         }

@@ -83,11 +83,14 @@ import Testing
         #expect(sessions.withLockedValue { $0 } == 2)
     }
 
-    func recordingCallbacks(_ events: Recorder<String>) -> ReconnectDriver.Callbacks {
-        ReconnectDriver.Callbacks(
-            connect: { attempt in events.append("connect \(attempt)") },
-            report: { error, willRetry in events.append("report \(error.code) \(willRetry)") },
-            finished: { error in events.append("finished \(error.map { "\($0.code)" } ?? "nil")") })
+    func recordingCallbacks(_ events: Recorder<String>) -> @Sendable (ReconnectDriver.Event) -> Void {
+        { event in
+            switch event {
+            case .connect(let attempt): events.append("connect \(attempt)")
+            case .failed(let error, let willRetry): events.append("report \(error.code) \(willRetry)")
+            case .finished(let error): events.append("finished \(error.map { "\($0.code)" } ?? "nil")")
+            }
+        }
     }
 
     /// Driven from callbacks (EventSource): the same rules, the retry delay a deadline on the
