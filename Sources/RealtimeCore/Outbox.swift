@@ -141,17 +141,7 @@ public struct ResendWindow: Sendable, Hashable {
     @discardableResult
     @inlinable
     public func push(_ frame: Message) -> Bool {
-        let woken = state.withLockedValue { state -> (CheckedContinuation<Void, Never>?, (@Sendable () -> Void)?)? in
-            if state.closed { return nil }
-            state.queue.append(frame)
-            if frame.isApplicationData { state.boundedBytes += frame.outboxSize }
-            defer { state.waiter = nil }
-            return (state.waiter, Self.wakeAfterPush(&state))
-        }
-        guard let woken else { return false }
-        woken.0?.resume()
-        woken.1?()
-        return true
+        push(making: { frame })
     }
 
     /// Queues the frame `make` builds, under the outbox's lock: frames numbered as they are made
