@@ -226,22 +226,29 @@ public final class ReconnectDriver: Sendable {
     /// A session ended (nil: cancelled, or the task was cancelled): the machine's next actions.
     private func sessionEnded(_ end: SessionEnd?) -> [ReconnectMachine.Action] {
         guard let end, !Task.isCancelled else { return stopNow() }
+        return endActions(end)
+    }
+
+    /// The machine's actions for a session's end (both ways of driving it); an open connection is
+    /// counted closed.
+    fileprivate func endActions(_ end: SessionEnd) -> [ReconnectMachine.Action] {
         let now = runtime.timers.now
-        let metrics = metrics
         return box.withLockedValue { state in
-            if state.machine.phase == .connected { metrics?.closed() }
+            if state.machine.phase == .connected { state.metrics?.closed() }
             return state.machine.ended(end, now: now)
         }
     }
 
-    /// The running task was cancelled: stop for good. A connection that was open is counted closed
-    /// here, as at a session's own end.
-    private func stopNow() -> [ReconnectMachine.Action] {
-        let metrics = metrics
-        return box.withLockedValue { state in
-            if state.machine.phase == .connected { metrics?.closed() }
-            return state.machine.stop()
+    /// Stops for good: the machine's actions and the wait to drop (both ways of driving it). A
+    /// connection that was open is counted closed here, as at a session's own end.
+    fileprivate func stopNow() -> [ReconnectMachine.Action] {
+        let (actions, wait) = box.withLockedValue { state in
+            if state.machine.phase == .connected { state.metrics?.closed() }
+            defer { state.wait = nil }
+            return (state.machine.stop(), state.wait)
         }
+        cancel(wait)
+        return actions
     }
 
     /// The session reported its connection open (from ``SessionContext``).
@@ -277,26 +284,13 @@ extension ReconnectDriver {
 
     /// The connection attempt or the open connection ended.
     public func ended(_ end: SessionEnd) {
-        let now = runtime.timers.now
-        let metrics = metrics
-        let actions = box.withLockedValue { state -> [ReconnectMachine.Action] in
-            if state.machine.phase == .connected { metrics?.closed() }
-            return state.machine.ended(end, now: now)
-        }
-        perform(actions)
+        perform(endActions(end))
     }
 
     /// Stops for good: a pending retry or reachability wait is dropped. The open connection, if
     /// any, is the owner's to close (its end is then ignored).
     public func stop() {
-        let metrics = metrics
-        let (actions, wait) = box.withLockedValue { state in
-            if state.machine.phase == .connected { metrics?.closed() }
-            defer { state.wait = nil }
-            return (state.machine.stop(), state.wait)
-        }
-        cancel(wait)
-        perform(actions)
+        perform(stopNow())
     }
 
     /// Connects again at once, without backoff, while waiting to retry (a restart the user asked
