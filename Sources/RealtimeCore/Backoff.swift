@@ -7,6 +7,25 @@ public struct BackoffPolicy: Sendable {
         case exponential(initial: Duration, maximum: Duration, multiplier: Double, randomization: Double, maxAttempts: Int?)
         case fixed([Duration])
         case custom(@Sendable (_ attempt: Int) -> Duration?)
+        case asking(@Sendable (Attempt) -> Duration?)
+    }
+
+    /// What a policy made with ``asking(_:)`` is told before each reconnect attempt.
+    public struct Attempt: Sendable {
+        /// The attempt's number, from 1 (counted across reconnected connections that dropped before
+        /// they proved stable).
+        public var number: Int
+        /// The time since the connection was lost (the drop that began these attempts).
+        public var elapsed: Duration
+        /// Why the last attempt failed, or why the connection was lost; nil when not known.
+        public var reason: RealtimeError?
+
+        /// Makes an attempt's description (for tests of a policy).
+        public init(number: Int, elapsed: Duration = .zero, reason: RealtimeError? = nil) {
+            self.number = number
+            self.elapsed = elapsed
+            self.reason = reason
+        }
     }
 
     let kind: Kind
@@ -43,19 +62,32 @@ public struct BackoffPolicy: Sendable {
         BackoffPolicy(kind: .custom(delay))
     }
 
+    /// Your own function, told the attempt's number, the time since the connection was lost and
+    /// the last failure (the shape of SignalR's `IRetryPolicy`): return the delay before the
+    /// attempt, or `nil` to give up.
+    public static func asking(_ delay: @escaping @Sendable (Attempt) -> Duration?) -> BackoffPolicy {
+        BackoffPolicy(kind: .asking(delay))
+    }
+
     /// The delay before a reconnect attempt, or `nil` to stop trying.
     /// - Parameters:
     ///   - attempt: the attempt's number, from 1.
     ///   - random: a number in `0..<1` that drives the jitter.
     public func delay(forAttempt attempt: Int, random: Double) -> Duration? {
-        precondition(attempt >= 1, "attempts are counted from 1")
+        delay(for: Attempt(number: attempt), random: random)
+    }
+
+    /// The delay before `attempt`, or `nil` to stop trying; `random` (in `0..<1`) drives the jitter.
+    public func delay(for attempt: Attempt, random: Double) -> Duration? {
+        precondition(attempt.number >= 1, "attempts are counted from 1")
+        let number = attempt.number
         switch kind {
         case .exponential(let initial, let maximum, let multiplier, let randomization, let maxAttempts):
-            if let maxAttempts, attempt > maxAttempts { return nil }
+            if let maxAttempts, number > maxAttempts { return nil }
             let initialSeconds = initial.seconds
             let maxSeconds = maximum.seconds
             // Cap the exponent so large attempt numbers cannot overflow to infinity.
-            var seconds = initialSeconds * pow(multiplier, Double(min(attempt - 1, 64)))
+            var seconds = initialSeconds * pow(multiplier, Double(min(number - 1, 64)))
             if randomization > 0 {
                 let deviation = seconds * randomization
                 // Same rule as the engine.io/socket.io JS clients: the random draw picks add or subtract.
@@ -64,8 +96,10 @@ public struct BackoffPolicy: Sendable {
             seconds = min(max(seconds, 0), maxSeconds)
             return .seconds(seconds)
         case .fixed(let delays):
-            return attempt <= delays.count ? delays[attempt - 1] : nil
+            return number <= delays.count ? delays[number - 1] : nil
         case .custom(let function):
+            return function(number)
+        case .asking(let function):
             return function(attempt)
         }
     }

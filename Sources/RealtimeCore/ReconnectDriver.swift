@@ -10,6 +10,9 @@ public enum SessionEnd: Sendable {
     case dropped(RealtimeError?, minimumDelay: Duration? = nil)
     /// Reconnect at once, without backoff (a reset the user or the server asked for).
     case restart
+    /// The connection ended for good with this error: do not reconnect (a server that said not to
+    /// come back, a first connection that must not be retried).
+    case failed(RealtimeError)
 }
 
 /// The reconnect loop every client runs: connection state, backoff, reachability and attempt

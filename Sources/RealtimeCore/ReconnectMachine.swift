@@ -50,6 +50,8 @@ public struct ReconnectMachine: Sendable {
     public private(set) var failedAttempts = 0
     private var stability = ConnectionStability()
     private var pendingDelay: Duration = .zero
+    /// When the drop that began the current run of failed attempts happened.
+    private var failingSince: Duration = .zero
 
     /// Makes an idle machine.
     /// - Parameters:
@@ -92,19 +94,21 @@ public struct ReconnectMachine: Sendable {
         case .closed:
             phase = .stopped
             return [.publish(.disconnected(nil)), .finished(nil)]
+        case .failed(let error):
+            return endForGood(error)
         case .restart:
             failedAttempts = 0
             phase = .connecting(attempt: 0)
             return [.publish(.reconnecting(attempt: 0)), .connect(attempt: 0)]
         case .dropped(let error, let minimumDelay):
-            if let error, !policy.shouldRetry(error) {
-                phase = .stopped
-                return [.report(error, willRetry: false), .publish(.disconnected(error)), .finished(error)]
-            }
+            if let error, !policy.shouldRetry(error) { return endForGood(error) }
+            if failedAttempts == 0 { failingSince = now }
             failedAttempts += 1
-            guard var delay = policy.backoff.delay(forAttempt: failedAttempts, random: random()) else {
+            let attempt = BackoffPolicy.Attempt(number: failedAttempts, elapsed: now - failingSince, reason: error)
+            guard var delay = policy.backoff.delay(for: attempt, random: random()) else {
+                let reason = error.map { ": \($0.detail)" } ?? ""
                 let gaveUp = RealtimeError(
-                    .reconnectGaveUp, "gave up after \(failedAttempts - 1) reconnect attempts", underlying: error)
+                    .reconnectGaveUp, "gave up after \(failedAttempts - 1) reconnect attempts\(reason)", underlying: error)
                 phase = .stopped
                 var actions: [Action] = []
                 if let error { actions.append(.report(error, willRetry: false)) }
@@ -117,6 +121,11 @@ public struct ReconnectMachine: Sendable {
             if let error { actions.append(.report(error, willRetry: true)) }
             return actions + [.publish(.reconnecting(attempt: failedAttempts)), .waitForNetwork(attempt: failedAttempts)]
         }
+    }
+
+    private mutating func endForGood(_ error: RealtimeError) -> [Action] {
+        phase = .stopped
+        return [.report(error, willRetry: false), .publish(.disconnected(error)), .finished(error)]
     }
 
     /// The reachability check said the network is up.

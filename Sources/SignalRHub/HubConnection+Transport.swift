@@ -17,7 +17,6 @@ extension HubConnection {
     /// clients do. A refused handshake or negotiate ends the start without trying others.
     func openTransport() async throws {
         let reconnecting = state.withLockedValue { if case .reconnecting = $0.machine.state { true } else { false } }
-        metrics.attempt(reconnect: reconnecting)
         // One span per connect: negotiate, each transport tried (and the fallbacks) and the handshake
         // are its events; every request it makes carries its propagation headers.
         let span = options.runtime.startClientSpan("realtime.connect", protocol: "signalr", client: options.clientLabel)
@@ -738,7 +737,7 @@ struct InboundPipeline {
                 }
                 run.markHandshakeDone()
                 if connection.state.withLockedValue({ $0.resumes != nil }) { unprovenAfter = 0 }
-                connection.metrics.opened()
+                if actions.contains(where: { if case .reportOpened = $0 { true } else { false } }) { connection.driver.opened() }
                 connection.armKeepAlive(session: session, run: run)
                 ready.complete(.success(()))
                 var close = false
@@ -770,7 +769,7 @@ struct InboundPipeline {
         if !carriedMessage, messages.contains(where: \.isApplicationMessage) {
             // The connection proved stable: a reconnect that opened it is over (ConnectionStability).
             carriedMessage = true
-            connection.state.withLockedValue { $0.machine.progressed() }
+            connection.driver.progressed()
         }
         var outcome = Outcome.goOn
         guard let replay = connection.state.withLockedValue({ $0.replay }) else {

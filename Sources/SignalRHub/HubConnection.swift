@@ -29,6 +29,10 @@ public final class HubConnection: Service, Sendable {
     /// session of this connection: a full buffer outlives the socket that filled it).
     let readGate = ReadGate()
     let metrics: ClientMetrics
+    /// Counts reconnect attempts, asks the retry policy, arms the delays, gives up; reports the
+    /// connection's attempts, failures and open connections to `metrics`. The one reconnect driver
+    /// of every client, driven here from the connection's ends (its rules' actions: ``HubConnectionStateMachine``).
+    let driver: ReconnectDriver
     /// Deadlines (handshake, keep-alive, server timeout, acknowledgements) on the runtime's clock.
     var timers: TimerQueue { options.runtime.timers }
 
@@ -62,6 +66,9 @@ public final class HubConnection: Service, Sendable {
         var endsBeingHandled = 0
         /// ``waitUntilClosed()`` calls, woken when the connection closes for good.
         var closeWaiters: [UUID: CheckedContinuation<Void, Never>] = [:]
+        /// The machine's actions for the driver's giving up, told while the driver was told an end:
+        /// performed by whoever told it (``perform(_:)``).
+        var driverActions: [HubConnectionStateMachine.Action] = []
     }
 
     enum Pending {
@@ -123,16 +130,43 @@ public final class HubConnection: Service, Sendable {
         var timing = HubConnectionStateMachine.Timing()
         timing.keepAliveInterval = options.keepAliveInterval
         timing.serverTimeout = options.serverTimeout
-        let retry = options.retryPolicy.map(Self.retryDelay(_:))
-        state = NIOLockedValueBox(Shared(machine: HubConnectionStateMachine(timing: timing, retryDelay: retry)))
+        state = NIOLockedValueBox(Shared(machine: HubConnectionStateMachine(timing: timing, reconnects: options.retryPolicy != nil)))
+        driver = ReconnectDriver(policy: Self.reconnectPolicy(options.retryPolicy), runtime: options.runtime)
+        driver.report(to: metrics)
     }
 
-    static func retryDelay(_ policy: any RetryPolicy) -> @Sendable (HubConnectionStateMachine.RetryQuestion) -> Duration? {
-        { question in
-            let context = RetryContext(
-                retryCount: question.previousRetryCount, elapsed: question.elapsed.timeInterval, retryReason: question.reason)
+    /// The reconnect rules of a hub connection: the retry policy is asked before each attempt
+    /// (attempts so far, time since the connection was lost, the last failure), every error is
+    /// retried while it answers, no reachability wait (as the reference clients), and a reconnected
+    /// connection that drops within 5 s without carrying a message continues the reconnect it came
+    /// from (so a server that accepts and drops at once is not retried forever).
+    static func reconnectPolicy(_ policy: (any RetryPolicy)?) -> ReconnectPolicy {
+        guard let policy else { return .disabled }
+        let backoff = BackoffPolicy.asking { attempt in
+            let context = RetryContext(retryCount: attempt.number - 1, elapsed: attempt.elapsed.timeInterval, retryReason: attempt.reason)
             guard let seconds = policy.nextRetryInterval(retryContext: context) else { return nil }
             return .milliseconds(Int64((max(0, seconds) * 1000).rounded()))
+        }
+        return ReconnectPolicy(backoff: backoff, reachability: AlwaysReachable(), shouldRetry: { _ in true }, stableAfter: .seconds(5))
+    }
+
+    /// What the reconnect driver says: an attempt is due, an attempt failed, or it gave up.
+    private func driverSaid(_ event: ReconnectDriver.Event) {
+        switch event {
+        case .connect(let attempt):
+            // Attempt 0 is start()'s own, which start() opens.
+            guard !state.withLockedValue({ $0.machine.reconnectDue(attempt: attempt) }).isEmpty else { return }
+            // The attempt (negotiate, connect) runs as a task when it comes due on the driver's
+            // deadline: start() has returned long ago, nothing waits to own it.
+            _ = ownTask { await self.reconnect(attempt: attempt) }
+        case .failed(let error, let willRetry):
+            logger.debug(
+                "connection attempt failed",
+                metadata: ["realtime.error_code": "\(error.code)", "realtime.will_retry": "\(willRetry)"])
+        case .finished(let error):
+            // Told only while this connection tells the driver an end or stops it: the actions are
+            // performed by that caller, after the ones it is performing (``perform(_:)``).
+            state.withLockedValue { $0.driverActions += $0.machine.reconnectEnded(error) }
         }
     }
 
@@ -200,6 +234,7 @@ public final class HubConnection: Service, Sendable {
             }
             return try shared.machine.start()
         }
+        driver.start { [weak self] event in self?.driverSaid(event) }
         startDispatcher()
         for action in actions {
             if case .connect = action {
@@ -207,7 +242,6 @@ public final class HubConnection: Service, Sendable {
                     try await openTransport()
                 } catch {
                     let failure = Self.realtimeError(error)
-                    metrics.failed(failure)
                     let (next, dispatcher) = state.withLockedValue { shared in
                         defer {
                             shared.dispatcher = nil
@@ -547,11 +581,15 @@ public final class HubConnection: Service, Sendable {
         for action in actions {
             switch action {
             case .connect:
-                break  // start() opens the first transport itself
-            case .reconnect(let delay, let attempt):
-                // A deadline on the runtime's clock; the attempt itself (negotiate, connect) runs as
-                // a task when it comes due (start() has returned long ago: nothing waits to own it).
-                timers.schedule(after: delay) { _ = ownTask { await self.reconnect(attempt: attempt) } }
+                break  // start() opens the first transport itself; a reconnect's opens in driverSaid
+            case .reportOpened:
+                driver.opened()
+            case .endSession(let end):
+                driver.ended(end)
+                await perform(takeDriverActions())
+            case .stopReconnecting:
+                driver.stop()
+                await perform(takeDriverActions())
             case .failPending(let error):
                 let pending = state.withLockedValue { shared in
                     defer { shared.pending.removeAll() }
@@ -599,12 +637,18 @@ public final class HubConnection: Service, Sendable {
         }
     }
 
+    private func takeDriverActions() -> [HubConnectionStateMachine.Action] {
+        state.withLockedValue { shared in
+            defer { shared.driverActions = [] }
+            return shared.driverActions
+        }
+    }
+
     private func reconnect(attempt: Int) async {
         guard state.withLockedValue({ $0.machine.state == .reconnecting(attempt: attempt) }) else { return }
         do {
             try await openTransport()
         } catch {
-            metrics.failed(Self.realtimeError(error))
             let actions = state.withLockedValue { shared in
                 shared.endsBeingHandled += 1
                 return shared.machine.connectFailed(Self.realtimeError(error), now: timers.now)
@@ -618,7 +662,6 @@ public final class HubConnection: Service, Sendable {
     func transportEnded(generation: Int, error: RealtimeError?, allowReconnect: Bool) async {
         let (actions, outbox, handled) = state.withLockedValue { shared -> ([HubConnectionStateMachine.Action], HubOutbox?, Bool) in
             guard shared.session?.generation == generation else { return ([], nil, false) }
-            if shared.machine.state == .connected || shared.machine.state == .stopping { metrics.closed() }
             shared.session = nil
             shared.endsBeingHandled += 1
             defer {
@@ -627,7 +670,6 @@ public final class HubConnection: Service, Sendable {
             }
             return (shared.machine.transportClosed(error, allowReconnect: allowReconnect, now: timers.now), shared.outbox, true)
         }
-        if handled, let error { metrics.failed(error) }
         outbox?.close(RealtimeError(.connectionClosed, "the connection was lost: \(error?.detail ?? "closed")"))
         await perform(actions)
         if handled { releaseStopWaiters() }

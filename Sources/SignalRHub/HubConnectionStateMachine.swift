@@ -9,17 +9,19 @@ import RealtimeCore
 /// start does not reconnect (as in the reference clients); a drop after being connected does,
 /// when a retry policy is set and the server's Close message allowed it.
 ///
-/// Attempts are counted by RealtimeCore's ``ConnectionStability`` rule, like every client's: a
-/// reconnected connection that drops before it carried a message or stayed open
-/// ``Timing/stableAfter`` continues the reconnect it came from (the retry policy sees the attempts
-/// and the time so far), so a server that accepts and drops at once is retried the policy's number
-/// of times, not forever.
+/// When and how often to reconnect is not decided here: the connection's ``ReconnectDriver`` (the
+/// one every client runs) counts the attempts, asks the retry policy (``HubConnection/reconnectPolicy(_:)``),
+/// arms the delays and gives up. This machine tells it each connection's end (``Action/endSession(_:)``)
+/// and is told when an attempt is due (``reconnectDue(attempt:)``) and when the driver gave up
+/// (``reconnectEnded(_:)``); what the app sees (`onReconnecting`, `onReconnected`, `onClosed`,
+/// pending calls failing) and the keep-alive are SignalR's, and stay here.
 struct HubConnectionStateMachine {
     enum State: Equatable {
         case disconnected
         case connecting
         case connected
-        /// Waiting for or running reconnect attempt `attempt` (1-based).
+        /// Reconnecting: waiting for an attempt, or running attempt `attempt` (1-based; 0 until the
+        /// driver says the first is due).
         case reconnecting(attempt: Int)
         case stopping
     }
@@ -27,14 +29,18 @@ struct HubConnectionStateMachine {
     enum Action {
         /// Open a transport (negotiate, connect, handshake). `attempt` is 0 for `start()`.
         case connect(attempt: Int)
-        /// Wait `delay`, then open a transport for reconnect attempt `attempt`.
-        case reconnect(after: Duration, attempt: Int)
         /// Fail every pending invocation and stream with this error.
         case failPending(RealtimeError)
         case notifyReconnecting(RealtimeError)
         case notifyReconnected
         /// The connection is closed for good (nil: stopped by the app).
         case notifyClosed(RealtimeError?)
+        /// Tell the reconnect driver that the connection is open.
+        case reportOpened
+        /// Tell the reconnect driver how the connection, or an attempt to open one, ended.
+        case endSession(SessionEnd)
+        /// Stop the reconnect driver (the app stopped): no attempt follows.
+        case stopReconnecting
         /// Send a Ping: nothing was sent for the keep-alive interval.
         case sendPing
         /// Close the transport with this error: nothing was received for the server timeout.
@@ -46,43 +52,21 @@ struct HubConnectionStateMachine {
     struct Timing {
         var keepAliveInterval: Duration = .seconds(15)
         var serverTimeout: Duration = .seconds(30)
-        /// A connection open this long (or one that carried a message) ends the reconnect that
-        /// opened it; one that drops sooner continues it.
-        var stableAfter: Duration = .seconds(5)
-    }
-
-    /// A reconnect under way or just succeeded: its attempts so far, when it began and why.
-    private struct Episode {
-        var attempts: Int
-        var started: Duration
-        var reason: RealtimeError
-    }
-
-    /// What a retry policy is asked.
-    struct RetryQuestion {
-        var previousRetryCount: Int
-        var elapsed: Duration
-        var reason: RealtimeError
     }
 
     private(set) var state: State = .disconnected
     let timing: Timing
-    /// Nil: no automatic reconnect.
-    let retryDelay: (@Sendable (RetryQuestion) -> Duration?)?
+    /// Whether a drop reconnects (a retry policy is set).
+    let reconnects: Bool
     private var lastSent: Duration = .zero
     private var lastReceived: Duration = .zero
-    private var reconnectStarted: Duration = .zero
-    private var stability = ConnectionStability()
-    /// The reconnect that opened the current connection, until that connection proves stable.
-    private var episode: Episode?
     /// The owner stopped reading because a consumer (a stream, the handlers) is behind: silence
     /// from the server is then ours, not the server's, and does not count toward the timeout.
     private var readingPaused = false
-    private var reconnectReason: RealtimeError?
 
-    init(timing: Timing = Timing(), retryDelay: (@Sendable (RetryQuestion) -> Duration?)?) {
+    init(timing: Timing = Timing(), reconnects: Bool) {
         self.timing = timing
-        self.retryDelay = retryDelay
+        self.reconnects = reconnects
     }
 
     // MARK: Inputs
@@ -93,7 +77,6 @@ struct HubConnectionStateMachine {
             throw RealtimeError(.refused, "start() was called while the connection is \(state); only a disconnected connection can start")
         }
         state = .connecting
-        episode = nil
         return [.connect(attempt: 0)]
     }
 
@@ -104,14 +87,10 @@ struct HubConnectionStateMachine {
         switch state {
         case .connecting:
             state = .connected
-            stability.opened(now: now)
-            return []
-        case .reconnecting(let attempt):
+            return [.reportOpened]
+        case .reconnecting:
             state = .connected
-            stability.opened(now: now)
-            if let reconnectReason { episode = Episode(attempts: attempt, started: reconnectStarted, reason: reconnectReason) }
-            reconnectReason = nil
-            return [.notifyReconnected]
+            return [.reportOpened, .notifyReconnected]
         case .stopping, .disconnected, .connected:
             // stop() won the race: the owner closes what it just opened.
             return [.closeTransport]
@@ -123,14 +102,14 @@ struct HubConnectionStateMachine {
         switch state {
         case .connecting:
             // start() throws the error; onClosed is not called for a start that never connected
-            // (as in the reference clients).
+            // (as in the reference clients), and the driver does not retry it.
             state = .disconnected
-            return []
-        case .reconnecting(let attempt):
-            return nextAttempt(after: attempt, reason: error, now: now)
+            return [.endSession(.failed(error))]
+        case .reconnecting:
+            return [.endSession(.dropped(error))]
         case .stopping:
             state = .disconnected
-            return []
+            return [.stopReconnecting]
         case .disconnected, .connected:
             return []
         }
@@ -143,29 +122,33 @@ struct HubConnectionStateMachine {
             let reason = error ?? RealtimeError(.connectionClosed, "the server closed the connection")
             let pendingError = reason.code == .connectionClosed
                 ? reason : RealtimeError(.connectionClosed, "the connection was lost: \(reason.detail)", underlying: reason)
-            var actions: [Action] = [.failPending(pendingError)]
-            let stable = stability.ended(now: now, stableAfter: timing.stableAfter)
-            if stable { episode = nil }
-            if allowReconnect, retryDelay != nil, error != nil {
-                // An unstable connection continues the reconnect that opened it.
-                let previous = episode ?? Episode(attempts: 0, started: now, reason: reason)
-                episode = nil
-                reconnectStarted = previous.started
-                reconnectReason = previous.reason
-                state = .reconnecting(attempt: previous.attempts)
-                actions.append(.notifyReconnecting(reason))
-                actions += nextAttempt(after: previous.attempts, reason: reason, now: now)
-            } else {
-                state = .disconnected
-                actions.append(.notifyClosed(error))
+            if allowReconnect, reconnects, let error {
+                state = .reconnecting(attempt: 0)
+                // onReconnecting runs before the driver may start the first attempt.
+                return [.failPending(pendingError), .notifyReconnecting(reason), .endSession(.dropped(error))]
             }
-            return actions
+            state = .disconnected
+            return [.failPending(pendingError), .endSession(error.map { .failed($0) } ?? .closed), .notifyClosed(error)]
         case .stopping:
             state = .disconnected
-            return [.failPending(RealtimeError(.cancelled, "the connection was stopped")), .notifyClosed(nil)]
+            return [.failPending(RealtimeError(.cancelled, "the connection was stopped")), .stopReconnecting, .notifyClosed(nil)]
         case .disconnected, .connecting, .reconnecting:
             return []
         }
+    }
+
+    /// The reconnect driver says attempt `attempt` is due (its delay passed).
+    mutating func reconnectDue(attempt: Int) -> [Action] {
+        guard case .reconnecting = state else { return [] }
+        state = .reconnecting(attempt: attempt)
+        return [.connect(attempt: attempt)]
+    }
+
+    /// The reconnect driver gave up (the retry policy said no more, or the error is not retried).
+    mutating func reconnectEnded(_ error: RealtimeError?) -> [Action] {
+        guard case .reconnecting = state else { return [] }
+        state = .disconnected
+        return [.notifyClosed(error)]
     }
 
     /// The app calls `stop()`.
@@ -179,7 +162,7 @@ struct HubConnectionStateMachine {
             return [.closeTransport]
         case .reconnecting:
             state = .disconnected
-            return [.failPending(RealtimeError(.cancelled, "the connection was stopped")), .notifyClosed(nil)]
+            return [.failPending(RealtimeError(.cancelled, "the connection was stopped")), .stopReconnecting, .notifyClosed(nil)]
         case .disconnected, .stopping:
             return []
         }
@@ -190,13 +173,6 @@ struct HubConnectionStateMachine {
 
     /// Bytes arrived from the server (any message counts, Pings included).
     mutating func didReceive(now: Duration) { lastReceived = now }
-
-    /// The open connection carried a message other than a Ping or a Close: it proved stable.
-    mutating func progressed() {
-        guard state == .connected else { return }
-        stability.progressed()
-        episode = nil
-    }
 
     /// Reading waits for a slow consumer (`true`) or goes on (`false`, counted as activity).
     mutating func readingPaused(_ paused: Bool, now: Duration) {
@@ -222,18 +198,5 @@ struct HubConnectionStateMachine {
             return [.sendPing]
         }
         return []
-    }
-
-    private mutating func nextAttempt(after attempt: Int, reason: RealtimeError, now: Duration) -> [Action] {
-        let question = RetryQuestion(previousRetryCount: attempt, elapsed: now - reconnectStarted, reason: reason)
-        guard let delay = retryDelay?(question) else {
-            state = .disconnected
-            let original = reconnectReason ?? reason
-            return [.notifyClosed(RealtimeError(
-                .reconnectGaveUp, "reconnecting gave up after \(attempt) attempt(s); the connection was lost because: \(original.detail)",
-                underlying: reason))]
-        }
-        state = .reconnecting(attempt: attempt + 1)
-        return [.reconnect(after: delay, attempt: attempt + 1)]
     }
 }

@@ -1,3 +1,4 @@
+import NIOConcurrencyHelpers
 import RealtimeCore
 import Testing
 
@@ -119,5 +120,42 @@ import Testing
         stability.opened(now: .seconds(40))
         let notCarried = stability.ended(now: .seconds(41), stableAfter: .seconds(5))
         #expect(!notCarried)
+    }
+
+    /// A backoff made with `asking` is told the attempt, the time since the drop that began the
+    /// attempts (across reconnected connections that did not prove stable) and the last failure.
+    @Test func anAskingBackoffIsToldTheAttemptTheTimeAndTheReason() {
+        let asked = NIOLockedValueBox<[String]>([])
+        var machine = Self.machine(.asking { attempt in
+            asked.withLockedValue { $0.append("\(attempt.number) \(attempt.elapsed) \(attempt.reason?.detail ?? "nil")") }
+            return attempt.number < 3 ? .seconds(1) : nil
+        })
+        _ = machine.start()
+        _ = machine.opened(now: .seconds(50))
+        _ = machine.ended(Self.drop, now: .seconds(100))
+        _ = machine.networkReachable()
+        _ = machine.retryDue()
+        _ = machine.ended(.dropped(RealtimeError(.connectFailed, "refused")), now: .seconds(101))
+        _ = machine.networkReachable()
+        _ = machine.retryDue()
+        _ = machine.opened(now: .seconds(102))
+        // Dropped after 1 s without a message: the same run of attempts goes on, and gives up.
+        #expect(Self.steps(machine.ended(.dropped(nil), now: .seconds(103))).last == "finished reconnectGaveUp")
+        #expect(asked.withLockedValue { $0 } == ["1 0.0 seconds dropped", "2 1.0 seconds refused", "3 3.0 seconds nil"])
+        // A later run starts its own time.
+        _ = machine.start()
+        _ = machine.opened(now: .seconds(200))
+        _ = machine.ended(Self.drop, now: .seconds(300))
+        #expect(asked.withLockedValue { $0.last } == "1 0.0 seconds dropped")
+    }
+
+    /// `failed` ends the run for good with its error, however many attempts the policy allows.
+    @Test func aFailedEndStopsWithoutARetry() {
+        var machine = Self.machine(.exponential())
+        _ = machine.start()
+        #expect(Self.steps(machine.ended(.failed(RealtimeError(.refused, "no")), now: .zero)) == [
+            "report refused false", "state disconnected(refused)", "finished refused",
+        ])
+        #expect(machine.phase == .stopped)
     }
 }

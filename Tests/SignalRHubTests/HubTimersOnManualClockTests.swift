@@ -102,4 +102,51 @@ struct HubTimersOnManualClockTests {
         #expect(connection.currentState == .connected)
         await connection.stop()
     }
+
+    /// The retry policy's delays are deadlines on the runtime's clock (the reconnect driver's), and
+    /// a reconnected connection that drops at once continues the reconnect it came from.
+    @Test("A reconnect waits the retry policy's delay on the runtime's clock; stop() during the wait drops it")
+    func reconnectDelays() async throws {
+        var options = SignalRTestServer.Options()
+        options.keepAliveInterval = nil
+        let server = try await SignalRTestServer.start(options: options)
+        defer { Task { await server.stop() } }
+        let clock = ManualClock()
+        let runtime = RealtimeRuntime(clock: clock)
+        let connection = HubConnectionBuilder().withUrl(url: server.url, transport: .webSockets)
+            .withAutomaticReconnect([10, 20]).withRuntime(runtime).build()
+        let events = Recorder<String>()
+        connection.onReconnecting { _ in events.append("reconnecting") }
+        connection.onReconnected { events.append("reconnected") }
+        connection.onClosed { error in events.append("closed \((error as? RealtimeError)?.code.description ?? "nil")") }
+        try await connection.start()
+        #expect(server.negotiateCount == 1)
+
+        /// Drops the connection, waits for `onReconnecting` (the `count`-th event), then moves the
+        /// clock `by` and samples: an attempt made too early would reach the server within 150 ms.
+        func dropAndAdvance(events count: Int, by duration: Duration) async throws {
+            await server.dropAll()
+            _ = try await events.wait(count: count)
+            try await clock.waitForSleepers()
+            clock.advance(by: duration)
+            try await Task.sleep(for: .milliseconds(150))
+        }
+        try await dropAndAdvance(events: 1, by: .milliseconds(9_900))
+        #expect(server.negotiateCount == 1, "no attempt before the policy's 10 s")
+        #expect(connection.currentState == .reconnecting)
+        clock.advance(by: .milliseconds(100))
+        #expect(try await events.wait(count: 2) == ["reconnecting", "reconnected"])
+        #expect(server.negotiateCount == 2)
+
+        // Dropped again at once: the same reconnect goes on with the policy's second delay.
+        try await dropAndAdvance(events: 3, by: .seconds(19))
+        #expect(server.negotiateCount == 2, "the second delay (20 s) applies: the reconnect continued")
+        await connection.stop()
+        #expect(events.all == ["reconnecting", "reconnected", "reconnecting", "closed nil"])
+        #expect(runtime.timers.pendingCount == 0, "the stop dropped the retry deadline")
+        clock.advance(by: .seconds(60))
+        try await Task.sleep(for: .milliseconds(150))
+        #expect(server.negotiateCount == 2, "nothing connects after stop()")
+        #expect(connection.currentState == .stopped)
+    }
 }
