@@ -83,7 +83,7 @@ extension HubConnection {
             state.withLockedValue {
                 $0.replay = replay
                 $0.outbox = outbox
-                $0.resumes = stateful ? ReconnectMachine(policy: Self.statefulReconnectPolicy) : nil
+                $0.resumes = stateful ? NIOLockedValueBox(ReconnectMachine(policy: Self.statefulReconnectPolicy)) : nil
             }
             do {
                 switch transport {
@@ -204,15 +204,15 @@ extension HubConnection {
     /// true once a new socket is attached, false when the attempts are used up or the connection
     /// stopped meanwhile.
     private func resumeStatefully(after error: RealtimeError, _ resume: @Sendable () async throws -> Void) async -> Bool {
-        var actions = state.withLockedValue { $0.resumes?.ended(.dropped(error, minimumDelay: nil), now: timers.now) } ?? []
+        var actions = state.withLockedValue { $0.resumes }?.withLockedValue { $0.ended(.dropped(error, minimumDelay: nil), now: timers.now) } ?? []
         while !actions.isEmpty {
             let action = actions.removeFirst()
             switch action {
             case .waitForNetwork:
-                actions += state.withLockedValue { $0.resumes?.networkReachable() } ?? []
+                actions += state.withLockedValue { $0.resumes }?.withLockedValue { $0.networkReachable() } ?? []
             case .scheduleRetry(let delay, _):
                 try? await timers.wait(for: delay)
-                actions += state.withLockedValue { $0.resumes?.retryDue() } ?? []
+                actions += state.withLockedValue { $0.resumes }?.withLockedValue { $0.retryDue() } ?? []
             case .connect(let attempt):
                 guard state.withLockedValue({ $0.machine.state == .connected }) else {
                     logger.debug("stateful reconnect stopped: the connection is no longer connected")
@@ -224,7 +224,7 @@ extension HubConnection {
                 } catch {
                     let failure = Self.realtimeError(error)
                     logger.debug("stateful reconnect attempt failed", metadata: ["realtime.attempt": "\(attempt)", "realtime.error": "\(failure.detail)"])
-                    actions += state.withLockedValue { $0.resumes?.ended(.dropped(failure, minimumDelay: nil), now: timers.now) } ?? []
+                    actions += state.withLockedValue { $0.resumes }?.withLockedValue { $0.ended(.dropped(failure, minimumDelay: nil), now: timers.now) } ?? []
                 }
             case .finished:
                 return false
@@ -319,7 +319,7 @@ extension HubConnection {
             writer.start()
             self.state.withLockedValue {
                 $0.statefulReconnects += 1
-                _ = $0.resumes?.opened(now: timers.now)
+                _ = $0.resumes?.withLockedValue { $0.opened(now: timers.now) }
             }
             run.markHandshakeDone()
             self.armKeepAlive(session: session, run: run)
@@ -696,7 +696,7 @@ struct InboundPipeline {
 
     private mutating func proven() {
         unprovenAfter = nil
-        connection.state.withLockedValue { $0.resumes?.progressed() }
+        connection.state.withLockedValue { $0.resumes }?.withLockedValue { $0.progressed() }
     }
 
     /// What reading does after a feed.
@@ -729,9 +729,9 @@ struct InboundPipeline {
                 let session = session
                 let actions = connection.state.withLockedValue { shared -> [HubConnectionStateMachine.Action] in
                     shared.session = session
-                    if shared.resumes != nil {
-                        _ = shared.resumes?.start()
-                        _ = shared.resumes?.opened(now: connection.timers.now)
+                    shared.resumes?.withLockedValue { resumes in
+                        _ = resumes.start()
+                        _ = resumes.opened(now: connection.timers.now)
                     }
                     return shared.machine.connected(now: connection.timers.now)
                 }

@@ -57,8 +57,9 @@ public final class HubConnection: Service, Sendable {
         /// reconnect, of every WebSocket of the connection).
         var outbox: HubOutbox?
         /// Stateful reconnect's attempts, counted across re-attached sockets that did not stay up
-        /// (the one reconnect rule of every client, with stateful reconnect's delays).
-        var resumes: ReconnectMachine?
+        /// (the one reconnect rule of every client, with stateful reconnect's delays). Boxed: only a
+        /// stateful connection has one, and the rules take 240 bytes inline.
+        var resumes: NIOLockedValueBox<ReconnectMachine>?
         var statefulReconnects = 0
         /// `stop()` calls waiting for the transport to be gone and its end handled.
         var stopWaiters: [CheckedContinuation<Void, Never>] = []
@@ -193,6 +194,11 @@ public final class HubConnection: Service, Sendable {
         case .reconnecting: .reconnecting
         }
     }
+
+    /// The connection's state as every client of this package reports it (connecting, connected,
+    /// reconnecting(attempt), disconnected(error)), current and as a sequence of changes. A stateful
+    /// reconnect, which replaces a socket under a connection that carries on, is not a change.
+    public var connectionState: StateBroadcaster<ConnectionState> { driver.state }
 
     /// How many times a lost WebSocket was replaced by a stateful reconnect (the connection and
     /// its pending calls carried on).

@@ -165,6 +165,7 @@ struct HubConnectionFaultTests {
         #expect(try await closed.wait(count: 1) == ["reconnectGaveUp"])
         #expect(reconnecting.all.count == 1)
         #expect(connection.currentState == .stopped)
+        #expect(connection.connectionState.current == .disconnected(RealtimeError(.reconnectGaveUp, "")))
     }
 
     @Test("Close with allowReconnect reconnects; Close without it ends with the server's error")
@@ -240,6 +241,7 @@ struct HubConnectionFaultTests {
         await server.dropAll()
         #expect(try await closed.wait(count: 1) == ["connectionClosed"])
         #expect(server.handshakeCount == 1)
+        #expect(connection.connectionState.current == .disconnected(RealtimeError(.connectionClosed, "")))
     }
 
     /// Without the stability rule each reconnect that got through the handshake started the count

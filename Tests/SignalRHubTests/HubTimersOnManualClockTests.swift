@@ -121,12 +121,15 @@ struct HubTimersOnManualClockTests {
         connection.onClosed { error in events.append("closed \((error as? RealtimeError)?.code.description ?? "nil")") }
         try await connection.start()
         #expect(server.negotiateCount == 1)
+        #expect(connection.connectionState.current == .connected)
 
-        /// Drops the connection, waits for `onReconnecting` (the `count`-th event), then moves the
-        /// clock `by` and samples: an attempt made too early would reach the server within 150 ms.
+        /// Drops the connection, waits for `onReconnecting` (the `count`-th event) and the retry
+        /// deadline (the only timer left), then moves the clock `by` and samples: an attempt made
+        /// too early would reach the server within 150 ms.
         func dropAndAdvance(events count: Int, by duration: Duration) async throws {
             await server.dropAll()
             _ = try await events.wait(count: count)
+            try await waitUntil("the retry deadline armed") { runtime.timers.pendingCount == 1 }
             try await clock.waitForSleepers()
             clock.advance(by: duration)
             try await Task.sleep(for: .milliseconds(150))
@@ -134,6 +137,7 @@ struct HubTimersOnManualClockTests {
         try await dropAndAdvance(events: 1, by: .milliseconds(9_900))
         #expect(server.negotiateCount == 1, "no attempt before the policy's 10 s")
         #expect(connection.currentState == .reconnecting)
+        #expect(connection.connectionState.current == .reconnecting(attempt: 1))
         clock.advance(by: .milliseconds(100))
         #expect(try await events.wait(count: 2) == ["reconnecting", "reconnected"])
         #expect(server.negotiateCount == 2)
@@ -141,6 +145,7 @@ struct HubTimersOnManualClockTests {
         // Dropped again at once: the same reconnect goes on with the policy's second delay.
         try await dropAndAdvance(events: 3, by: .seconds(19))
         #expect(server.negotiateCount == 2, "the second delay (20 s) applies: the reconnect continued")
+        #expect(connection.connectionState.current == .reconnecting(attempt: 2))
         await connection.stop()
         #expect(events.all == ["reconnecting", "reconnected", "reconnecting", "closed nil"])
         #expect(runtime.timers.pendingCount == 0, "the stop dropped the retry deadline")
@@ -148,5 +153,6 @@ struct HubTimersOnManualClockTests {
         try await Task.sleep(for: .milliseconds(150))
         #expect(server.negotiateCount == 2, "nothing connects after stop()")
         #expect(connection.currentState == .stopped)
+        #expect(connection.connectionState.current == .disconnected(nil))
     }
 }
