@@ -37,6 +37,20 @@ public struct ResendWindow: Sendable, Hashable {
     public static let disabled = ResendWindow(frames: 0, bytes: 0)
 }
 
+/// What an outbox with a capacity (an offline queue) does when that many messages wait.
+public struct OverflowPolicy: Hashable, Sendable {
+    enum Base: Hashable, Sendable {
+        case rejectNewest
+        case dropOldest
+    }
+    let base: Base
+
+    /// The new message is refused and the caller gets ``RealtimeError/Code/queueFull``.
+    public static let rejectNewest = OverflowPolicy(base: .rejectNewest)
+    /// The oldest message is removed to make room and handed back to the caller to report.
+    public static let dropOldest = OverflowPolicy(base: .dropOldest)
+}
+
 /// The one outgoing queue every client uses: `push` never waits (so synchronous sends keep their
 /// order), and one writer per connection takes everything queued in one batch (one frame or one
 /// POST carries it). Pausing holds the writer (an upgrade from polling to WebSocket); a writer's
@@ -46,6 +60,13 @@ public struct ResendWindow: Sendable, Hashable {
 /// ``ResendWindow``, stay after they are written until the protocol confirms them (an ack) or they
 /// leave the window: after a drop, ``takeUnsent()`` hands back what may not have arrived, then what
 /// was never written. Control messages (pings, handshakes) are never counted or kept.
+///
+/// The same type is the offline queue (messages kept while the peer cannot take them, 100 by
+/// default): with a `capacity`, ``pushCounted(_:)`` applies the ``OverflowPolicy`` and hands back
+/// what it refused or dropped; ``takeQueued()`` moves what waits into a connection's outbox once
+/// it can take it; ``takeBack(written:unwritten:)`` takes back what a cut connection did not
+/// deliver for sure and, past the capacity, drops the messages likeliest to have arrived first,
+/// naming every one it dropped.
 @_spi(RealtimeEngine) public final class Outbox<Message: OutboxMessage>: Sendable {
     // @usableFromInline and @inlinable below: the per-message calls are specialized for each
     // protocol's message type in its own module (unspecialized, an ack's `confirm` spent most of its
@@ -83,10 +104,21 @@ public struct ResendWindow: Sendable, Hashable {
     public let window: ResendWindow
     /// The most bytes (polling size) of application frames the queue holds.
     public let limit: Int
+    /// The most messages that wait in the queue (``pushCounted(_:)``, ``takeBack(written:unwritten:)``).
+    public let capacity: Int
+    /// What ``pushCounted(_:)`` does when `capacity` messages wait.
+    public let overflow: OverflowPolicy
 
-    package init(window: ResendWindow = .disabled, limit: Int = .max) {
+    /// - Parameters:
+    ///   - window: what stays after it is written, until confirmed.
+    ///   - limit: the bytes of application messages ``pushBounded(_:)`` admits.
+    ///   - capacity: the messages ``pushCounted(_:)`` admits (an offline queue's capacity), at least 0.
+    ///   - overflow: what ``pushCounted(_:)`` does past `capacity`.
+    package init(window: ResendWindow = .disabled, limit: Int = .max, capacity: Int = .max, overflow: OverflowPolicy = .rejectNewest) {
         self.window = window
         self.limit = max(1, limit)
+        self.capacity = max(0, capacity)
+        self.overflow = overflow
     }
 
     public enum BoundedPush: Sendable { case queued, full, closed }
@@ -130,6 +162,95 @@ public struct ResendWindow: Sendable, Hashable {
         waiter?.resume()
         wake?()
         return result
+    }
+
+    /// What ``pushCounted(_:)`` did.
+    public enum CountedPush: Sendable {
+        /// Queued.
+        case queued
+        /// `capacity` messages wait and the policy is ``OverflowPolicy/rejectNewest``: not queued.
+        case rejected(Message)
+        /// `capacity` messages waited and the policy is ``OverflowPolicy/dropOldest``: this one was
+        /// removed to make room.
+        case droppedOldest(Message)
+        /// The outbox is closed: not queued.
+        case closed
+    }
+
+    /// Queues a message while fewer than `capacity` wait; past it, applies the overflow policy
+    /// (nothing is dropped without being handed back).
+    public func pushCounted(_ message: Message) -> CountedPush {
+        let (result, waiter, wake) = state.withLockedValue { state -> (CountedPush, CheckedContinuation<Void, Never>?, (@Sendable () -> Void)?) in
+            if state.closed { return (.closed, nil, nil) }
+            var result = CountedPush.queued
+            if state.queue.count >= capacity {
+                guard overflow == .dropOldest, let oldest = state.queue.popFirst() else { return (.rejected(message), nil, nil) }
+                if oldest.isApplicationData { state.boundedBytes = max(0, state.boundedBytes - oldest.outboxSize) }
+                result = .droppedOldest(oldest)
+            }
+            state.queue.append(message)
+            if message.isApplicationData { state.boundedBytes += message.outboxSize }
+            defer { state.waiter = nil }
+            return (result, state.waiter, Self.wakeAfterPush(&state))
+        }
+        waiter?.resume()
+        wake?()
+        return result
+    }
+
+    /// Takes every queued message, oldest first, for a writer that hands them on (an offline queue
+    /// moved into a connection's outbox); what it cannot hand on goes back with ``requeueFront(_:)``.
+    package func takeQueued() -> [Message] {
+        state.withLockedValue { state in
+            defer {
+                state.queue.removeAll()
+                state.boundedBytes = 0
+            }
+            return state.queue.arrayOfElements
+        }
+    }
+
+    /// Calls `body` with each queued message, oldest first, under the outbox's lock (`body` must
+    /// not call the outbox).
+    package func forEachQueued(_ body: (Message) -> Void) {
+        state.withLockedValue { state in
+            for message in state.queue { body(message) }
+        }
+    }
+
+    /// Whether nothing is queued.
+    package var isEmpty: Bool { state.withLockedValue { $0.queue.isEmpty } }
+
+    /// Takes back what a cut connection did not deliver for sure, ahead of what waits here:
+    /// `written` (sent before the cut, so it may have arrived), then `unwritten`, then what was
+    /// queued, each oldest first. When more than `capacity` would wait, the messages likeliest to
+    /// have arrived are dropped first (`written`, oldest first), then the overflow policy chooses
+    /// among the rest (``OverflowPolicy/rejectNewest``: the newest; ``OverflowPolicy/dropOldest``:
+    /// the oldest). Returns the dropped messages, to report each one.
+    package func takeBack(written: [Message], unwritten: [Message]) -> [Message] {
+        if written.isEmpty && unwritten.isEmpty { return [] }
+        return state.withLockedValue { state in
+            var written = written
+            var rest = unwritten
+            rest.append(contentsOf: state.queue)
+            var dropped: [Message] = []
+            let overWritten = min(written.count, max(0, written.count + rest.count - capacity))
+            dropped += written.prefix(overWritten)
+            written.removeFirst(overWritten)
+            let overRest = max(0, written.count + rest.count - capacity)
+            if overRest > 0 {
+                if overflow == .dropOldest {
+                    dropped += rest.prefix(overRest)
+                    rest.removeFirst(overRest)
+                } else {
+                    dropped += rest.suffix(overRest)
+                    rest.removeLast(overRest)
+                }
+            }
+            state.queue = Deque(written + rest)
+            state.boundedBytes = state.queue.reduce(0) { $0 + ($1.isApplicationData ? $1.outboxSize : 0) }
+            return dropped
+        }
     }
 
     /// Called (once per refusal) when a refused bounded push would fit again.
@@ -472,4 +593,12 @@ public struct ResendWindow: Sendable, Hashable {
             return (state.written.arrayOfElements, state.queue.arrayOfElements)
         }
     }
+}
+
+extension Deque {
+    /// The elements as an array. An empty deque gives `[]` without copying: the standard library's
+    /// copy of zero elements writes a zero into the shared empty-array storage, which
+    /// ThreadSanitizer reports as a data race whenever two threads do it (the value never changes,
+    /// but every TSan run of the suite listed it from Socket.IO's and the outbox's session ends).
+    package var arrayOfElements: [Element] { isEmpty ? [] : Array(self) }
 }

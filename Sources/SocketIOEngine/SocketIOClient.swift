@@ -35,7 +35,6 @@ public final class SocketIOClient: Sendable {
         var acks: [Int: AckEntry] = [:]
         var handlers: [String: [HandlerEntry]] = [:]
         var anyHandlers: [(id: UUID, call: @Sendable (SocketAnyEvent) -> Void)] = []
-        var queue: OfflineQueue<EngineIOFrame>
         var streams: [UUID: EventStreamEntry] = [:]
         var droppedEmits = 0
     }
@@ -44,6 +43,10 @@ public final class SocketIOClient: Sendable {
     public let namespace: String
     package weak let manager: SocketManager?
     private let state: NIOLockedValueBox<State>
+    /// The offline queue: emits made while the namespace is not connected (or while the session's
+    /// outbox is full), moved into the session's outbox in order once it can take them. Used under
+    /// `state`'s lock, so an emit's choice between the two keeps the order of emits.
+    private let queue: Outbox<EngineIOFrame>
     private let statusBroadcaster = StateBroadcaster<SocketIOStatus>(.notConnected)
     private let runtime: RealtimeRuntime
     /// Every pending ack's timeout, on one timer task.
@@ -53,9 +56,8 @@ public final class SocketIOClient: Sendable {
         self.manager = manager
         self.namespace = namespace
         self.runtime = manager.configuration.runtime
-        self.state = NIOLockedValueBox(State(queue: OfflineQueue(
-            capacity: manager.configuration.offlineQueueCapacity,
-            overflowPolicy: manager.configuration.offlineQueueOverflow)))
+        self.state = NIOLockedValueBox(State())
+        self.queue = Outbox(capacity: manager.configuration.offlineQueueCapacity, overflow: manager.configuration.offlineQueueOverflow)
         let owner = NIOLockedValueBox(WeakClient())
         self.ackTimeouts = TimeoutScheduler(timers: runtime.timers) { id in owner.withLockedValue { $0.client }?.expireAck(id) }
         owner.withLockedValue { $0.client = self }
@@ -74,7 +76,7 @@ public final class SocketIOClient: Sendable {
     /// The recovery session id and the offset of the last event received, sent on reconnect.
     public var recoveryState: (pid: String?, offset: String?) { state.withLockedValue { ($0.lifecycle.pid, $0.lifecycle.lastOffset) } }
     /// Emits waiting in the offline queue.
-    public var queuedEmitCount: Int { state.withLockedValue { $0.queue.count } }
+    public var queuedEmitCount: Int { queue.queuedCount }
     /// Emits dropped and reported (an ack failure, or an `error` client event): the offline queue
     /// overflowed while unsent frames were handed back after a drop, or a queued emit turned out
     /// larger than the server's `maxPayload` once the handshake told it.
@@ -217,17 +219,17 @@ public final class SocketIOClient: Sendable {
             throw error
         }
         let session = manager?.openSession
-        let result = state.withLockedValue { state -> OfflineQueue<EngineIOFrame>.EnqueueResult? in
-            if state.lifecycle.status == .connected, state.queue.isEmpty, let session, session.trySend(frame) == .queued { return nil }
-            return state.queue.enqueue(frame)
+        let result = state.withLockedValue { state -> Outbox<EngineIOFrame>.CountedPush? in
+            if state.lifecycle.status == .connected, queue.isEmpty, let session, session.trySend(frame) == .queued { return nil }
+            return queue.pushCounted(frame)
         }
         switch result {
         case nil:
             return
-        case .enqueued?:
+        case .queued?:
             manager?.reportQueueDepth()
             return
-        case .rejected?:
+        case .rejected?, .closed?:
             manager?.metrics.dropped(reason: "queue_full")
             throw RealtimeError.queueFull(capacity: manager?.configuration.offlineQueueCapacity ?? 0)
         case .droppedOldest(let oldest)?:
@@ -545,36 +547,16 @@ public final class SocketIOClient: Sendable {
     /// in order, to be sent on the next connection; what does not fit is dropped by the queue's
     /// overflow policy and reported.
     func sessionEnded(written: [EngineIOFrame], unwritten: [EngineIOFrame]) {
-        let (failedAcks, dropped, policy) = state.withLockedValue { state in
-            var waiting = Set(unwritten.compactMap(\.ackID))
-            for frame in state.queue { if let id = frame.ackID { waiting.insert(id) } }
+        let (failedAcks, dropped) = state.withLockedValue { state in
+            // Written emits that wait for an ack are reported through the ack, not sent again.
+            let dropped = queue.takeBack(written: written.filter { $0.ackID == nil }, unwritten: unwritten)
+            var waiting = Set(dropped.compactMap(\.ackID))
+            queue.forEachQueued { frame in if let id = frame.ackID { waiting.insert(id) } }
             var failed: [(Int, AckEntry)] = []
             for (id, entry) in state.acks where !waiting.contains(id) { failed.append((id, entry)) }
             for (id, _) in failed { state.acks.removeValue(forKey: id) }
-            // Written emits that wait for an ack are reported through the ack, not sent again.
-            var resend = written.filter { $0.ackID == nil }
-            var unsent = unwritten + state.queue.drain()
-            var dropped: [EngineIOFrame] = []
-            let capacity = state.queue.capacity
-            // What was written is the likeliest to have arrived: it goes first, oldest first,
-            // whatever the policy; then the policy chooses among what was never written.
-            let overWritten = min(resend.count, max(0, resend.count + unsent.count - capacity))
-            dropped += resend.prefix(overWritten)
-            resend.removeFirst(overWritten)
-            let overUnsent = max(0, resend.count + unsent.count - capacity)
-            if overUnsent > 0 {
-                switch state.queue.overflowPolicy {
-                case .dropOldest:
-                    dropped += unsent.prefix(overUnsent)
-                    unsent.removeFirst(overUnsent)
-                default:
-                    dropped += unsent.suffix(overUnsent)
-                    unsent.removeLast(overUnsent)
-                }
-            }
-            for frame in resend + unsent { _ = state.queue.enqueue(frame) }
             state.droppedEmits += dropped.count
-            return (failed, dropped, state.queue.overflowPolicy)
+            return (failed, dropped)
         }
         manager?.metrics.dropped(dropped.count, reason: "queue_full")
         manager?.reportQueueDepth()
@@ -585,10 +567,10 @@ public final class SocketIOClient: Sendable {
             entry.deliver(.failure(error))
         }
         guard !dropped.isEmpty else { return }
-        let which = policy == .dropOldest ? "oldest" : "newest"
+        let which = queue.overflow == .dropOldest ? "oldest" : "newest"
         let full = RealtimeError(
             .queueFull,
-            "the offline queue (capacity \(state.withLockedValue { $0.queue.capacity })) could not take back \(dropped.count) unsent emits; those written before the cut went first, then the \(which) of the rest (the dropped event lists them)")
+            "the offline queue (capacity \(queue.capacity)) could not take back \(dropped.count) unsent emits; those written before the cut went first, then the \(which) of the rest (the dropped event lists them)")
         for frame in dropped where frame.ackID != nil { failAck(frame.ackID!, with: full) }
         runtime.logger.debug(
             "emits dropped after a disconnect", metadata: ["realtime.namespace": "\(namespace)", "realtime.dropped": "\(dropped.count)"])
@@ -600,13 +582,14 @@ public final class SocketIOClient: Sendable {
     /// frames too large for the server, to report.
     private func flush(into session: EngineIOSession, state: inout State) -> [(EngineIOFrame, RealtimeError)] {
         var tooLarge: [(EngineIOFrame, RealtimeError)] = []
-        while let frame = state.queue.dequeue() {
+        let frames = queue.takeQueued()
+        for (index, frame) in frames.enumerated() {
             if let error = sizeError(frame) {
                 tooLarge.append((frame, error))
                 continue
             }
             guard session.trySend(frame) == .queued else {
-                state.queue.requeueFront(frame)
+                queue.requeueFront(Array(frames[index...]))
                 break
             }
         }
