@@ -37,16 +37,21 @@ public final class SocketIOClient: Sendable {
         var anyHandlers: [(id: UUID, call: @Sendable (SocketAnyEvent) -> Void)] = []
         var streams: [UUID: EventStreamEntry] = [:]
         var droppedEmits = 0
+        /// The offline queue: emits made while the namespace is not connected (or while the
+        /// session's outbox is full), moved into the session's outbox in order once it can take
+        /// them. Made when something must wait, and let go once it is empty: a connected namespace
+        /// whose emits go straight out keeps none. Used under this state's lock, so an emit's choice
+        /// between the two keeps the order of emits.
+        var offline: Outbox<EngineIOFrame>?
     }
 
     /// The namespace (`/` by default).
     public let namespace: String
     package weak let manager: SocketManager?
     private let state: NIOLockedValueBox<State>
-    /// The offline queue: emits made while the namespace is not connected (or while the session's
-    /// outbox is full), moved into the session's outbox in order once it can take them. Used under
-    /// `state`'s lock, so an emit's choice between the two keeps the order of emits.
-    private let queue: Outbox<EngineIOFrame>
+    /// The offline queue's capacity and what it does when full.
+    private let offlineCapacity: Int
+    private let offlineOverflow: OverflowPolicy
     private let statusBroadcaster = StateBroadcaster<SocketIOStatus>(.notConnected)
     private let runtime: RealtimeRuntime
     /// Every pending ack's timeout, on one timer task.
@@ -57,7 +62,8 @@ public final class SocketIOClient: Sendable {
         self.namespace = namespace
         self.runtime = manager.configuration.runtime
         self.state = NIOLockedValueBox(State())
-        self.queue = Outbox(capacity: manager.configuration.offlineQueueCapacity, overflow: manager.configuration.offlineQueueOverflow)
+        self.offlineCapacity = manager.configuration.offlineQueueCapacity
+        self.offlineOverflow = manager.configuration.offlineQueueOverflow
         let owner = NIOLockedValueBox(WeakClient())
         self.ackTimeouts = TimeoutScheduler(timers: runtime.timers) { id in owner.withLockedValue { $0.client }?.expireAck(id) }
         owner.withLockedValue { $0.client = self }
@@ -76,7 +82,15 @@ public final class SocketIOClient: Sendable {
     /// The recovery session id and the offset of the last event received, sent on reconnect.
     public var recoveryState: (pid: String?, offset: String?) { state.withLockedValue { ($0.lifecycle.pid, $0.lifecycle.lastOffset) } }
     /// Emits waiting in the offline queue.
-    public var queuedEmitCount: Int { queue.queuedCount }
+    public var queuedEmitCount: Int { state.withLockedValue { $0.offline?.queuedCount ?? 0 } }
+
+    /// The offline queue, made now if there is none.
+    private func offlineQueue(_ state: inout State) -> Outbox<EngineIOFrame> {
+        if let offline = state.offline { return offline }
+        let offline = Outbox<EngineIOFrame>(capacity: offlineCapacity, overflow: offlineOverflow)
+        state.offline = offline
+        return offline
+    }
     /// Emits dropped and reported (an ack failure, or an `error` client event): the offline queue
     /// overflowed while unsent frames were handed back after a drop, or a queued emit turned out
     /// larger than the server's `maxPayload` once the handshake told it.
@@ -220,8 +234,8 @@ public final class SocketIOClient: Sendable {
         }
         let session = manager?.openSession
         let result = state.withLockedValue { state -> Outbox<EngineIOFrame>.CountedPush? in
-            if state.lifecycle.status == .connected, queue.isEmpty, let session, session.trySend(frame) == .queued { return nil }
-            return queue.pushCounted(frame)
+            if state.lifecycle.status == .connected, state.offline?.isEmpty ?? true, let session, session.trySend(frame) == .queued { return nil }
+            return offlineQueue(&state).pushCounted(frame)
         }
         switch result {
         case nil:
@@ -549,9 +563,10 @@ public final class SocketIOClient: Sendable {
     func sessionEnded(written: [EngineIOFrame], unwritten: [EngineIOFrame]) {
         let (failedAcks, dropped) = state.withLockedValue { state in
             // Written emits that wait for an ack are reported through the ack, not sent again.
-            let dropped = queue.takeBack(written: written.filter { $0.ackID == nil }, unwritten: unwritten)
+            let resend = written.filter { $0.ackID == nil }
+            let dropped = resend.isEmpty && unwritten.isEmpty ? [] : offlineQueue(&state).takeBack(written: resend, unwritten: unwritten)
             var waiting = Set(dropped.compactMap(\.ackID))
-            queue.forEachQueued { frame in if let id = frame.ackID { waiting.insert(id) } }
+            state.offline?.forEachQueued { frame in if let id = frame.ackID { waiting.insert(id) } }
             var failed: [(Int, AckEntry)] = []
             for (id, entry) in state.acks where !waiting.contains(id) { failed.append((id, entry)) }
             for (id, _) in failed { state.acks.removeValue(forKey: id) }
@@ -567,10 +582,10 @@ public final class SocketIOClient: Sendable {
             entry.deliver(.failure(error))
         }
         guard !dropped.isEmpty else { return }
-        let which = queue.overflow == .dropOldest ? "oldest" : "newest"
+        let which = offlineOverflow == .dropOldest ? "oldest" : "newest"
         let full = RealtimeError(
             .queueFull,
-            "the offline queue (capacity \(queue.capacity)) could not take back \(dropped.count) unsent emits; those written before the cut went first, then the \(which) of the rest (the dropped event lists them)")
+            "the offline queue (capacity \(offlineCapacity)) could not take back \(dropped.count) unsent emits; those written before the cut went first, then the \(which) of the rest (the dropped event lists them)")
         for frame in dropped where frame.ackID != nil { failAck(frame.ackID!, with: full) }
         runtime.logger.debug(
             "emits dropped after a disconnect", metadata: ["realtime.namespace": "\(namespace)", "realtime.dropped": "\(dropped.count)"])
@@ -582,7 +597,9 @@ public final class SocketIOClient: Sendable {
     /// frames too large for the server, to report.
     private func flush(into session: EngineIOSession, state: inout State) -> [(EngineIOFrame, RealtimeError)] {
         var tooLarge: [(EngineIOFrame, RealtimeError)] = []
+        guard let queue = state.offline else { return [] }
         let frames = queue.takeQueued()
+        defer { if queue.isEmpty { state.offline = nil } }
         for (index, frame) in frames.enumerated() {
             if let error = sizeError(frame) {
                 tooLarge.append((frame, error))
