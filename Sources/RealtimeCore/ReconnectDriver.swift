@@ -331,9 +331,11 @@ extension ReconnectDriver {
             case .waitForNetwork(let attempt):
                 // Started under the lock, only while the rules still wait for it: a stop or a
                 // restart that came first finds it there and cancels it.
-                box.withLockedValue { state in
-                    guard state.machine.phase == .waitingForNetwork(attempt: attempt) else { return }
+                let reachableNow = box.withLockedValue { state -> [ReconnectMachine.Action] in
+                    guard state.machine.phase == .waitingForNetwork(attempt: attempt) else { return [] }
                     let reachability = state.machine.policy.reachability
+                    // Nothing to wait for: the retry deadline is armed at once, without a task.
+                    if reachability is AlwaysReachable { return state.machine.networkReachable() }
                     // A task only while reconnecting: the reachability check is async.
                     state.wait = .network(Task {
                         do { try await reachability.waitUntilReachable() } catch { return }
@@ -342,7 +344,9 @@ extension ReconnectDriver {
                             return state.machine.networkReachable()
                         })
                     })
+                    return []
                 }
+                perform(reachableNow)
             case .scheduleRetry(let delay, let attempt):
                 let timers = runtime.timers
                 // Armed under the lock, as above: no deadline outlives the wait it was for.

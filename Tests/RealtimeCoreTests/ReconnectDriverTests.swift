@@ -119,8 +119,8 @@ import Testing
         // Dropped before it proved stable: the count goes on (attempt 2, a 2 s delay).
         driver.ended(.dropped(RealtimeError(.connectionClosed, "dropped")))
         #expect(driver.state.current == .reconnecting(attempt: 2))
-        // The deadline is armed once the reachability check (a short task) said yes.
-        try await waitUntil("the retry's deadline is armed") { timers.pendingCount == 1 }
+        // Nothing to wait for with AlwaysReachable: the deadline is armed as the drop is told.
+        #expect(timers.pendingCount == 1)
         // A restart while waiting: at once, and the pending deadline is dropped.
         driver.restartNow()
         #expect(events.all.last == "connect 0")
@@ -138,7 +138,7 @@ import Testing
         let events = Recorder<String>()
         driver.start(recordingCallbacks(events))
         driver.ended(.dropped(RealtimeError(.connectFailed, "refused")))
-        try await waitUntil("the retry's deadline is armed") { driver.runtimeForTests.timers.pendingCount == 1 }
+        #expect(driver.runtimeForTests.timers.pendingCount == 1, "the retry's deadline is armed")
         driver.stop()
         #expect(events.all == ["connect 0", "report connectFailed true", "finished nil"])
         #expect(driver.runtimeForTests.timers.pendingCount == 0, "the retry was dropped with the stop")
@@ -150,6 +150,38 @@ import Testing
         gaveUp.start(recordingCallbacks(ends))
         gaveUp.ended(.dropped(RealtimeError(.connectFailed, "refused")))
         #expect(ends.all == ["connect 0", "report connectFailed false", "finished reconnectGaveUp"])
+    }
+
+    /// Driven from callbacks with a network that is down: no deadline until the reachability check
+    /// says the network is up (a short task), and a stop while waiting for it ends the wait.
+    @Test func drivenFromCallbacksWaitsForTheNetworkFirst() async throws {
+        let clock = ManualClock()
+        let reachability = ManualReachability(reachable: false)
+        let driver = ReconnectDriver(
+            policy: ReconnectPolicy(backoff: .fixed([.seconds(1), .seconds(1)]), reachability: reachability), runtime: runtime(clock))
+        let timers = driver.runtimeForTests.timers
+        let events = Recorder<String>()
+        driver.start(recordingCallbacks(events))
+        driver.ended(.dropped(RealtimeError(.connectFailed, "refused")))
+        try await waitUntil("the reachability check ran") { reachability.checkCount >= 1 }
+        #expect(timers.pendingCount == 0, "no retry deadline while the network is down")
+        #expect(driver.phase == .waitingForNetwork(attempt: 1))
+        reachability.set(reachable: true)
+        try await waitUntil("the retry's deadline is armed") { timers.pendingCount == 1 }
+        #expect(driver.phase == .waitingToRetry(attempt: 1))
+        try await clock.waitForSleepers(1)
+        clock.advance(by: .seconds(1))
+        #expect(try await events.wait(count: 3).last == "connect 1")
+
+        reachability.set(reachable: false)
+        driver.ended(.dropped(RealtimeError(.connectFailed, "refused")))
+        try await waitUntil("the second reachability check ran") { reachability.checkCount >= 2 }
+        driver.stop()
+        reachability.set(reachable: true)
+        // A connect after the stop would be told within this moment; its absence is sampled.
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(events.all.suffix(2) == ["report connectFailed true", "finished nil"])
+        #expect(timers.pendingCount == 0)
     }
 
     /// A client that stops while connected cancels the session: the open-connections meter drops

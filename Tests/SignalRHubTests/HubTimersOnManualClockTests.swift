@@ -132,6 +132,7 @@ struct HubTimersOnManualClockTests {
             try await waitUntil("the retry deadline armed") { runtime.timers.pendingCount == 1 }
             try await clock.waitForSleepers()
             clock.advance(by: duration)
+            // An attempt made too early would reach the server within this moment; its absence is sampled.
             try await Task.sleep(for: .milliseconds(150))
         }
         try await dropAndAdvance(events: 1, by: .milliseconds(9_900))
@@ -150,6 +151,7 @@ struct HubTimersOnManualClockTests {
         #expect(events.all == ["reconnecting", "reconnected", "reconnecting", "closed nil"])
         #expect(runtime.timers.pendingCount == 0, "the stop dropped the retry deadline")
         clock.advance(by: .seconds(60))
+        // A connect after stop() would reach the server within this moment; its absence is sampled.
         try await Task.sleep(for: .milliseconds(150))
         #expect(server.negotiateCount == 2, "nothing connects after stop()")
         #expect(connection.currentState == .stopped)
