@@ -50,7 +50,6 @@ public final class HubConnection: Service, Sendable {
         /// The dispatcher's consumer starter is set (``startDispatcher()``).
         var dispatcherStarted = false
         var dispatcher: InboundBuffer<Dispatched>?
-        var lastError: RealtimeError?
         /// Stateful reconnect's replay buffer, when the server agreed to it (WebSockets only).
         var replay: ReplayBuffer?
         /// The outgoing messages of the transport being opened or in use (with stateful
@@ -620,7 +619,6 @@ public final class HubConnection: Service, Sendable {
                     defer {
                         shared.dispatcher = nil
                         shared.dispatcherStarted = false
-                        shared.lastError = error
                     }
                     return (shared.closed, shared.dispatcher)
                 }
