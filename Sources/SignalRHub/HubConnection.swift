@@ -69,6 +69,9 @@ public final class HubConnection: Service, Sendable {
         /// The machine's actions for the driver's giving up, told while the driver was told an end:
         /// performed by whoever told it (``perform(_:)``).
         var driverActions: [HubConnectionStateMachine.Action] = []
+        /// The reconnect attempt under way (negotiate, connect, handshake) and its number: `stop()`
+        /// cancels it and waits for it, so nothing connects after `stop()` returned.
+        var attemptTask: (attempt: Int, task: Task<Void, Never>)?
     }
 
     enum Pending {
@@ -155,10 +158,13 @@ public final class HubConnection: Service, Sendable {
         switch event {
         case .connect(let attempt):
             // Attempt 0 is start()'s own, which start() opens.
-            guard !state.withLockedValue({ $0.machine.reconnectDue(attempt: attempt) }).isEmpty else { return }
-            // The attempt (negotiate, connect) runs as a task when it comes due on the driver's
-            // deadline: start() has returned long ago, nothing waits to own it.
-            _ = ownTask { await self.reconnect(attempt: attempt) }
+            state.withLockedValue { shared in
+                guard !shared.machine.reconnectDue(attempt: attempt).isEmpty else { return }
+                // The attempt (negotiate, connect) runs as a task when it comes due on the driver's
+                // deadline: start() has returned long ago; stop() cancels it (kept here under the
+                // lock that made it due, so a stop() cannot come between the two).
+                shared.attemptTask = (attempt, ownTask { await self.reconnect(attempt: attempt) })
+            }
         case .failed(let error, let willRetry):
             logger.debug(
                 "connection attempt failed",
@@ -298,13 +304,18 @@ public final class HubConnection: Service, Sendable {
     /// Closes the connection. Pending invocations fail with `cancelled`; `onClosed` is called with nil
     /// and its handlers have returned by the time `stop()` returns.
     public func stop() async {
-        let (actions, session) = state.withLockedValue { ($0.machine.stop(), $0.session) }
+        let (actions, session, attempt) = state.withLockedValue { ($0.machine.stop(), $0.session, $0.attemptTask?.task) }
+        // A reconnect attempt under way is cancelled (.stopReconnecting) and awaited below. Only
+        // when this stop() ended a reconnect: an `onClosed` handler that calls stop() runs inside
+        // the attempt that gave up, and finds the connection stopped already.
+        let endsAttempt = actions.contains { if case .stopReconnecting = $0 { true } else { false } }
         for action in actions {
             if case .closeTransport = action {
                 await session?.close(nil)
             }
         }
         await perform(actions.filter { if case .closeTransport = $0 { false } else { true } })
+        if endsAttempt { await attempt?.value }
         // Wait for the transport to be gone (and its end handled), so a stop() that returned means
         // no more callbacks. Woken by the transport's end, not by polling.
         await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
@@ -594,6 +605,10 @@ public final class HubConnection: Service, Sendable {
                 await perform(takeDriverActions())
             case .stopReconnecting:
                 driver.stop()
+                state.withLockedValue { shared in
+                    defer { shared.attemptTask = nil }
+                    return shared.attemptTask
+                }?.task.cancel()
                 await perform(takeDriverActions())
             case .failPending(let error):
                 let pending = state.withLockedValue { shared in
@@ -650,6 +665,10 @@ public final class HubConnection: Service, Sendable {
 
     private func reconnect(attempt: Int) async {
         guard state.withLockedValue({ $0.machine.state == .reconnecting(attempt: attempt) }) else { return }
+        defer {
+            // Let go of this attempt's task (not of a later attempt's, made due meanwhile).
+            state.withLockedValue { if $0.attemptTask?.attempt == attempt { $0.attemptTask = nil } }
+        }
         do {
             try await openTransport()
         } catch {

@@ -168,6 +168,40 @@ struct HubConnectionFaultTests {
         #expect(connection.connectionState.current == .disconnected(RealtimeError(.reconnectGaveUp, "")))
     }
 
+    /// stop() while a reconnect attempt is under way (its negotiate stalled in the network) ends
+    /// the attempt too: when the network comes back nothing of the connection connects again.
+    @Test("stop() during a reconnect attempt ends the attempt: nothing connects after it")
+    func stopDuringAnAttempt() async throws {
+        let server = try await SignalRTestServer.start()
+        defer { Task { await server.stop() } }
+        let proxy = try await FaultProxy.start(targetPort: server.port)
+        defer { Task { await proxy.stop() } }
+        let connection = HubConnectionBuilder().withUrl(url: proxy.url(scheme: "http") + "/hub", transport: .webSockets)
+            .withAutomaticReconnect([0]).build()
+        let closed = Recorder<String>()
+        connection.onClosed { error in closed.append((error as? RealtimeError)?.code.description ?? "nil") }
+        try await connection.start()
+        #expect(server.negotiateCount == 1)
+        // Everything through the proxy stalls, the connection is cut: the attempt's negotiate hangs.
+        let accepted = proxy.statistics.connectionsAccepted
+        proxy.inject(.stall(.both, for: nil))
+        proxy.inject(.cut(.reset))
+        try await waitUntil("reconnecting") { connection.currentState == .reconnecting }
+        try await proxy.waitForConnections(accepted + 1)
+        await connection.stop()
+        #expect(closed.all == ["nil"])
+        proxy.resume()
+        // A negotiate or WebSocket let through after stop() would reach the server within this
+        // moment; its absence is sampled.
+        try await Task.sleep(for: .milliseconds(500))
+        // The attempt's negotiate request, on the wire before stop(), may still reach the server
+        // when the network comes back; the client does not go on with it (no second WebSocket).
+        #expect(server.handshakeCount == 1, "the stalled attempt did not go on after stop()")
+        #expect(server.transportsUsed.count == 1, "\(server.transportsUsed)")
+        #expect(connection.currentState == .stopped)
+        #expect(closed.all == ["nil"])
+    }
+
     @Test("Close with allowReconnect reconnects; Close without it ends with the server's error")
     func closeMessage() async throws {
         let server = try await SignalRTestServer.start()
