@@ -302,6 +302,16 @@ public final class FaultProxy: Sendable {
         }?.cancel()
     }
 
+    /// Stalls everything in both directions, cuts every connection, and returns once a new one was
+    /// accepted: a client's reconnect attempt, now hanging in the stall (the state in which to test
+    /// what stopping a client during an attempt does). ``resume()`` lets the stalled bytes through.
+    public func cutAndStallTheNextAttempt(_ mode: CutMode = .reset, timeout: Duration = .seconds(30)) async throws {
+        let accepted = statistics.connectionsAccepted
+        inject(.stall(.both, for: nil))
+        inject(.cut(mode))
+        try await waitForConnections(accepted + 1, timeout: timeout)
+    }
+
     /// Waits until at least `count` connections have been accepted (for example a client's reconnection).
     public func waitForConnections(_ count: Int, timeout: Duration = .seconds(30)) async throws {
         let deadline = ContinuousClock.now.advanced(by: timeout)

@@ -247,6 +247,37 @@ struct EventSourceDeliveryTests {
         feed.finish()
     }
 
+    /// close() while a reconnect attempt is under way (its request stalled in the network) ends
+    /// the attempt too: when the network comes back the client holds no connection and opens
+    /// nothing.
+    @Test func closeDuringAnAttemptEndsTheAttempt() async throws {
+        let server = try await ScriptedHTTPServer.start()
+        defer { Task { await server.stop() } }
+        server.route("/events") { _ in
+            let feed = ChunkFeed()
+            feed.send("data: hello\n\n")
+            return .init(headers: sseHeaders, body: .feed(feed))
+        }
+        let proxy = try await FaultProxy.start(targetPort: server.port)
+        defer { Task { await proxy.stop() } }
+        let source = EventSource(url: URL(string: proxy.url() + "/events")!, configuration: fastConfiguration())
+        let opens = NIOLockedValueBox(0)
+        source.onOpen { opens.withLockedValue { $0 += 1 } }
+        var iterator = source.events.makeAsyncIterator()
+        #expect(try await iterator.next()?.data == "hello")
+        // Everything through the proxy stalls, the stream is cut: the next attempt's request hangs.
+        try await proxy.cutAndStallTheNextAttempt()
+        source.close()
+        #expect(try await iterator.next() == nil, "the events end with close()")
+        proxy.resume()
+        // An answer let through after close() would open the stream within this moment; its
+        // absence is sampled.
+        try await Task.sleep(for: .milliseconds(500))
+        #expect(opens.withLockedValue { $0 } == 1)
+        #expect(source.readyState == .closed)
+        #expect(proxy.statistics.connectionsOpen == 0, "the attempt's connection was closed with the source")
+    }
+
     @Test func restartReconnectsAtOnceWithTheLastEventID() async throws {
         let server = try await ScriptedHTTPServer.start()
         defer { Task { await server.stop() } }

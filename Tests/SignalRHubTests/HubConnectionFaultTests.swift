@@ -183,11 +183,8 @@ struct HubConnectionFaultTests {
         try await connection.start()
         #expect(server.negotiateCount == 1)
         // Everything through the proxy stalls, the connection is cut: the attempt's negotiate hangs.
-        let accepted = proxy.statistics.connectionsAccepted
-        proxy.inject(.stall(.both, for: nil))
-        proxy.inject(.cut(.reset))
-        try await waitUntil("reconnecting") { connection.currentState == .reconnecting }
-        try await proxy.waitForConnections(accepted + 1)
+        try await proxy.cutAndStallTheNextAttempt()
+        #expect(connection.currentState == .reconnecting)
         await connection.stop()
         #expect(closed.all == ["nil"])
         proxy.resume()

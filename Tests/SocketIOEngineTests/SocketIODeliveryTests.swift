@@ -113,6 +113,33 @@ struct SocketIODeliveryTests {
         print("overflowAfterACutIsReported \(Self.modes[mode].name): \(totalDropped) emits dropped and reported in 5 runs")
     }
 
+    /// disconnect() while a reconnect attempt is under way (its handshake stalled in the network)
+    /// ends the attempt too: when the network comes back the client holds no connection and the
+    /// namespace does not connect again.
+    @Test("disconnect() during a reconnect attempt ends the attempt", arguments: [0, 1])
+    func disconnectDuringAnAttempt(mode: Int) async throws {
+        let (_, transports, upgrade) = Self.modes[mode]
+        let server = try await SocketIOTestServer.start()
+        defer { Task { await server.stop() } }
+        let proxy = try await FaultProxy.start(targetPort: server.port)
+        defer { Task { await proxy.stop() } }
+        let manager = SocketManager(url: proxy.url(), configuration: .testing(transports, upgrade: upgrade))
+        let socket = manager.defaultSocket
+        try await socket.connect(timeout: .seconds(30))
+        let connects = server.connectCount
+        // Everything through the proxy stalls, the connection is cut: the attempt's handshake hangs.
+        try await proxy.cutAndStallTheNextAttempt()
+        manager.disconnect()
+        proxy.resume()
+        // A connection made after disconnect() would reach the server within this moment; its
+        // absence is sampled.
+        try await Task.sleep(for: .milliseconds(500))
+        #expect(server.connectCount == connects, "the namespace did not connect again")
+        #expect(socket.status != .connected)
+        #expect(manager.connectionState.current == .disconnected(nil))
+        #expect(proxy.statistics.connectionsOpen == 0, "the attempt's connection was closed with the manager")
+    }
+
     /// A peer that stops reading: emits stop being accepted (queueFull) instead of piling up, and
     /// every accepted emit arrives, in order, once the peer reads again. Against our server:
     /// python-engineio 4.15.1 on aiohttp reads a POST body with a single partial read, so a body

@@ -146,6 +146,24 @@ struct SpreadbotDeliveryTests {
         client.closeConnection()
     }
 
+    /// closeConnection() while a reconnect attempt is under way (its request stalled in the
+    /// network) ends the attempt too: when the network comes back the client holds no connection
+    /// and opens nothing.
+    @Test func closeDuringAnAttemptEndsTheAttempt() async throws {
+        let (server, proxy, client, recorder) = try await connectedThroughProxy("attempt")
+        defer { stop(server, proxy) }
+        // Everything through the proxy stalls, the connection is cut: the attempt's request hangs.
+        try await proxy.cutAndStallTheNextAttempt()
+        client.closeConnection()
+        proxy.resume()
+        // A connection opened after closeConnection() would be reported within this moment; its
+        // absence is sampled.
+        try await Task.sleep(for: .milliseconds(500))
+        #expect(recorder.opens == 1, "nothing opened after closeConnection()")
+        #expect(client.state == .disconnected)
+        #expect(proxy.statistics.connectionsOpen == 0, "the attempt's connection was closed with the client")
+    }
+
     /// A WebSocket that goes silent (the peer stalls, no FIN, no RST) is found by the ping and
     /// replaced: the client reconnects and messages flow again.
     @Test func silentWebSocketIsFoundByThePing() async throws {
