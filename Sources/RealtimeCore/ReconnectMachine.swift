@@ -167,8 +167,8 @@ public struct ReconnectMachine: Sendable {
 /// The rule by which every client counts reconnect attempts: a connection proves stable once it
 /// stayed open `stableAfter` or carried a message, and only a stable connection resets the count.
 /// One that drops sooner counts as a failed attempt, so a server that accepts and drops at once is
-/// retried the policy's number of times, not forever. ``ReconnectMachine`` and SignalR's lifecycle
-/// both keep one.
+/// retried the policy's number of times, not forever. ``ReconnectMachine`` keeps one, so every
+/// client (each runs ``ReconnectDriver``) counts by it.
 public struct ConnectionStability: Sendable, Equatable {
     private var openedAt: Duration?
     private var carried = false

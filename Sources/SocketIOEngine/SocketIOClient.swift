@@ -83,6 +83,9 @@ public final class SocketIOClient: Sendable {
     public var recoveryState: (pid: String?, offset: String?) { state.withLockedValue { ($0.lifecycle.pid, $0.lifecycle.lastOffset) } }
     /// Emits waiting in the offline queue.
     public var queuedEmitCount: Int { state.withLockedValue { $0.offline?.queuedCount ?? 0 } }
+    /// Whether the namespace holds an offline queue now (made when an emit must wait, let go once
+    /// flushed).
+    var holdsOfflineQueue: Bool { state.withLockedValue { $0.offline != nil } }
 
     /// The offline queue, made now if there is none.
     private func offlineQueue(_ state: inout State) -> Outbox<EngineIOFrame> {
