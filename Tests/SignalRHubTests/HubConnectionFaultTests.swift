@@ -56,7 +56,8 @@ struct HubConnectionFaultTests {
     }
 
     /// `send` returns once its message was written and throws when it will not be: a cut in the
-    /// middle of a burst leaves no call waiting and no failure unreported. On a WebSocket a failed
+    /// middle of a burst (sends go on until the client noticed it) leaves no call waiting and no
+    /// failure unreported. On a WebSocket a failed
     /// send was never written, so the server never got it; a POST can fail after the server took it
     /// (the reset comes before the answer), and its sends say that they may have arrived.
     @Test("A cut mid-burst of sends: every send returns or throws connectionClosed; on a WebSocket the server got none of the failed ones", arguments: [
@@ -71,8 +72,13 @@ struct HubConnectionFaultTests {
         try await connection.start()
         let outcomes = Recorder<String>()
         let details = Recorder<String>()
+        // 2,000 sends, and on until the connection noticed the cut (at most 20,000): on a loaded
+        // machine the sends after the cut can all be handed to the socket before its reset is read.
+        var sends = 0
         try await withThrowingTaskGroup(of: Void.self) { group in
-            for index in 0..<2_000 {
+            for index in 0..<20_000 {
+                if index >= 2_000, connection.currentState != .connected { break }
+                sends += 1
                 group.addTask {
                     do {
                         try await connection.sendRaw(method: "note", arguments: [.number(Double(index))])
@@ -90,7 +96,7 @@ struct HubConnectionFaultTests {
             try await group.waitForAll()
         }
         let all = outcomes.all
-        #expect(all.count == 2_000)
+        #expect(all.count == sends)
         #expect(Set(all).isSubset(of: ["sent", "connectionClosed", "notConnected"]), "\(Set(all))")
         #expect(all.contains { $0 != "sent" }, "the cut came in the middle of the burst")
         if transport == .webSockets {
