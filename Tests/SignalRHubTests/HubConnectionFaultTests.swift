@@ -182,8 +182,10 @@ struct HubConnectionFaultTests {
         defer { Task { await server.stop() } }
         let proxy = try await FaultProxy.start(targetPort: server.port)
         defer { Task { await proxy.stop() } }
+        // Several quick attempts: the first may go out on the negotiate's pooled HTTP connection,
+        // which the cut killed too, and fail before a new connection is made.
         let connection = HubConnectionBuilder().withUrl(url: proxy.url(scheme: "http") + "/hub", transport: .webSockets)
-            .withAutomaticReconnect([0]).build()
+            .withAutomaticReconnect([0, 0.05, 0.05, 0.05, 0.05, 0.05]).build()
         let closed = Recorder<String>()
         connection.onClosed { error in closed.append((error as? RealtimeError)?.code.description ?? "nil") }
         try await connection.start()
