@@ -58,8 +58,12 @@ final class MaskingFrameEncoder: ChannelOutboundHandler, RemovableChannelHandler
         if frame.rsv1 { first |= 0x40 }
         if frame.rsv2 { first |= 0x20 }
         if frame.rsv3 { first |= 0x10 }
+        writeHeader(first: first, length: length, masked: frame.maskKey != nil, into: &buffer)
+    }
+
+    private static func writeHeader(first: UInt8, length: Int, masked: Bool, into buffer: inout ByteBuffer) {
         buffer.writeInteger(first)
-        let maskBit: UInt8 = frame.maskKey == nil ? 0 : 0x80
+        let maskBit: UInt8 = masked ? 0x80 : 0
         switch length {
         case 0...125:
             buffer.writeInteger(UInt8(length) | maskBit)
@@ -70,6 +74,21 @@ final class MaskingFrameEncoder: ChannelOutboundHandler, RemovableChannelHandler
             buffer.writeInteger(127 | maskBit)
             buffer.writeInteger(UInt64(length))
         }
+    }
+
+    /// The bytes a whole masked frame with `length` bytes of payload takes on the wire.
+    static func maskedFrameSize(payload length: Int) -> Int {
+        2 + (length <= 125 ? 0 : length <= Int(UInt16.max) ? 2 : 8) + 4 + length
+    }
+
+    /// Appends a whole (final, unfragmented) masked frame of `opcode` carrying `payload`: what
+    /// ``write(context:data:promise:)`` writes for such a frame, without the frame value.
+    static func writeMaskedFrame(
+        opcode: WebSocketOpcode, payload: UnsafeRawBufferPointer, key: WebSocketMaskingKey, into buffer: inout ByteBuffer
+    ) {
+        writeHeader(first: 0x80 | UInt8(webSocketOpcode: opcode), length: payload.count, masked: true, into: &buffer)
+        buffer.writeBytes(key)
+        buffer.writeMasked(payload, key: key, offset: 0)
     }
 }
 
@@ -84,10 +103,15 @@ extension ByteBuffer {
 
     /// Appends `source`'s readable bytes masked with `key`, the key starting at `offset` (mod 4).
     mutating func writeMasked(_ source: ByteBuffer, key: WebSocketMaskingKey, offset: Int) {
-        let count = source.readableBytes
+        source.withUnsafeReadableBytes { writeMasked($0, key: key, offset: offset) }
+    }
+
+    /// Appends `source` masked with `key`, the key starting at `offset` (mod 4).
+    mutating func writeMasked(_ source: UnsafeRawBufferPointer, key: WebSocketMaskingKey, offset: Int) {
+        let count = source.count
         guard count > 0 else { return }
         writeWithUnsafeMutableBytes(minimumWritableBytes: count) { destination in
-            source.withUnsafeReadableBytes { Self.mask($0, into: UnsafeMutableRawBufferPointer(rebasing: destination[0..<count]), key: key, offset: offset) }
+            Self.mask(source, into: UnsafeMutableRawBufferPointer(rebasing: destination[0..<count]), key: key, offset: offset)
             return count
         }
     }

@@ -1,6 +1,6 @@
 import NIOConcurrencyHelpers
 
-/// Timeouts for many pending requests (acks, invocations) by key, on a ``TimerQueue``.
+/// Timeouts for many pending requests (acks, invocations) by id, on a ``TimerQueue``.
 ///
 /// A key's deadline is a value in a dictionary: `schedule` and `cancel` take one lock and touch no
 /// timer. One timer-queue entry is armed for the earliest deadline known when it was set; when it
@@ -9,7 +9,12 @@ import NIOConcurrencyHelpers
 /// (the usual case) costs a dictionary insert and remove, not a timer scheduled and cancelled: with
 /// timeouts of one length, later deadlines never move the armed entry. A key cancelled or
 /// rescheduled first is never reported for its old deadline.
-package final class TimeoutScheduler<Key: Hashable & Sendable>: Sendable {
+/// Keys are integer ids (what acks and invocations are numbered with): the scheduler is not generic,
+/// so its dictionary work is compiled for them rather than run through generic witnesses from
+/// another module on every request.
+package final class TimeoutScheduler: Sendable {
+    package typealias Key = Int
+
     private struct State {
         /// Each key's deadline, with the order it was scheduled in (keys due at one instant are
         /// reported in that order).

@@ -77,6 +77,8 @@ final class LoopWriteHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias OutboundOut = WebSocketFrame
 
     private var context: ChannelHandlerContext?
+    /// The frame encoder's context: our messages, encoded here, are written below it.
+    private var encoderContext: ChannelHandlerContext?
     /// What swift-websocket's writer sent: its close frame, a fragmented message under way.
     private var sent = OutboundFrameTracker()
     fileprivate var onWritable: (() -> Void)?
@@ -84,14 +86,20 @@ final class LoopWriteHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     func writer(on eventLoop: any EventLoop) -> WebSocketLoopWriter { WebSocketLoopWriter(self, eventLoop: eventLoop) }
 
-    func handlerAdded(context: ChannelHandlerContext) { self.context = context }
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+        encoderContext = try? context.pipeline.syncOperations.context(handlerType: MaskingFrameEncoder.self)
+    }
+
     func handlerRemoved(context: ChannelHandlerContext) {
         self.context = nil
+        encoderContext = nil
         onWritable = nil
     }
 
     func channelInactive(context: ChannelHandlerContext) {
         self.context = nil
+        encoderContext = nil
         // A writer waiting for room learns that none will come: its next write fails at once.
         let waiting = onWritable
         onWritable = nil
@@ -114,7 +122,7 @@ final class LoopWriteHandler: ChannelDuplexHandler, RemovableChannelHandler {
     var isClosed: Bool { context == nil || sent.closeSent }
 
     func write(_ messages: [RealtimeMessage], completion: @escaping (Int, (any Error)?) -> Void) {
-        guard let context, !sent.closeSent, !sent.inMessage else {
+        guard let context, let encoder = encoderContext, !sent.closeSent, !sent.inMessage else {
             completion(0, RealtimeError(.connectionClosed, "the WebSocket is closing"))
             return
         }
@@ -122,49 +130,45 @@ final class LoopWriteHandler: ChannelDuplexHandler, RemovableChannelHandler {
             completion(0, nil)
             return
         }
-        if messages.count == 1 {
-            // One message (a writer that is never behind writes its messages one by one): its
-            // promise answers alone.
-            let promise = context.eventLoop.makePromise(of: Void.self)
-            promise.futureResult.assumeIsolated().whenComplete { result in
-                switch result {
-                case .success: completion(1, nil)
-                case .failure(let error): completion(0, error)
-                }
+        // The batch's frames (header, key, masked payload each) are encoded into one buffer, and
+        // each frame is written as a slice of it below the frame encoder: no frame value, no
+        // buffer of its own and no trip through the handlers above per message. Each slice keeps
+        // its own promise, so a write that breaks in the middle still tells which messages went out.
+        var size = 0
+        for message in messages { size += MaskingFrameEncoder.maskedFrameSize(payload: message.payloadCount) }
+        var frames = context.channel.allocator.buffer(capacity: size)
+        for message in messages {
+            let key = keys.next()
+            switch message {
+            case .text(var text):
+                text.withUTF8 { MaskingFrameEncoder.writeMaskedFrame(opcode: .text, payload: UnsafeRawBufferPointer($0), key: key, into: &frames) }
+            case .binary(let payload):
+                payload.withUnsafeReadableBytes { MaskingFrameEncoder.writeMaskedFrame(opcode: .binary, payload: $0, key: key, into: &frames) }
             }
-            context.write(wrapOutboundOut(frame(messages[0], allocator: context.channel.allocator)), promise: promise)
-            context.flush()
-            return
         }
-        // Once every promise has answered: the messages before the first that failed were
-        // written. Promises need not answer in write order (a handler may fail a write at once,
-        // while the ones before it succeed at the flush).
+        // Write promises answer in write order below the encoder (the socket's writes complete in
+        // order, and once one fails every later one fails), so the successes are the messages
+        // written, a prefix of the batch. One callback serves every promise.
         let progress = BatchProgress(total: messages.count, completion: completion)
-        for (index, message) in messages.enumerated() {
+        let answer: (Result<Void, any Error>) -> Void = { progress.answer($0) }
+        var offset = frames.readerIndex
+        for message in messages {
+            let length = MaskingFrameEncoder.maskedFrameSize(payload: message.payloadCount)
             let promise = context.eventLoop.makePromise(of: Void.self)
-            promise.futureResult.assumeIsolated().whenComplete { progress.answer(index, $0) }
-            context.write(wrapOutboundOut(frame(message, allocator: context.channel.allocator)), promise: promise)
+            promise.futureResult.assumeIsolated().whenComplete(answer)
+            encoder.write(NIOAny(frames.getSlice(at: offset, length: length)!), promise: promise)
+            offset += length
         }
-        context.flush()
-    }
-
-    private func frame(_ message: RealtimeMessage, allocator: ByteBufferAllocator) -> WebSocketFrame {
-        switch message {
-        case .text(let text):
-            var buffer = allocator.buffer(capacity: text.utf8.count)
-            buffer.writeString(text)
-            return WebSocketFrame(fin: true, opcode: .text, maskKey: keys.next(), data: buffer)
-        case .binary(let buffer):
-            return WebSocketFrame(fin: true, opcode: .binary, maskKey: keys.next(), data: buffer)
-        }
+        encoder.flush()
     }
 
     /// The writes of one batch as their promises answer, on the event loop.
     private final class BatchProgress {
         let total: Int
         let completion: (Int, (any Error)?) -> Void
-        /// The first message whose write failed, and why.
-        var failure: (index: Int, error: any Error)?
+        var succeeded = 0
+        /// The first failure.
+        var failure: (any Error)?
         var answered = 0
 
         init(total: Int, completion: @escaping (Int, (any Error)?) -> Void) {
@@ -172,10 +176,13 @@ final class LoopWriteHandler: ChannelDuplexHandler, RemovableChannelHandler {
             self.completion = completion
         }
 
-        func answer(_ index: Int, _ result: Result<Void, any Error>) {
+        func answer(_ result: Result<Void, any Error>) {
             answered += 1
-            if case .failure(let error) = result, index < failure?.index ?? .max { failure = (index, error) }
-            if answered == total { completion(failure?.index ?? total, failure?.error) }
+            switch result {
+            case .success: succeeded += 1
+            case .failure(let error): if failure == nil { failure = error }
+            }
+            if answered == total { completion(succeeded, failure) }
         }
     }
 
@@ -202,11 +209,12 @@ struct OutboundFrameTracker {
 }
 
 /// Masking keys (RFC 6455 section 5.3: unpredictable, from a strong source) drawn from the system's
-/// random source 64 at a time (32 calls of 8 bytes, two keys each), where swift-websocket's writer
-/// makes four system calls per frame. Each key is made by swift-nio's inlinable `random(using:)`
-/// from its 32 bits: `WebSocketMaskingKey`'s initializer from a collection is generic and not
-/// inlinable, and cost eight allocations per key.
+/// random source 128 at a time (one request for 512 bytes), where swift-websocket's writer makes
+/// four system calls per frame. Each key is made by swift-nio's inlinable `random(using:)` from its
+/// 32 bits: `WebSocketMaskingKey`'s initializer from a collection is generic and not inlinable, and
+/// cost eight allocations per key.
 struct MaskingKeySource {
+    private static let words = 64
     private var pool: [UInt64] = []
     /// Keys taken from `pool` (two per word).
     private var used = 0
@@ -219,9 +227,8 @@ struct MaskingKeySource {
 
     mutating func next() -> WebSocketMaskingKey {
         if used == pool.count * 2 {
-            var generator = SystemRandomNumberGenerator()
-            if pool.isEmpty { pool = [UInt64](repeating: 0, count: 32) }
-            for index in pool.indices { pool[index] = generator.next() }
+            if pool.isEmpty { pool = [UInt64](repeating: 0, count: Self.words) }
+            pool.withUnsafeMutableBytes { fillRandom($0) }
             used = 0
         }
         let word = pool[used / 2]
@@ -230,6 +237,27 @@ struct MaskingKeySource {
         return .random(using: &source)
     }
 }
+
+extension RealtimeMessage {
+    /// The bytes of its payload: a text's UTF-8, a binary message's readable bytes.
+    var payloadCount: Int {
+        switch self {
+        case .text(let text): text.utf8.count
+        case .binary(let buffer): buffer.readableBytes
+        }
+    }
+}
+
+/// Fills `bytes` from the system's random source in one request: the standard library's entry
+/// point behind `SystemRandomNumberGenerator` (`getrandom` on Linux, `arc4random_buf` on Apple
+/// platforms), which the generator calls for eight bytes at a time.
+func fillRandom(_ bytes: UnsafeMutableRawBufferPointer) {
+    guard let base = bytes.baseAddress else { return }
+    systemRandom(base, bytes.count)
+}
+
+@_silgen_name("swift_stdlib_random")
+private func systemRandom(_ buffer: UnsafeMutableRawPointer, _ count: Int)
 
 /// Writes an ``Outbox`` over a WebSocket from the connection's event loop as messages are queued:
 /// the writer of a connection that keeps no task waiting for its messages. One batch is in flight

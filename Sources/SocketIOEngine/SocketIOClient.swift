@@ -55,7 +55,7 @@ public final class SocketIOClient: Sendable {
     private let statusBroadcaster = StateBroadcaster<SocketIOStatus>(.notConnected)
     private let runtime: RealtimeRuntime
     /// Every pending ack's timeout, on one timer task.
-    private let ackTimeouts: TimeoutScheduler<Int>
+    private let ackTimeouts: TimeoutScheduler
 
     init(manager: SocketManager, namespace: String) {
         self.manager = manager
@@ -296,7 +296,9 @@ public final class SocketIOClient: Sendable {
         span?.attributes["realtime.event"] = event
         span?.attributes["realtime.namespace"] = namespace
         return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { continuation in
+            // Resumed exactly once: by whoever removes the ack's entry from the table (the ack,
+            // its timeout, a cancellation, a drop), under the state's lock.
+            try await withUnsafeThrowingContinuation { continuation in
                 registerAck(id: id, timeout: timeout, event: event) { result in
                     switch result {
                     case .success: metrics?.recordCall(since: started)

@@ -37,6 +37,15 @@ import Testing
         }
         let unmasked = WebSocketFrame(fin: true, opcode: .binary, data: payload)
         #expect(try encoded(unmasked, ours: true) == encoded(unmasked, ours: false))
+        // The loop writer's frames, encoded without a frame value straight into its batch buffer.
+        for opcode in [WebSocketOpcode.text, .binary] {
+            var direct = ByteBuffer(bytes: [0xEE])
+            payload.withUnsafeReadableBytes { MaskingFrameEncoder.writeMaskedFrame(opcode: opcode, payload: $0, key: Self.key, into: &direct) }
+            #expect(direct.readInteger(as: UInt8.self) == 0xEE, "appended after what the buffer held")
+            #expect(direct.readableBytes == MaskingFrameEncoder.maskedFrameSize(payload: length))
+            let frame = WebSocketFrame(fin: true, opcode: opcode, maskKey: Self.key, data: payload)
+            #expect(try Array(direct.readableBytesView) == encoded(frame, ours: false))
+        }
     }
 
     @Test(arguments: 0..<4)

@@ -5,9 +5,9 @@ import Testing
 
 @Suite(.timeLimit(.minutes(1))) struct TimeoutSchedulerTests {
     /// A scheduler on a manual clock whose expired keys arrive on a stream.
-    func make(_ clock: ManualClock) -> (TimeoutScheduler<Int>, AsyncStream<Int>.AsyncIterator) {
+    func make(_ clock: ManualClock) -> (TimeoutScheduler, AsyncStream<Int>.AsyncIterator) {
         let (stream, continuation) = AsyncStream.makeStream(of: Int.self)
-        let scheduler = TimeoutScheduler<Int>(clock: clock) { continuation.yield($0) }
+        let scheduler = TimeoutScheduler(clock: clock) { continuation.yield($0) }
         return (scheduler, stream.makeAsyncIterator())
     }
 
@@ -67,7 +67,7 @@ import Testing
     @Test func cancelAllPermanentlyStopsEverything() async throws {
         let clock = ManualClock()
         let fired = NIOLockedValueBox<[Int]>([])
-        let scheduler = TimeoutScheduler<Int>(clock: clock) { key in fired.withLockedValue { $0.append(key) } }
+        let scheduler = TimeoutScheduler(clock: clock) { key in fired.withLockedValue { $0.append(key) } }
         scheduler.schedule(1, after: .seconds(1))
         try await clock.waitForSleepers(1)
         scheduler.cancelAll(permanently: true)
@@ -84,7 +84,7 @@ import Testing
     @Test func answeredRequestsLeaveOneArmedTimer() async throws {
         let clock = ManualClock()
         let queue = TimerQueue(clock: clock)
-        let scheduler = TimeoutScheduler<Int>(timers: queue) { _ in }
+        let scheduler = TimeoutScheduler(timers: queue) { _ in }
         scheduler.schedule(-1, after: .seconds(10))
         for key in 0..<1000 {
             scheduler.schedule(key, after: .seconds(10))
