@@ -324,10 +324,12 @@ package final class OutboxWebSocketWriter<Message: OutboxMessage>: Sendable {
         // ends[i]: how many WebSocket messages the first i + 1 outbox messages make; nil while
         // each made one.
         var ends: [Int]?
-        for (index, message) in batch.enumerated() {
-            encode(message, &messages)
+        var index = 0
+        for position in batch.indices {
+            encode(batch[position], &messages)
             if ends == nil, messages.count != index + 1 { ends = Array(1..<(index + 1)) }
             ends?.append(messages.count)
+            index += 1
         }
         writer.write(messages) { [self] count, failure in
             let whole = ends.map { $0.firstIndex { $0 > count } ?? batch.count } ?? min(count, batch.count)

@@ -6,30 +6,101 @@ import OrderedCollections
 
 /// A group of Engine.IO packets that must go out together and in order (a Socket.IO packet and its
 /// attachments, or a control packet), with where it came from so unsent frames can be given back.
+///
+/// The packets are kept as they travel, encoded once when the frame is made: a text packet as its
+/// type digit followed by its text (`42["chat",1]`), a binary packet as its bytes. A WebSocket
+/// sends each part as one message; a polling payload joins them (binary ones as `b` + base64).
 struct EngineIOFrame: OutboxMessage {
-    var packets: [EngineIOPacket]
+    /// One packet, encoded.
+    enum Part: Sendable {
+        /// A text packet: its type digit, then its text.
+        case text(String)
+        /// A binary message (an attachment).
+        case binary(Data)
+
+        /// The bytes it takes in a polling payload.
+        var pollingSize: Int {
+            switch self {
+            case .text(let text): text.utf8.count
+            case .binary(let data): 1 + (data.count + 2) / 3 * 4
+            }
+        }
+    }
+
+    /// The first packet; the ones after it (a Socket.IO packet's attachments) are in `rest`, so a
+    /// frame of one packet holds no array.
+    var first: Part
+    var rest: [Part]
     /// The namespace of the Socket.IO packet it carries; nil for Engine.IO control packets and
     /// CONNECT packets, which are not re-sent after a reconnect.
     var requeueNamespace: String?
     /// The ack id of an emit that waits for an ack.
     var ackID: Int? = nil
 
+    /// A frame of `packets` (at least one), each encoded here.
+    init(packets: [EngineIOPacket], requeueNamespace: String?, ackID: Int? = nil) {
+        let parts = packets.map(Self.part)
+        self.init(first: parts.first ?? .text(""), rest: Array(parts.dropFirst()), requeueNamespace: requeueNamespace, ackID: ackID)
+    }
+
+    init(first: Part, rest: [Part] = [], requeueNamespace: String?, ackID: Int? = nil) {
+        self.first = first
+        self.rest = rest
+        self.requeueNamespace = requeueNamespace
+        self.ackID = ackID
+    }
+
+    private static func part(_ packet: EngineIOPacket) -> Part {
+        if case .binary(let data) = packet.payload { return .binary(data) }
+        guard case .text(let text) = EngineIOCodec.encode(packet, supportsBinary: false) else { return .text("") }
+        return .text(text)
+    }
+
+    /// Its parts, in order.
+    var parts: [Part] { [first] + rest }
+
+    /// Whether it carries the Engine.IO close packet.
+    var isClose: Bool {
+        guard case .text(let text) = first else { return false }
+        return text.utf8.first == EngineIOPacketType.close.character
+    }
+
     /// The bytes the frame takes in a polling payload, with one record separator.
-    var pollingSize: Int { packets.reduce(0) { $0 + $1.pollingSize + 1 } }
+    var pollingSize: Int { rest.reduce(first.pollingSize + 1) { $0 + $1.pollingSize + 1 } }
 
     var outboxSize: Int { pollingSize }
-    var outboxParts: Int { packets.count }
+    var outboxParts: Int { 1 + rest.count }
     /// Socket.IO packets (emits, acks) are; Engine.IO control packets and CONNECT are not.
     var isApplicationData: Bool { requeueNamespace != nil }
 
     /// The bytes of its largest WebSocket message.
     var largestWebSocketMessage: Int {
-        packets.reduce(0) { largest, packet in
-            switch packet.payload {
-            case .binary(let data): max(largest, data.count)
-            default: max(largest, packet.pollingSize)
+        rest.reduce(Self.webSocketSize(first)) { max($0, Self.webSocketSize($1)) }
+    }
+
+    private static func webSocketSize(_ part: Part) -> Int {
+        switch part {
+        case .text(let text): text.utf8.count
+        case .binary(let data): data.count
+        }
+    }
+
+    /// The polling payload (engine.io-parser 5) carrying `frames`' packets in order: records joined
+    /// by the record separator, binary ones as `b` + base64.
+    static func pollingPayload(_ frames: some Sequence<EngineIOFrame>) -> String {
+        var out = ""
+        var separate = false
+        for frame in frames {
+            for part in frame.parts {
+                if separate { out.unicodeScalars.append(UnicodeScalar(EngineIOCodec.recordSeparator)) }
+                separate = true
+                switch part {
+                case .text(let text): out += text
+                case .binary(let data): out += "b" + data.base64EncodedString()
+                }
             }
         }
+        return out
     }
 }
 
@@ -38,9 +109,10 @@ extension EngineIOFrame {
     /// `{"event": name, "data": [arguments], "ackId": id}` (`ackId` only for an emit with an ack).
     var droppedEmitDescription: JSONValue {
         var members: OrderedDictionary<String, JSONValue> = [:]
-        if case .text(let text)? = packets.first?.payload, let (packet, _) = try? SocketIOCodec.decode(text: text) {
+        if case .text(let encoded) = first, encoded.utf8.first == EngineIOPacketType.message.character,
+           let (packet, _) = try? SocketIOCodec.decode(text: String(encoded.dropFirst())) {
             var attachments: [Data] = []
-            for part in packets.dropFirst() { if case .binary(let data) = part.payload { attachments.append(data) } }
+            for part in rest { if case .binary(let data) = part { attachments.append(data) } }
             let data = (packet.data.flatMap { try? SocketIOCodec.reconstruct($0, attachments: attachments) } ?? packet.data)?.arrayValue ?? []
             if case .string(let name)? = data.first { members["event"] = .string(name) }
             members["data"] = .array(Array(data.dropFirst()))
@@ -60,11 +132,14 @@ extension EngineIOFrame {
 
     /// Appends ``webSocketMessages`` to `messages` (a writer's batch: no array per frame).
     func appendWebSocketMessages(to messages: inout [RealtimeMessage]) {
-        for packet in packets {
-            switch EngineIOCodec.encode(packet, supportsBinary: true) {
-            case .text(let text): messages.append(.text(text))
-            case .binary(let data): messages.append(.binary(ByteBuffer(data: data)))
-            }
+        Self.append(first, to: &messages)
+        for part in rest { Self.append(part, to: &messages) }
+    }
+
+    private static func append(_ part: Part, to messages: inout [RealtimeMessage]) {
+        switch part {
+        case .text(let text): messages.append(.text(text))
+        case .binary(let data): messages.append(.binary(ByteBuffer(data: data)))
         }
     }
 }

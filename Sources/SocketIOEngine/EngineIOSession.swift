@@ -216,8 +216,7 @@ final class EngineIOSession: Sendable {
         while let frames = await outbox.take(
             maxBytes: max(handshake.maxPayload, 1), maxParts: max(options.maxPacketsPerPoll, 1), generation: generation
         ) {
-            let packets = frames.flatMap(\.packets)
-            let request = pollingRequest(method: .POST, body: EngineIOCodec.encodePayload(packets), handshake: handshake)
+            let request = pollingRequest(method: .POST, body: EngineIOFrame.pollingPayload(frames), handshake: handshake)
             do {
                 let (head, body) = try await HTTPTransport.execute(request, runtime: runtime)
                 guard head.status == .ok else {
@@ -230,7 +229,7 @@ final class EngineIOSession: Sendable {
             }
             outbox.finishedWrite()
             countSent(frames)
-            if packets.contains(where: { $0.type == .close }) { return .sessionOver(.closedByClient) }
+            if frames.contains(where: \.isClose) { return .sessionOver(.closedByClient) }
         }
         return .keepGoing
     }
@@ -498,7 +497,7 @@ final class EngineIOSession: Sendable {
         if failure != nil { outbox.requeueFront(Array(unwritten)) }
         outbox.finishedWrite()
         countSent(Array(written))
-        if written.contains(where: { $0.packets.contains { $0.type == .close } }) {
+        if written.contains(where: \.isClose) {
             // Unstructured: this runs on the event loop, which must not wait on the closing
             // handshake; it happens once, for a session that is over.
             Task { try? await connection.close(code: 1000, reason: nil) }
@@ -555,7 +554,7 @@ final class EngineIOSession: Sendable {
                     outbox.finishedWrite()
                     throw error
                 }
-                if frame.packets.contains(where: { $0.type == .close }) {
+                if frame.isClose {
                     outbox.wroteUnconfirmed(frames[...index])
                     outbox.finishedWrite()
                     try? await connection.close(code: 1000, reason: nil)

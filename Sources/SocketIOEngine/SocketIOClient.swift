@@ -212,8 +212,9 @@ public final class SocketIOClient: Sendable {
     // MARK: Emitting
 
     func frame(_ packet: SocketIOPacket, requeue: Bool) -> EngineIOFrame {
-        EngineIOFrame(
-            packets: SocketIOCodec.encode(packet).engineIOPackets, requeueNamespace: requeue ? namespace : nil,
+        let (text, attachments) = SocketIOCodec.encodeAsEngineIOMessage(packet)
+        return EngineIOFrame(
+            first: .text(text), rest: attachments.map { .binary($0) }, requeueNamespace: requeue ? namespace : nil,
             ackID: packet.type == .event || packet.type == .binaryEvent ? packet.id : nil)
     }
 

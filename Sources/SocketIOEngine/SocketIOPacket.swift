@@ -59,6 +59,18 @@ public struct EncodedSocketIOPacket: Sendable, Hashable {
 public enum SocketIOCodec {
     /// Encodes a packet as socket.io-parser 4 does.
     public static func encode(_ packet: SocketIOPacket) -> EncodedSocketIOPacket {
+        let (text, attachments) = encode(packet, after: nil)
+        return EncodedSocketIOPacket(text: text, attachments: attachments)
+    }
+
+    /// The packet as the text of an Engine.IO message packet (`4` and its encoding: `42["chat",1]`),
+    /// made in one buffer, and its attachments.
+    static func encodeAsEngineIOMessage(_ packet: SocketIOPacket) -> (text: String, attachments: [Data]) {
+        encode(packet, after: EngineIOPacketType.message.character)
+    }
+
+    /// Encodes `packet`, its text after `prefix` when there is one.
+    private static func encode(_ packet: SocketIOPacket, after prefix: UInt8?) -> (text: String, attachments: [Data]) {
         var type = packet.type
         let hasBinary = packet.data?.containsBinary ?? false
         if hasBinary {
@@ -67,6 +79,7 @@ public enum SocketIOCodec {
         }
         var out: [UInt8] = []
         out.reserveCapacity(64)
+        if let prefix { out.append(prefix) }
         out.append(UInt8(ascii: "0") + type.rawValue)
         var attachments: [Data]? = (type == .binaryEvent || type == .binaryAck) ? [] : nil
         // A binary packet's attachment count comes before its data: its JSON is written first,
@@ -89,7 +102,7 @@ public enum SocketIOCodec {
         } else if let data = packet.data {
             JSONWriter.write(data, into: &out, attachments: &attachments)
         }
-        return EncodedSocketIOPacket(text: String(decoding: out, as: UTF8.self), attachments: attachments ?? [])
+        return (String(decoding: out, as: UTF8.self), attachments ?? [])
     }
 
     /// Decodes the text part of a packet. A BINARY_EVENT/BINARY_ACK comes back with its placeholders
