@@ -209,12 +209,12 @@ struct OutboundFrameTracker {
 }
 
 /// Masking keys (RFC 6455 section 5.3: unpredictable, from a strong source) drawn from the system's
-/// random source 128 at a time (one request for 512 bytes), where swift-websocket's writer makes
-/// four system calls per frame. Each key is made by swift-nio's inlinable `random(using:)` from its
+/// random source 64 at a time (one request for 256 bytes, kept by every connection that wrote a
+/// frame), where swift-websocket's writer makes four system calls per frame. Each key is made by swift-nio's inlinable `random(using:)` from its
 /// 32 bits: `WebSocketMaskingKey`'s initializer from a collection is generic and not inlinable, and
 /// cost eight allocations per key.
 struct MaskingKeySource {
-    private static let words = 64
+    private static let words = 32
     private var pool: [UInt64] = []
     /// Keys taken from `pool` (two per word).
     private var used = 0
