@@ -44,7 +44,7 @@ extension HubConnection {
             state.withLockedValue {
                 $0.replay = nil
                 $0.outbox = outbox
-                $0.resumes = nil
+                $0.resume = nil
             }
             try await openWebSocket(url: options.url, headers: headers, outbox: outbox)
             return
@@ -83,7 +83,7 @@ extension HubConnection {
             state.withLockedValue {
                 $0.replay = replay
                 $0.outbox = outbox
-                $0.resumes = stateful ? NIOLockedValueBox(ReconnectMachine(policy: Self.statefulReconnectPolicy)) : nil
+                $0.resume = stateful ? StatefulResume(driver: ReconnectDriver(policy: Self.statefulReconnectPolicy, runtime: options.runtime)) : nil
             }
             do {
                 switch transport {
@@ -150,7 +150,13 @@ extension HubConnection {
             await self.sessionEnded(generation: generation, run: run, ready: ready, resume: resume, endError: endError)
         }
         run.setTask(task)
-        try await ready.value()
+        // Cancelling the caller (a stop() ending a reconnect or resume attempt) ends the session
+        // being opened: a connect hanging in the network does not hold the caller until its timeout.
+        try await withTaskCancellationHandler {
+            try await ready.value()
+        } onCancel: {
+            run.cancelTask()
+        }
     }
 
     /// A close frame other than 1000 that the client did not ask for is an error.
@@ -179,16 +185,24 @@ extension HubConnection {
         let (error, allowReconnect) = run.outcome(transportError: endError)
         // Stateful reconnect: a lost WebSocket (not a Close message, not stop()) is replaced by
         // a new one with the same connection id; pending calls wait, nothing is lost or doubled.
-        if let error, allowReconnect, !run.closedByServerMessage, let resume,
-            let replay = self.state.withLockedValue({ $0.replay })
-        {
-            replay.disconnected()
-            self.logger.debug("WebSocket lost, reconnecting statefully", metadata: ["realtime.error_code": "\(error.code)", "realtime.error": "\(error.detail)"])
-            // The reference clients try once; we make up to four attempts (a network that is
-            // still flapping), well within the server's wait (30 s by default in ASP.NET Core),
-            // counted across new sockets that drop again before they proved themselves.
-            if await self.resumeStatefully(after: error, resume) { return }
-            self.logger.debug("stateful reconnect gave up, the connection ends")
+        if let error, allowReconnect, !run.closedByServerMessage, let resume {
+            let began = state.withLockedValue { shared -> (ReconnectDriver, ReplayBuffer)? in
+                guard let replay = shared.replay, let driver = shared.resume?.driver, shared.machine.resumeBegan() else { return nil }
+                shared.resume?.loss = ResumeLoss(generation: generation, error: error, allowReconnect: allowReconnect, resume: resume)
+                shared.resume?.gaveUp = false
+                return (driver, replay)
+            }
+            if let (driver, replay) = began {
+                replay.disconnected()
+                self.logger.debug("WebSocket lost, reconnecting statefully", metadata: ["realtime.error_code": "\(error.code)", "realtime.error": "\(error.detail)"])
+                // The reference clients try once; we make up to four attempts (a network that is
+                // still flapping), well within the server's wait (30 s by default in ASP.NET Core),
+                // counted across new sockets that drop again before they proved themselves. The
+                // driver's deadlines make them due (``resumerSaid(_:)``).
+                driver.ended(.dropped(error, minimumDelay: nil))
+                await endIfTheResumeGaveUp()
+                return
+            }
         } else if let error {
             self.logger.debug(
                 "transport ended without a stateful reconnect",
@@ -200,39 +214,57 @@ extension HubConnection {
         await self.transportEnded(generation: generation, error: error, allowReconnect: allowReconnect)
     }
 
-    /// Replaces a lost WebSocket statefully, following `resumes` (``statefulReconnectPolicy``):
-    /// true once a new socket is attached, false when the attempts are used up or the connection
-    /// stopped meanwhile.
-    private func resumeStatefully(after error: RealtimeError, _ resume: @Sendable () async throws -> Void) async -> Bool {
-        var actions = state.withLockedValue { $0.resumes }?.withLockedValue { $0.ended(.dropped(error, minimumDelay: nil), now: timers.now) } ?? []
-        while !actions.isEmpty {
-            let action = actions.removeFirst()
-            switch action {
-            case .waitForNetwork:
-                actions += state.withLockedValue { $0.resumes }?.withLockedValue { $0.networkReachable() } ?? []
-            case .scheduleRetry(let delay, _):
-                try? await timers.wait(for: delay)
-                actions += state.withLockedValue { $0.resumes }?.withLockedValue { $0.retryDue() } ?? []
-            case .connect(let attempt):
-                guard state.withLockedValue({ $0.machine.state == .connected }) else {
-                    logger.debug("stateful reconnect stopped: the connection is no longer connected")
-                    return false
-                }
-                do {
-                    try await resume()
-                    return true
-                } catch {
-                    let failure = Self.realtimeError(error)
-                    logger.debug("stateful reconnect attempt failed", metadata: ["realtime.attempt": "\(attempt)", "realtime.error": "\(failure.detail)"])
-                    actions += state.withLockedValue { $0.resumes }?.withLockedValue { $0.ended(.dropped(failure, minimumDelay: nil), now: timers.now) } ?? []
-                }
-            case .finished:
-                return false
-            case .publish, .report:
-                continue
+    /// What stateful reconnect's driver says: a resume attempt is due, one failed, or it gave up.
+    func resumerSaid(_ event: ReconnectDriver.Event) {
+        switch event {
+        case .connect(let attempt):
+            // Attempt 0 is the connection's own socket, open already when the driver starts.
+            guard attempt > 0 else { return }
+            state.withLockedValue { shared in
+                guard shared.machine.state == .resuming, let loss = shared.resume?.loss else { return }
+                // Kept under the lock that made it due: a stop() cancels it and waits for it.
+                shared.resume?.attempt = (attempt, ownTask { await self.resumeAttempt(attempt, loss) })
             }
+        case .failed(let error, let willRetry):
+            logger.debug(
+                "stateful reconnect attempt failed",
+                metadata: ["realtime.error": "\(error.detail)", "realtime.will_retry": "\(willRetry)"])
+        case .finished:
+            // Told while a loss or a failed attempt is told to the driver (or it is stopped):
+            // that caller ends the connection (``endIfTheResumeGaveUp()``).
+            state.withLockedValue { $0.resume?.gaveUp = true }
         }
-        return false
+    }
+
+    /// One attempt to open a new socket for the connection (stateful reconnect); a failure is told
+    /// to the driver, which makes the next one due or gives up.
+    private func resumeAttempt(_ attempt: Int, _ loss: ResumeLoss) async {
+        defer {
+            // Let go of this attempt's task (not of a later attempt's).
+            state.withLockedValue { if $0.resume?.attempt?.number == attempt { $0.resume?.attempt = nil } }
+        }
+        do {
+            try await loss.resume()
+        } catch {
+            let failure = Self.realtimeError(error)
+            guard let driver = state.withLockedValue({ $0.machine.state == .resuming ? $0.resume?.driver : nil }) else { return }
+            driver.ended(.dropped(failure, minimumDelay: nil))
+            await endIfTheResumeGaveUp()
+        }
+    }
+
+    /// When stateful reconnect's driver gave up, the loss it was resuming ends the connection as a
+    /// transport's end (a reconnect when a retry policy is set, else closed).
+    private func endIfTheResumeGaveUp() async {
+        let loss = state.withLockedValue { shared -> ResumeLoss? in
+            guard shared.resume?.gaveUp == true, let loss = shared.resume?.loss else { return nil }
+            shared.resume?.loss = nil
+            shared.resume?.gaveUp = false
+            return loss
+        }
+        guard let loss else { return }
+        logger.debug("stateful reconnect gave up, the connection ends")
+        await transportEnded(generation: loss.generation, error: loss.error, allowReconnect: loss.allowReconnect)
     }
 
     // MARK: WebSockets
@@ -313,14 +345,18 @@ extension HubConnection {
             // The same connection on a new socket: no handshake; Sequence, then every message the
             // server has not acknowledged, then what was queued meanwhile, then normal sending.
             let codec = self.codec
-            self.state.withLockedValue { $0.session = session }
+            let resumer = self.state.withLockedValue { shared -> ReconnectDriver?? in
+                // A stop() that came first ended the resume: this socket closes unused.
+                guard shared.machine.resumed(now: timers.now).isEmpty else { return .none }
+                shared.session = session
+                shared.statefulReconnects += 1
+                return .some(shared.resume?.driver)
+            }
+            guard let resumer else { throw RealtimeError(.cancelled, "the connection was stopped while it was resuming") }
             let ack = replay.resume(outbox.queue, sequenceMessage: { codec.encode(.sequence(sequenceId: $0)) })
             if let ack { outbox.post(codec.encode(.ack(sequenceId: ack))) }
             writer.start()
-            self.state.withLockedValue {
-                $0.statefulReconnects += 1
-                _ = $0.resumes?.withLockedValue { $0.opened(now: timers.now) }
-            }
+            resumer?.opened()
             run.markHandshakeDone()
             self.armKeepAlive(session: session, run: run)
             pipeline.resumed(lastResentId: replay.lastSentId)
@@ -696,7 +732,7 @@ struct InboundPipeline {
 
     private mutating func proven() {
         unprovenAfter = nil
-        connection.state.withLockedValue { $0.resumes }?.withLockedValue { $0.progressed() }
+        connection.state.withLockedValue { $0.resume?.driver }?.progressed()
     }
 
     /// What reading does after a feed.
@@ -727,16 +763,17 @@ struct InboundPipeline {
                 let rest = Array(handshakeBytes[consumed...])
                 handshakeBytes = []
                 let session = session
-                let actions = connection.state.withLockedValue { shared -> [HubConnectionStateMachine.Action] in
+                let (actions, resumer) = connection.state.withLockedValue { shared in
                     shared.session = session
-                    shared.resumes?.withLockedValue { resumes in
-                        _ = resumes.start()
-                        _ = resumes.opened(now: connection.timers.now)
-                    }
-                    return shared.machine.connected(now: connection.timers.now)
+                    return (shared.machine.connected(now: connection.timers.now), shared.resume?.driver)
                 }
                 run.markHandshakeDone()
-                if connection.state.withLockedValue({ $0.resumes != nil }) { unprovenAfter = 0 }
+                if let resumer {
+                    // Stateful reconnect's driver starts with this socket open (its attempt 0).
+                    resumer.start { [weak connection] event in connection?.resumerSaid(event) }
+                    resumer.opened()
+                    unprovenAfter = 0
+                }
                 if actions.contains(where: { if case .reportOpened = $0 { true } else { false } }) { connection.driver.opened() }
                 connection.armKeepAlive(session: session, run: run)
                 ready.complete(.success(()))

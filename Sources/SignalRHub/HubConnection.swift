@@ -55,10 +55,8 @@ public final class HubConnection: Service, Sendable {
         /// The outgoing messages of the transport being opened or in use (with stateful
         /// reconnect, of every WebSocket of the connection).
         var outbox: HubOutbox?
-        /// Stateful reconnect's attempts, counted across re-attached sockets that did not stay up
-        /// (the one reconnect rule of every client, with stateful reconnect's delays). Boxed: only a
-        /// stateful connection has one, and the rules take 240 bytes inline.
-        var resumes: NIOLockedValueBox<ReconnectMachine>?
+        /// Stateful reconnect's driver and the resume under way (a stateful connection only).
+        var resume: StatefulResume?
         var statefulReconnects = 0
         /// `stop()` calls waiting for the transport to be gone and its end handled.
         var stopWaiters: [CheckedContinuation<Void, Never>] = []
@@ -77,6 +75,38 @@ public final class HubConnection: Service, Sendable {
     enum Pending {
         case invocation(OneShot<JSONValue?>)
         case stream(InboundBuffer<JSONValue>)
+    }
+
+    /// Stateful reconnect: a ``ReconnectDriver`` of its own (stateful reconnect's delays; its
+    /// attempts are counted across re-attached sockets that did not stay up) replaces a lost
+    /// WebSocket under the connection, which stays in ``HubConnectionStateMachine/State/resuming``
+    /// meanwhile. The app's reconnect (the connection's `driver`) is not involved unless the resume
+    /// gives up.
+    struct StatefulResume {
+        let driver: ReconnectDriver
+        /// The loss being resumed: the session's generation, its error, whether a reconnect would
+        /// be allowed after it, and how to open a new socket for it.
+        var loss: ResumeLoss?
+        /// The attempt under way (opening a socket): `stop()` cancels it and waits for it.
+        var attempt: (number: Int, task: Task<Void, Never>)?
+        /// The driver gave up: whoever told it the last failure ends the connection.
+        var gaveUp = false
+    }
+
+    /// A class: the connection's state keeps a reference (a `RealtimeError` inline would make every
+    /// connection's state larger).
+    final class ResumeLoss: Sendable {
+        let generation: Int
+        let error: RealtimeError
+        let allowReconnect: Bool
+        let resume: @Sendable () async throws -> Void
+
+        init(generation: Int, error: RealtimeError, allowReconnect: Bool, resume: @escaping @Sendable () async throws -> Void) {
+            self.generation = generation
+            self.error = error
+            self.allowReconnect = allowReconnect
+            self.resume = resume
+        }
     }
 
     /// What the handler task runs, in arrival order: server invocations, and the reconnect
@@ -195,7 +225,8 @@ public final class HubConnection: Service, Sendable {
         switch state.withLockedValue({ $0.machine.state }) {
         case .disconnected, .stopping: .stopped
         case .connecting: .connecting
-        case .connected: .connected
+        // A stateful resume replaces the socket under a connection that carries on.
+        case .connected, .resuming: .connected
         case .reconnecting: .reconnecting
         }
     }
@@ -304,11 +335,15 @@ public final class HubConnection: Service, Sendable {
     /// Closes the connection. Pending invocations fail with `cancelled`; `onClosed` is called with nil
     /// and its handlers have returned by the time `stop()` returns.
     public func stop() async {
-        let (actions, session, attempt) = state.withLockedValue { ($0.machine.stop(), $0.session, $0.attemptTask?.task) }
-        // A reconnect attempt under way is cancelled (.stopReconnecting) and awaited below. Only
-        // when this stop() ended a reconnect: an `onClosed` handler that calls stop() runs inside
-        // the attempt that gave up, and finds the connection stopped already.
+        let (actions, session, attempt, resumeAttempt) = state.withLockedValue {
+            ($0.machine.stop(), $0.session, $0.attemptTask?.task, $0.resume?.attempt?.task)
+        }
+        // A reconnect attempt under way is cancelled (.stopReconnecting) and awaited below, and so
+        // is a stateful resume's (.stopResuming). Only when this stop() ended it: an `onClosed`
+        // handler that calls stop() runs inside the attempt that gave up, and finds the connection
+        // stopped already.
         let endsAttempt = actions.contains { if case .stopReconnecting = $0 { true } else { false } }
+        let endsResume = actions.contains { if case .stopResuming = $0 { true } else { false } }
         for action in actions {
             if case .closeTransport = action {
                 await session?.close(nil)
@@ -316,6 +351,7 @@ public final class HubConnection: Service, Sendable {
         }
         await perform(actions.filter { if case .closeTransport = $0 { false } else { true } })
         if endsAttempt { await attempt?.value }
+        if endsResume { await resumeAttempt?.value }
         // Wait for the transport to be gone (and its end handled), so a stop() that returned means
         // no more callbacks. Woken by the transport's end, not by polling.
         await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
@@ -459,7 +495,7 @@ public final class HubConnection: Service, Sendable {
 
     private func currentSession() throws -> Session {
         try state.withLockedValue { shared in
-            guard shared.machine.state == .connected, let session = shared.session else {
+            guard shared.machine.acceptsCalls, let session = shared.session else {
                 throw RealtimeError(.notConnected, "cannot send data while the connection is \(shared.machine.state); wait for start() or a reconnect")
             }
             return session
@@ -468,7 +504,7 @@ public final class HubConnection: Service, Sendable {
 
     private func reserveInvocation() throws -> (String, Session) {
         try state.withLockedValue { shared in
-            guard shared.machine.state == .connected, let session = shared.session else {
+            guard shared.machine.acceptsCalls, let session = shared.session else {
                 throw RealtimeError(.notConnected, "cannot send data while the connection is \(shared.machine.state); wait for start() or a reconnect")
             }
             let id = String(shared.nextInvocationId)
@@ -603,6 +639,21 @@ public final class HubConnection: Service, Sendable {
             case .endSession(let end):
                 driver.ended(end)
                 await perform(takeDriverActions())
+            case .stopResuming:
+                // The lost socket's session ends with the resume: its outbox lets waiting sends go.
+                let (resume, outbox) = state.withLockedValue { shared in
+                    defer {
+                        shared.resume?.loss = nil
+                        shared.resume?.attempt = nil
+                        shared.session = nil
+                        shared.replay = nil
+                        shared.outbox = nil
+                    }
+                    return (shared.resume, shared.outbox)
+                }
+                resume?.driver.stop()
+                resume?.attempt?.task.cancel()
+                outbox?.close(RealtimeError(.cancelled, "the connection was stopped"))
             case .stopReconnecting:
                 driver.stop()
                 state.withLockedValue { shared in

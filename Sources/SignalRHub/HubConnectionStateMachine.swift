@@ -7,7 +7,10 @@ import RealtimeCore
 ///
 /// States: disconnected → connecting → connected ⇄ reconnecting → disconnected. A failed first
 /// start does not reconnect (as in the reference clients); a drop after being connected does,
-/// when a retry policy is set and the server's Close message allowed it.
+/// when a retry policy is set and the server's Close message allowed it. With stateful reconnect a
+/// lost WebSocket first goes connected → resuming → connected: the same connection on a new socket,
+/// calls still accepted (they wait in the outbox), no keep-alive while no socket is open; when the
+/// resume gives up, the loss is handled as a drop from connected.
 ///
 /// When and how often to reconnect is not decided here: the connection's ``ReconnectDriver`` (the
 /// one every client runs) counts the attempts, asks the retry policy (``HubConnection/reconnectPolicy(_:)``),
@@ -23,6 +26,9 @@ struct HubConnectionStateMachine {
         /// Reconnecting: waiting for an attempt, or running attempt `attempt` (1-based; 0 until the
         /// driver says the first is due).
         case reconnecting(attempt: Int)
+        /// Stateful reconnect: the WebSocket was lost and the same connection is being resumed on
+        /// a new one (its attempts are the stateful reconnect driver's).
+        case resuming
         case stopping
     }
 
@@ -41,6 +47,9 @@ struct HubConnectionStateMachine {
         case endSession(SessionEnd)
         /// Stop the reconnect driver (the app stopped): no attempt follows.
         case stopReconnecting
+        /// Stop the stateful reconnect driver and end its attempt under way (the app stopped
+        /// while the connection was resuming): no socket is re-attached.
+        case stopResuming
         /// Send a Ping: nothing was sent for the keep-alive interval.
         case sendPing
         /// Close the transport with this error: nothing was received for the server timeout.
@@ -91,8 +100,9 @@ struct HubConnectionStateMachine {
         case .reconnecting:
             state = .connected
             return [.reportOpened, .notifyReconnected]
-        case .stopping, .disconnected, .connected:
-            // stop() won the race: the owner closes what it just opened.
+        case .stopping, .disconnected, .connected, .resuming:
+            // stop() won the race: the owner closes what it just opened (a resume's socket comes
+            // through resumed(now:), not here).
             return [.closeTransport]
         }
     }
@@ -110,15 +120,39 @@ struct HubConnectionStateMachine {
         case .stopping:
             state = .disconnected
             return [.stopReconnecting]
-        case .disconnected, .connected:
+        case .disconnected, .connected, .resuming:
             return []
         }
     }
 
-    /// The open transport ended. `allowReconnect` is false after a Close message without it.
+    /// The open WebSocket of a stateful connection was lost (not by a Close message, not by
+    /// `stop()`): true when the connection resumes on a new socket; false when it is not connected
+    /// (a stop came first), and the loss is then a transport's end.
+    mutating func resumeBegan() -> Bool {
+        guard state == .connected else { return false }
+        state = .resuming
+        return true
+    }
+
+    /// A new socket took the connection over (stateful reconnect). A stop that came first: the
+    /// owner closes what it just opened.
+    mutating func resumed(now: Duration) -> [Action] {
+        guard state == .resuming else { return [.closeTransport] }
+        state = .connected
+        lastSent = now
+        lastReceived = now
+        return []
+    }
+
+    /// Whether invocations, sends and streams are accepted (while resuming they wait in the outbox
+    /// for the new socket).
+    var acceptsCalls: Bool { state == .connected || state == .resuming }
+
+    /// The open transport ended, or a stateful resume gave up. `allowReconnect` is false after a
+    /// Close message without it.
     mutating func transportClosed(_ error: RealtimeError?, allowReconnect: Bool, now: Duration) -> [Action] {
         switch state {
-        case .connected:
+        case .connected, .resuming:
             let reason = error ?? RealtimeError(.connectionClosed, "the server closed the connection")
             let pendingError = reason.code == .connectionClosed
                 ? reason : RealtimeError(.connectionClosed, "the connection was lost: \(reason.detail)", underlying: reason)
@@ -163,6 +197,10 @@ struct HubConnectionStateMachine {
         case .reconnecting:
             state = .disconnected
             return [.failPending(RealtimeError(.cancelled, "the connection was stopped")), .stopReconnecting, .notifyClosed(nil)]
+        case .resuming:
+            // No socket is open: the connection ends here, its resume with it.
+            state = .disconnected
+            return [.failPending(RealtimeError(.cancelled, "the connection was stopped")), .stopResuming, .stopReconnecting, .notifyClosed(nil)]
         case .disconnected, .stopping:
             return []
         }

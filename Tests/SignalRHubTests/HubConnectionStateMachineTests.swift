@@ -29,6 +29,7 @@ struct HubConnectionStateMachineTests {
             case .endSession(.dropped(let error, _)): "end dropped \(error.map { "\($0.code)" } ?? "nil")"
             case .endSession(.restart): "end restart"
             case .stopReconnecting: "stop driver"
+            case .stopResuming: "stop resume"
             case .sendPing: "ping"
             case .abortTransport(let error): "abort \(error.code)"
             case .closeTransport: "close"
@@ -124,6 +125,68 @@ struct HubConnectionStateMachineTests {
         #expect(names(machine.stop()) == ["close"])
         #expect(names(machine.connectFailed(Self.lost, now: .zero)) == ["stop driver"])
         #expect(machine.state == .disconnected)
+    }
+
+    @Test("Stateful reconnect: a lost socket resumes under the connection (calls accepted, no keep-alive), then carries on")
+    func resumeAndCarryOn() throws {
+        var machine = HubConnectionStateMachine(reconnects: true)
+        _ = try machine.start()
+        _ = machine.connected(now: .zero)
+        let began1 = machine.resumeBegan()
+        #expect(began1)
+        #expect(machine.state == .resuming)
+        #expect(machine.acceptsCalls, "calls wait in the outbox for the new socket")
+        #expect(machine.nextDeadline == nil, "no keep-alive and no server timeout while no socket is open")
+        #expect(names(machine.timerFired(now: .seconds(60))) == [])
+        let began2 = machine.resumeBegan()
+        #expect(!began2, "one resume at a time")
+        #expect(names(machine.resumed(now: .seconds(61))) == [], "the app sees no reconnect")
+        #expect(machine.state == .connected)
+        #expect(machine.nextDeadline == .seconds(61 + 15), "the keep-alive counts from the new socket")
+    }
+
+    @Test("A resume that gives up is a drop from connected: pending calls fail, then the app's reconnect (or the close)")
+    func resumeGivesUp() throws {
+        var machine = HubConnectionStateMachine(reconnects: true)
+        _ = try machine.start()
+        _ = machine.connected(now: .zero)
+        let began3 = machine.resumeBegan()
+        #expect(began3)
+        #expect(names(machine.transportClosed(Self.lost, allowReconnect: true, now: .seconds(5)))
+            == ["failPending connectionClosed", "reconnecting", "end dropped connectionClosed"])
+        #expect(machine.state == .reconnecting(attempt: 0))
+
+        var closing = HubConnectionStateMachine(reconnects: false)
+        _ = try closing.start()
+        _ = closing.connected(now: .zero)
+        let began4 = closing.resumeBegan()
+        #expect(began4)
+        #expect(names(closing.transportClosed(Self.lost, allowReconnect: true, now: .seconds(5)))
+            == ["failPending connectionClosed", "end failed connectionClosed", "closed connectionClosed"])
+        #expect(closing.state == .disconnected)
+    }
+
+    @Test("stop() while resuming ends the connection at once (no socket is open) and the resume with it; a socket resumed after that is closed")
+    func stopWhileResuming() throws {
+        var machine = HubConnectionStateMachine(reconnects: true)
+        _ = try machine.start()
+        _ = machine.connected(now: .zero)
+        let began5 = machine.resumeBegan()
+        #expect(began5)
+        #expect(names(machine.stop()) == ["failPending cancelled", "stop resume", "stop driver", "closed nil"])
+        #expect(machine.state == .disconnected)
+        #expect(!machine.acceptsCalls)
+        #expect(names(machine.resumed(now: .seconds(1))) == ["close"], "an attempt that opened a socket after stop() closes it")
+        #expect(machine.state == .disconnected)
+        #expect(names(machine.transportClosed(Self.lost, allowReconnect: true, now: .seconds(2))) == [], "the lost socket's late end changes nothing")
+
+        var stopping = HubConnectionStateMachine(reconnects: true)
+        _ = try stopping.start()
+        _ = stopping.connected(now: .zero)
+        _ = stopping.stop()
+        let began6 = stopping.resumeBegan()
+        #expect(!began6, "a socket lost after stop() is a transport's end, not a resume")
+        #expect(stopping.state == .stopping)
     }
 
     @Test("Keep-alive pings after 15 s of silence from the client; 30 s of silence from the server is a timeout")

@@ -259,6 +259,64 @@ struct StatefulReconnectTests {
         #expect(connection.statefulReconnectCount <= 4)
     }
 
+    /// SignalRGuide.md: stop() ends the connection whatever it is doing. While the connection
+    /// resumes statefully no socket is open: stop() ends it at once, with the resume's attempt that
+    /// hangs in the network; a send waiting for the new socket fails, and nothing re-attaches when
+    /// the network comes back.
+    @Test("stop() while a stateful resume's socket hangs in the network ends the connection; nothing re-attaches afterwards",
+          .timeLimit(.minutes(1)))
+    func stopDuringAResumeAttempt() async throws {
+        var options = SignalRTestServer.Options()
+        options.statefulReconnect = true
+        let server = try await SignalRTestServer.start(options: options)
+        defer { Task { await server.stop() } }
+        server.method("never", concurrent: true) { _ in
+            // Pending until the server stops (a stream nobody finishes; cancellation ends the wait).
+            let (pending, keepOpen) = AsyncStream<Void>.makeStream()
+            for await _ in pending {}
+            keepOpen.finish()
+            return nil
+        }
+        let proxy = try await FaultProxy.start(targetPort: server.port)
+        defer { Task { await proxy.stop() } }
+        // A handshake timeout far past the test's time limit: stop() must end the hanging attempt,
+        // not wait for it to time out.
+        let connection = HubConnectionBuilder().withUrl(url: proxy.url(scheme: "http") + "/hub", transport: .webSockets)
+            .withOptions {
+                $0.statefulReconnect = true
+                $0.handshakeTimeout = .seconds(600)
+            }.build()
+        let lifecycle = Recorder<String>()
+        connection.onReconnecting { _ in lifecycle.append("reconnecting") }
+        connection.onClosed { error in lifecycle.append("closed \((error as? RealtimeError)?.code.description ?? "nil")") }
+        try await connection.start()
+        #expect(connection.isStateful)
+        let call = Task { () -> String in
+            do {
+                _ = try await connection.invoke(method: "never") as JSONValue?
+                return "returned"
+            } catch let error as RealtimeError { return "\(error.code)" } catch { return "\(error)" }
+        }
+        try await waitUntil("the call reached the server") { server.receivedTargets.contains("never") }
+        // The socket is cut and everything through the proxy stalls: the resume's first attempt
+        // (no delay) hangs in the network.
+        try await proxy.cutAndStallTheNextAttempt()
+        #expect(connection.currentState == .connected, "a resume replaces the socket under a connection that carries on")
+        await connection.stop()
+        #expect(lifecycle.all == ["closed nil"], "stopped, not reconnecting")
+        #expect(connection.currentState == .stopped)
+        #expect(await call.value == "cancelled", "the call waiting for the new socket fails")
+        proxy.resume()
+        // A re-attach let through after stop() would reach the server within this moment; its
+        // absence is sampled.
+        try await Task.sleep(for: .milliseconds(500))
+        // The attempt's upgrade request, on the wire before stop(), may still reach the server when
+        // the network comes back; the client does not go on with it.
+        #expect(connection.statefulReconnectCount == 0, "no socket took the connection over")
+        #expect(proxy.statistics.connectionsOpen == 0, "the attempt's connection was closed with the connection")
+        #expect(lifecycle.all == ["closed nil"])
+    }
+
     @Test("Without the server's agreement the option changes nothing: a cut fails pending calls")
     func serverDeclines() async throws {
         let peer = try await PythonPeer.start(scriptPath: signalRPeerScript("aiosignalr_server.py"))
