@@ -614,7 +614,7 @@ extension HubConnection {
             readGate.pause(for: dispatcher)
             return .paused
         case .streamItem(let item):
-            guard case .stream(let buffer)? = state.withLockedValue({ $0.pending[item.invocationId] }) else { return .goOn }
+            guard case .stream(let buffer)? = state.withLockedValue({ $0.machine.pendingCall(item.invocationId) }) else { return .goOn }
             if buffer.append(item.item) { return .goOn }
             readGate.pause(for: buffer)
             return .paused
@@ -624,7 +624,7 @@ extension HubConnection {
             case .result(let value): .success(value)
             case .error(let text): .failure(HubInvocationError(message: text))
             }
-            guard let pending = state.withLockedValue({ $0.pending.removeValue(forKey: completion.invocationId) }) else { return .goOn }
+            guard let pending = state.withLockedValue({ $0.machine.callEnded(completion.invocationId) }) else { return .goOn }
             switch pending {
             case .invocation(let reply): reply.complete(result)
             case .stream(let buffer):
@@ -668,7 +668,7 @@ extension HubConnection {
     }
 
     private func keepAliveFired(session: Session, run: SessionRun) {
-        let actions = state.withLockedValue { shared -> [HubConnectionStateMachine.Action]? in
+        let actions = state.withLockedValue { shared -> [HubConnection.Lifecycle.Action]? in
             guard shared.session?.generation == session.generation, !run.isOver else { return nil }
             return shared.machine.timerFired(now: timers.now)
         }

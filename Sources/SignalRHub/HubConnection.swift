@@ -36,12 +36,13 @@ public final class HubConnection: Service, Sendable {
     /// Deadlines (handshake, keep-alive, server timeout, acknowledgements) on the runtime's clock.
     var timers: TimerQueue { options.runtime.timers }
 
-    struct Shared {
-        var machine: HubConnectionStateMachine
+    /// The lifecycle machine, its pending calls completed through `Pending`.
+    typealias Lifecycle = HubConnectionStateMachine<Pending>
+
+    struct Shared: Sendable {
+        var machine: Lifecycle
         var session: Session?
         var generation = 0
-        var nextInvocationId = 1
-        var pending: [String: Pending] = [:]
         var handlers: [String: [Handler]] = [:]
         var reconnecting: [@Sendable (any Error) async -> Void] = []
         var reconnected: [@Sendable () async -> Void] = []
@@ -58,21 +59,20 @@ public final class HubConnection: Service, Sendable {
         /// Stateful reconnect's driver and the resume under way (a stateful connection only).
         var resume: StatefulResume?
         var statefulReconnects = 0
-        /// `stop()` calls waiting for the transport to be gone and its end handled.
+        /// `stop()` calls waiting for the transport to be gone and its end handled (the machine
+        /// says when: ``HubConnectionStateMachine/stopMayReturn``).
         var stopWaiters: [CheckedContinuation<Void, Never>] = []
-        /// Transport ends and failed connects whose actions (onClosed among them) are being performed.
-        var endsBeingHandled = 0
         /// ``waitUntilClosed()`` calls, woken when the connection closes for good.
         var closeWaiters: [UUID: CheckedContinuation<Void, Never>] = [:]
         /// The machine's actions for the driver's giving up, told while the driver was told an end:
         /// performed by whoever told it (``perform(_:)``).
-        var driverActions: [HubConnectionStateMachine.Action] = []
+        var driverActions: [Lifecycle.Action] = []
         /// The reconnect attempt under way (negotiate, connect, handshake) and its number: `stop()`
         /// cancels it and waits for it, so nothing connects after `stop()` returned.
         var attemptTask: (attempt: Int, task: Task<Void, Never>)?
     }
 
-    enum Pending {
+    enum Pending: Sendable {
         case invocation(OneShot<JSONValue?>)
         case stream(InboundBuffer<JSONValue>)
     }
@@ -160,10 +160,10 @@ public final class HubConnection: Service, Sendable {
         }
         self.logger = logger
         metrics = ClientMetrics.shared(protocol: "signalr", client: options.clientLabel, runtime: options.runtime)
-        var timing = HubConnectionStateMachine.Timing()
+        var timing = Lifecycle.Timing()
         timing.keepAliveInterval = options.keepAliveInterval
         timing.serverTimeout = options.serverTimeout
-        state = NIOLockedValueBox(Shared(machine: HubConnectionStateMachine(timing: timing, reconnects: options.retryPolicy != nil)))
+        state = NIOLockedValueBox(Shared(machine: Lifecycle(timing: timing, reconnects: options.retryPolicy != nil)))
         driver = ReconnectDriver(policy: Self.reconnectPolicy(options.retryPolicy), runtime: options.runtime)
         driver.report(to: metrics)
     }
@@ -289,7 +289,6 @@ public final class HubConnection: Service, Sendable {
                             shared.dispatcher = nil
                             shared.dispatcherStarted = false
                         }
-                        shared.endsBeingHandled += 1
                         return (shared.machine.connectFailed(failure, now: timers.now), shared.dispatcher)
                     }
                     dispatcher?.finish()
@@ -321,7 +320,7 @@ public final class HubConnection: Service, Sendable {
         await withTaskCancellationHandler {
             await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
                 let closed = state.withLockedValue { shared -> Bool in
-                    guard shared.machine.state != .disconnected || shared.endsBeingHandled > 0, !Task.isCancelled else { return true }
+                    guard !shared.machine.isClosed, !Task.isCancelled else { return true }
                     shared.closeWaiters[id] = waiter
                     return false
                 }
@@ -356,7 +355,7 @@ public final class HubConnection: Service, Sendable {
         // no more callbacks. Woken by the transport's end, not by polling.
         await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
             let stopped = state.withLockedValue { shared -> Bool in
-                guard shared.machine.state == .stopping || shared.endsBeingHandled > 0 else { return true }
+                guard !shared.machine.stopMayReturn else { return true }
                 shared.stopWaiters.append(waiter)
                 return false
             }
@@ -364,13 +363,11 @@ public final class HubConnection: Service, Sendable {
         }
     }
 
-    /// Called after the actions of a transport's end or failed connect are performed (each such
-    /// input counted `endsBeingHandled` up): resumes the `stop()` calls waiting once the machine has
-    /// left `stopping` and no other end is being handled.
+    /// Called after the actions of a transport's end or failed connect are performed: resumes the
+    /// `stop()` calls waiting when the machine says they may return.
     private func releaseStopWaiters() {
         let waiters = state.withLockedValue { shared -> [CheckedContinuation<Void, Never>] in
-            shared.endsBeingHandled -= 1
-            guard shared.machine.state != .stopping, shared.endsBeingHandled == 0 else { return [] }
+            guard shared.machine.endHandled() else { return [] }
             defer { shared.stopWaiters = [] }
             return shared.stopWaiters
         }
@@ -407,7 +404,7 @@ public final class HubConnection: Service, Sendable {
         let reply = OneShot<JSONValue?>()
         let registered = state.withLockedValue { shared -> Bool in
             guard shared.session?.generation == session.generation else { return false }
-            shared.pending[id] = .invocation(reply)
+            shared.machine.callStarted(id, .invocation(reply))
             return true
         }
         guard registered else { throw RealtimeError(.connectionClosed, "the connection was lost before '\(method)' was sent") }
@@ -472,7 +469,7 @@ public final class HubConnection: Service, Sendable {
         readGate.attach(buffer)
         let registered = state.withLockedValue { shared -> Bool in
             guard shared.session?.generation == session.generation else { return false }
-            shared.pending[id] = .stream(buffer)
+            shared.machine.callStarted(id, .stream(buffer))
             return true
         }
         guard registered else { throw RealtimeError(.connectionClosed, "the connection was lost before '\(method)' was sent") }
@@ -485,7 +482,7 @@ public final class HubConnection: Service, Sendable {
         }
         return HubRawStream(buffer: buffer) { [weak self] in
             guard let self else { return }
-            let wasPending = self.state.withLockedValue { $0.pending.removeValue(forKey: id) != nil }
+            let wasPending = self.state.withLockedValue { $0.machine.callEnded(id) != nil }
             buffer.finish()
             if wasPending, let session = try? self.currentSession() {
                 try? await self.transmit(.cancelInvocation(HubCancelInvocation(invocationId: id)), on: session)
@@ -504,17 +501,16 @@ public final class HubConnection: Service, Sendable {
 
     private func reserveInvocation() throws -> (String, Session) {
         try state.withLockedValue { shared in
-            guard shared.machine.acceptsCalls, let session = shared.session else {
+            let id = try shared.machine.reserveInvocation()
+            guard let session = shared.session else {
                 throw RealtimeError(.notConnected, "cannot send data while the connection is \(shared.machine.state); wait for start() or a reconnect")
             }
-            let id = String(shared.nextInvocationId)
-            shared.nextInvocationId += 1
             return (id, session)
         }
     }
 
     private func completePending(_ id: String, with result: Result<JSONValue?, any Error>) {
-        guard let pending = state.withLockedValue({ $0.pending.removeValue(forKey: id) }) else { return }
+        guard let pending = state.withLockedValue({ $0.machine.callEnded(id) }) else { return }
         switch pending {
         case .invocation(let reply): reply.complete(result)
         case .stream(let buffer):
@@ -629,7 +625,7 @@ public final class HubConnection: Service, Sendable {
 
     // MARK: Performing the state machine's actions
 
-    func perform(_ actions: [HubConnectionStateMachine.Action]) async {
+    func perform(_ actions: [Lifecycle.Action]) async {
         for action in actions {
             switch action {
             case .connect:
@@ -661,12 +657,8 @@ public final class HubConnection: Service, Sendable {
                     return shared.attemptTask
                 }?.task.cancel()
                 await perform(takeDriverActions())
-            case .failPending(let error):
-                let pending = state.withLockedValue { shared in
-                    defer { shared.pending.removeAll() }
-                    return shared.pending
-                }
-                for (_, call) in pending {
+            case .failPending(let calls, let error):
+                for call in calls {
                     switch call {
                     case .invocation(let reply): reply.complete(.failure(error))
                     case .stream(let buffer): buffer.finish(throwing: error)
@@ -707,7 +699,7 @@ public final class HubConnection: Service, Sendable {
         }
     }
 
-    private func takeDriverActions() -> [HubConnectionStateMachine.Action] {
+    private func takeDriverActions() -> [Lifecycle.Action] {
         state.withLockedValue { shared in
             defer { shared.driverActions = [] }
             return shared.driverActions
@@ -723,10 +715,7 @@ public final class HubConnection: Service, Sendable {
         do {
             try await openTransport()
         } catch {
-            let actions = state.withLockedValue { shared in
-                shared.endsBeingHandled += 1
-                return shared.machine.connectFailed(Self.realtimeError(error), now: timers.now)
-            }
+            let actions = state.withLockedValue { $0.machine.connectFailed(Self.realtimeError(error), now: timers.now) }
             await perform(actions)
             releaseStopWaiters()
         }
@@ -734,10 +723,9 @@ public final class HubConnection: Service, Sendable {
 
     /// The end of a transport that was open.
     func transportEnded(generation: Int, error: RealtimeError?, allowReconnect: Bool) async {
-        let (actions, outbox, handled) = state.withLockedValue { shared -> ([HubConnectionStateMachine.Action], HubOutbox?, Bool) in
+        let (actions, outbox, handled) = state.withLockedValue { shared -> ([Lifecycle.Action], HubOutbox?, Bool) in
             guard shared.session?.generation == generation else { return ([], nil, false) }
             shared.session = nil
-            shared.endsBeingHandled += 1
             defer {
                 shared.replay = nil
                 shared.outbox = nil

@@ -18,7 +18,11 @@ import RealtimeCore
 /// and is told when an attempt is due (``reconnectDue(attempt:)``) and when the driver gave up
 /// (``reconnectEnded(_:)``); what the app sees (`onReconnecting`, `onReconnected`, `onClosed`,
 /// pending calls failing) and the keep-alive are SignalR's, and stay here.
-struct HubConnectionStateMachine {
+///
+/// The machine also owns the calls waiting for the server (invocations and streams, by invocation
+/// id; `Call` is what the owner completes them through) and when `stop()` may return: after the
+/// transport's end, and every end being handled, has been performed.
+struct HubConnectionStateMachine<Call> {
     enum State: Equatable {
         case disconnected
         case connecting
@@ -35,8 +39,8 @@ struct HubConnectionStateMachine {
     enum Action {
         /// Open a transport (negotiate, connect, handshake). `attempt` is 0 for `start()`.
         case connect(attempt: Int)
-        /// Fail every pending invocation and stream with this error.
-        case failPending(RealtimeError)
+        /// Fail these pending invocations and streams with this error.
+        case failPending([Call], RealtimeError)
         case notifyReconnecting(RealtimeError)
         case notifyReconnected
         /// The connection is closed for good (nil: stopped by the app).
@@ -72,6 +76,11 @@ struct HubConnectionStateMachine {
     /// The owner stopped reading because a consumer (a stream, the handlers) is behind: silence
     /// from the server is then ours, not the server's, and does not count toward the timeout.
     private var readingPaused = false
+    /// The calls waiting for the server's completion, by invocation id.
+    private var pending: [String: Call] = [:]
+    private var nextInvocationId = 1
+    /// Transport ends and failed connects whose actions the owner is performing.
+    private var endsBeingHandled = 0
 
     init(timing: Timing = Timing(), reconnects: Bool) {
         self.timing = timing
@@ -107,8 +116,10 @@ struct HubConnectionStateMachine {
         }
     }
 
-    /// Opening a transport failed (negotiate, connect or handshake).
+    /// Opening a transport failed (negotiate, connect or handshake). The owner performs the
+    /// actions, then says ``endHandled()``.
     mutating func connectFailed(_ error: RealtimeError, now: Duration) -> [Action] {
+        endsBeingHandled += 1
         switch state {
         case .connecting:
             // start() throws the error; onClosed is not called for a start that never connected
@@ -151,6 +162,7 @@ struct HubConnectionStateMachine {
     /// The open transport ended, or a stateful resume gave up. `allowReconnect` is false after a
     /// Close message without it.
     mutating func transportClosed(_ error: RealtimeError?, allowReconnect: Bool, now: Duration) -> [Action] {
+        endsBeingHandled += 1
         switch state {
         case .connected, .resuming:
             let reason = error ?? RealtimeError(.connectionClosed, "the server closed the connection")
@@ -159,13 +171,13 @@ struct HubConnectionStateMachine {
             if allowReconnect, reconnects, let error {
                 state = .reconnecting(attempt: 0)
                 // onReconnecting runs before the driver may start the first attempt.
-                return [.failPending(pendingError), .notifyReconnecting(reason), .endSession(.dropped(error))]
+                return [.failPending(takePending(), pendingError), .notifyReconnecting(reason), .endSession(.dropped(error))]
             }
             state = .disconnected
-            return [.failPending(pendingError), .endSession(error.map { .failed($0) } ?? .closed), .notifyClosed(error)]
+            return [.failPending(takePending(), pendingError), .endSession(error.map { .failed($0) } ?? .closed), .notifyClosed(error)]
         case .stopping:
             state = .disconnected
-            return [.failPending(RealtimeError(.cancelled, "the connection was stopped")), .stopReconnecting, .notifyClosed(nil)]
+            return [.failPending(takePending(), RealtimeError(.cancelled, "the connection was stopped")), .stopReconnecting, .notifyClosed(nil)]
         case .disconnected, .connecting, .reconnecting:
             return []
         }
@@ -196,15 +208,65 @@ struct HubConnectionStateMachine {
             return [.closeTransport]
         case .reconnecting:
             state = .disconnected
-            return [.failPending(RealtimeError(.cancelled, "the connection was stopped")), .stopReconnecting, .notifyClosed(nil)]
+            return [.failPending(takePending(), RealtimeError(.cancelled, "the connection was stopped")), .stopReconnecting, .notifyClosed(nil)]
         case .resuming:
             // No socket is open: the connection ends here, its resume with it.
             state = .disconnected
-            return [.failPending(RealtimeError(.cancelled, "the connection was stopped")), .stopResuming, .stopReconnecting, .notifyClosed(nil)]
+            return [.failPending(takePending(), RealtimeError(.cancelled, "the connection was stopped")), .stopResuming, .stopReconnecting, .notifyClosed(nil)]
         case .disconnected, .stopping:
             return []
         }
     }
+
+    // MARK: Pending calls
+
+    /// A new invocation id, for a call made now: throws `notConnected` unless calls are accepted.
+    mutating func reserveInvocation() throws(RealtimeError) -> String {
+        guard acceptsCalls else {
+            throw RealtimeError(.notConnected, "cannot send data while the connection is \(state); wait for start() or a reconnect")
+        }
+        return nextId()
+    }
+
+    /// The next id of the connection's sequence (invocation ids, and an upload stream's ids).
+    mutating func nextId() -> String {
+        defer { nextInvocationId += 1 }
+        return String(nextInvocationId)
+    }
+
+    /// The call `id` waits for the server's completion (its items, for a stream).
+    mutating func callStarted(_ id: String, _ call: Call) { pending[id] = call }
+
+    /// The pending call `id` (a stream's items go to it), nil when it is not pending.
+    func pendingCall(_ id: String) -> Call? { pending[id] }
+
+    /// The call `id` completed, failed or was cancelled: it is no longer pending (nil when it was
+    /// not, for example already failed by a drop).
+    mutating func callEnded(_ id: String) -> Call? { pending.removeValue(forKey: id) }
+
+    /// How many calls wait for the server.
+    var pendingCount: Int { pending.count }
+
+    private mutating func takePending() -> [Call] {
+        defer { pending = [:] }
+        return Array(pending.values)
+    }
+
+    // MARK: Ends and stop()
+
+    /// The owner performed the actions of a transport's end or a failed connect: true when the
+    /// `stop()` calls waiting may return now.
+    mutating func endHandled() -> Bool {
+        endsBeingHandled -= 1
+        return stopMayReturn
+    }
+
+    /// Whether a `stop()` may return: the machine left `stopping` and no end is being handled (so
+    /// no callback of the connection runs after it returned).
+    var stopMayReturn: Bool { state != .stopping && endsBeingHandled == 0 }
+
+    /// Whether the connection is closed for good, its end handled (what ``HubConnection/waitUntilClosed()`` waits for).
+    var isClosed: Bool { state == .disconnected && endsBeingHandled == 0 }
 
     /// A message was written to the transport.
     mutating func didSend(now: Duration) { lastSent = now }
@@ -238,3 +300,7 @@ struct HubConnectionStateMachine {
         return []
     }
 }
+
+extension HubConnectionStateMachine: Sendable where Call: Sendable {}
+
+extension HubConnectionStateMachine.Action: Sendable where Call: Sendable {}

@@ -35,10 +35,7 @@ extension HubConnection {
         var streams: [(id: String, stream: UploadStream)] = []
         for argument in arguments {
             if let stream = argument as? UploadStream {
-                let id = state.withLockedValue { shared -> String in
-                    defer { shared.nextInvocationId += 1 }
-                    return String(shared.nextInvocationId)
-                }
+                let id = state.withLockedValue { $0.machine.nextId() }
                 streams.append((id, stream))
             } else {
                 values.append(try HubValueCoding.encode(argument))

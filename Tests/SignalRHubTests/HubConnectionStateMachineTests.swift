@@ -13,13 +13,16 @@ import Testing
 /// hub connection's policy (`HubConnectionFaultTests` run both on real sockets).
 @Suite("HubConnectionStateMachine")
 struct HubConnectionStateMachineTests {
+    /// Pending calls are their invocation ids here.
+    typealias Machine = HubConnectionStateMachine<String>
+
     static let lost = RealtimeError(.connectionClosed, "lost")
 
-    static func names(_ actions: [HubConnectionStateMachine.Action]) -> [String] {
+    static func names(_ actions: [Machine.Action]) -> [String] {
         actions.map { action in
             switch action {
             case .connect(let attempt): "connect \(attempt)"
-            case .failPending(let error): "failPending \(error.code)"
+            case .failPending(let calls, let error): "failPending \(error.code)" + (calls.isEmpty ? "" : " \(calls.sorted())")
             case .notifyReconnecting: "reconnecting"
             case .notifyReconnected: "reconnected"
             case .notifyClosed(let error): "closed \(error.map { "\($0.code)" } ?? "nil")"
@@ -37,11 +40,11 @@ struct HubConnectionStateMachineTests {
         }
     }
 
-    func names(_ actions: [HubConnectionStateMachine.Action]) -> [String] { Self.names(actions) }
+    func names(_ actions: [Machine.Action]) -> [String] { Self.names(actions) }
 
     @Test("Start, connect, stop")
     func startAndStop() throws {
-        var machine = HubConnectionStateMachine(reconnects: false)
+        var machine = Machine(reconnects: false)
         #expect(names(try machine.start()) == ["connect 0"])
         #expect(throws: RealtimeError.self) { try machine.start() }
         #expect(names(machine.connected(now: .zero)) == ["opened"])
@@ -54,7 +57,7 @@ struct HubConnectionStateMachineTests {
 
     @Test("A failed start ends the driver's run without a retry, even with a policy, and calls no onClosed")
     func failedStart() throws {
-        var machine = HubConnectionStateMachine(reconnects: true)
+        var machine = Machine(reconnects: true)
         _ = try machine.start()
         #expect(names(machine.connectFailed(Self.lost, now: .zero)) == ["end failed connectionClosed"])
         #expect(machine.state == .disconnected)
@@ -63,7 +66,7 @@ struct HubConnectionStateMachineTests {
 
     @Test("A drop: pending calls fail, onReconnecting, then the driver is told; its attempts reconnect")
     func dropAndReconnect() throws {
-        var machine = HubConnectionStateMachine(reconnects: true)
+        var machine = Machine(reconnects: true)
         _ = try machine.start()
         _ = machine.connected(now: .zero)
         #expect(names(machine.transportClosed(Self.lost, allowReconnect: true, now: .seconds(10)))
@@ -80,7 +83,7 @@ struct HubConnectionStateMachineTests {
 
     @Test("The driver giving up closes the connection with its error")
     func driverGivesUp() throws {
-        var machine = HubConnectionStateMachine(reconnects: true)
+        var machine = Machine(reconnects: true)
         _ = try machine.start()
         _ = machine.connected(now: .zero)
         _ = machine.transportClosed(Self.lost, allowReconnect: true, now: .zero)
@@ -91,16 +94,16 @@ struct HubConnectionStateMachineTests {
 
     @Test("Close without allowReconnect, a clean end, or no retry policy closes: the driver is told the end for good")
     func closeWithoutReconnect() throws {
-        var machine = HubConnectionStateMachine(reconnects: true)
+        var machine = Machine(reconnects: true)
         _ = try machine.start()
         _ = machine.connected(now: .zero)
         #expect(names(machine.transportClosed(Self.lost, allowReconnect: false, now: .zero))
             == ["failPending connectionClosed", "end failed connectionClosed", "closed connectionClosed"])
-        var clean = HubConnectionStateMachine(reconnects: true)
+        var clean = Machine(reconnects: true)
         _ = try clean.start()
         _ = clean.connected(now: .zero)
         #expect(names(clean.transportClosed(nil, allowReconnect: false, now: .zero)) == ["failPending connectionClosed", "end closed", "closed nil"])
-        var noPolicy = HubConnectionStateMachine(reconnects: false)
+        var noPolicy = Machine(reconnects: false)
         _ = try noPolicy.start()
         _ = noPolicy.connected(now: .zero)
         #expect(names(noPolicy.transportClosed(Self.lost, allowReconnect: true, now: .zero))
@@ -109,7 +112,7 @@ struct HubConnectionStateMachineTests {
 
     @Test("stop() during a reconnect wait ends at once and stops the driver; a connect that completes after stop() is closed")
     func stopWhileReconnecting() throws {
-        var machine = HubConnectionStateMachine(reconnects: true)
+        var machine = Machine(reconnects: true)
         _ = try machine.start()
         _ = machine.connected(now: .zero)
         _ = machine.transportClosed(Self.lost, allowReconnect: true, now: .zero)
@@ -120,7 +123,7 @@ struct HubConnectionStateMachineTests {
 
     @Test("stop() while the first connect runs: a connect that then fails stops the driver")
     func stopWhileConnecting() throws {
-        var machine = HubConnectionStateMachine(reconnects: true)
+        var machine = Machine(reconnects: true)
         _ = try machine.start()
         #expect(names(machine.stop()) == ["close"])
         #expect(names(machine.connectFailed(Self.lost, now: .zero)) == ["stop driver"])
@@ -129,7 +132,7 @@ struct HubConnectionStateMachineTests {
 
     @Test("Stateful reconnect: a lost socket resumes under the connection (calls accepted, no keep-alive), then carries on")
     func resumeAndCarryOn() throws {
-        var machine = HubConnectionStateMachine(reconnects: true)
+        var machine = Machine(reconnects: true)
         _ = try machine.start()
         _ = machine.connected(now: .zero)
         let began1 = machine.resumeBegan()
@@ -147,7 +150,7 @@ struct HubConnectionStateMachineTests {
 
     @Test("A resume that gives up is a drop from connected: pending calls fail, then the app's reconnect (or the close)")
     func resumeGivesUp() throws {
-        var machine = HubConnectionStateMachine(reconnects: true)
+        var machine = Machine(reconnects: true)
         _ = try machine.start()
         _ = machine.connected(now: .zero)
         let began3 = machine.resumeBegan()
@@ -156,7 +159,7 @@ struct HubConnectionStateMachineTests {
             == ["failPending connectionClosed", "reconnecting", "end dropped connectionClosed"])
         #expect(machine.state == .reconnecting(attempt: 0))
 
-        var closing = HubConnectionStateMachine(reconnects: false)
+        var closing = Machine(reconnects: false)
         _ = try closing.start()
         _ = closing.connected(now: .zero)
         let began4 = closing.resumeBegan()
@@ -168,7 +171,7 @@ struct HubConnectionStateMachineTests {
 
     @Test("stop() while resuming ends the connection at once (no socket is open) and the resume with it; a socket resumed after that is closed")
     func stopWhileResuming() throws {
-        var machine = HubConnectionStateMachine(reconnects: true)
+        var machine = Machine(reconnects: true)
         _ = try machine.start()
         _ = machine.connected(now: .zero)
         let began5 = machine.resumeBegan()
@@ -180,7 +183,7 @@ struct HubConnectionStateMachineTests {
         #expect(machine.state == .disconnected)
         #expect(names(machine.transportClosed(Self.lost, allowReconnect: true, now: .seconds(2))) == [], "the lost socket's late end changes nothing")
 
-        var stopping = HubConnectionStateMachine(reconnects: true)
+        var stopping = Machine(reconnects: true)
         _ = try stopping.start()
         _ = stopping.connected(now: .zero)
         _ = stopping.stop()
@@ -189,9 +192,68 @@ struct HubConnectionStateMachineTests {
         #expect(stopping.state == .stopping)
     }
 
+    @Test("Calls: ids in sequence, taken while connected or resuming and refused otherwise; a drop fails exactly the pending ones")
+    func pendingCalls() throws {
+        var machine = Machine(reconnects: true)
+        #expect(throws: RealtimeError.self) { try machine.reserveInvocation() }
+        _ = try machine.start()
+        #expect(throws: RealtimeError.self, "not while connecting") { try machine.reserveInvocation() }
+        _ = machine.connected(now: .zero)
+        let first = try machine.reserveInvocation()
+        let second = try machine.reserveInvocation()
+        #expect((first, second) == ("1", "2"))
+        #expect(machine.nextId() == "3", "upload streams take ids from the same sequence")
+        machine.callStarted(first, "call 1")
+        machine.callStarted(second, "call 2")
+        #expect(machine.pendingCall(second) == "call 2")
+        #expect(machine.callEnded(first) == "call 1", "its completion arrived")
+        #expect(machine.callEnded(first) == nil, "completed once")
+        let began = machine.resumeBegan()
+        #expect(began)
+        let resumingId = try machine.reserveInvocation()
+        machine.callStarted(resumingId, "call 4")
+        #expect(machine.pendingCount == 2, "a resume fails nothing: the calls wait for the new socket")
+        #expect(names(machine.transportClosed(Self.lost, allowReconnect: true, now: .seconds(1)))
+            == ["failPending connectionClosed [\"call 2\", \"call 4\"]", "reconnecting", "end dropped connectionClosed"])
+        #expect(machine.pendingCount == 0)
+        #expect(throws: RealtimeError.self, "not while reconnecting") { try machine.reserveInvocation() }
+        #expect(machine.callEnded(second) == nil, "a completion after the drop finds nothing to complete")
+    }
+
+    @Test("stop() may return once the machine left stopping and every end being handled was performed")
+    func stopWaiters() throws {
+        var machine = Machine(reconnects: true)
+        #expect(machine.stopMayReturn && machine.isClosed, "not running")
+        _ = try machine.start()
+        _ = machine.connected(now: .zero)
+        #expect(!machine.isClosed)
+        _ = machine.stop()
+        #expect(!machine.stopMayReturn, "the transport is still closing")
+        _ = machine.transportClosed(nil, allowReconnect: false, now: .seconds(1))
+        #expect(machine.state == .disconnected)
+        #expect(!machine.stopMayReturn, "its actions (onClosed among them) are being performed")
+        #expect(!machine.isClosed)
+        let released = machine.endHandled()
+        #expect(released && machine.isClosed)
+
+        // Two ends at once (a failed connect while a transport's end is performed): the waiters go
+        // when both are done.
+        var twice = Machine(reconnects: true)
+        _ = try twice.start()
+        _ = twice.connected(now: .zero)
+        _ = twice.transportClosed(Self.lost, allowReconnect: true, now: .seconds(1))
+        _ = twice.reconnectDue(attempt: 1)
+        _ = twice.stop()
+        _ = twice.connectFailed(Self.lost, now: .seconds(2))
+        let first = twice.endHandled()
+        #expect(!first, "one end still being handled")
+        let second = twice.endHandled()
+        #expect(second)
+    }
+
     @Test("Keep-alive pings after 15 s of silence from the client; 30 s of silence from the server is a timeout")
     func timers() throws {
-        var machine = HubConnectionStateMachine(reconnects: false)
+        var machine = Machine(reconnects: false)
         _ = try machine.start()
         #expect(machine.nextDeadline == nil)
         _ = machine.connected(now: .zero)
@@ -207,7 +269,7 @@ struct HubConnectionStateMachineTests {
 
     @Test("While reading waits for a slow consumer, the server's silence does not count")
     func pausedReading() throws {
-        var machine = HubConnectionStateMachine(reconnects: false)
+        var machine = Machine(reconnects: false)
         _ = try machine.start()
         _ = machine.connected(now: .zero)
         machine.readingPaused(true, now: .seconds(1))
