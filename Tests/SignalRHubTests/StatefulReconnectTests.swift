@@ -224,30 +224,15 @@ struct StatefulReconnectTests {
     /// re-attaches, each resending the replay buffer.
     @Test("A server that drops every re-attached socket at once: four tries, then the connection ends and says so")
     func reattachedSocketsThatDropAtOnce() async throws {
-        var options = SignalRTestServer.Options()
-        options.statefulReconnect = true
-        let server = try await SignalRTestServer.start(options: options)
+        let server = try await Self.statefulServerWithAMethodThatNeverAnswers()
         defer { Task { await server.stop() } }
-        server.method("never", concurrent: true) { _ in
-            // Pending until the server stops (a stream nobody finishes; cancellation ends the wait).
-            let (pending, keepOpen) = AsyncStream<Void>.makeStream()
-            for await _ in pending {}
-            keepOpen.finish()
-            return nil
-        }
         let connection = HubConnectionBuilder().withUrl(url: server.url, transport: .webSockets)
             .withOptions { $0.statefulReconnect = true }.build()
         let closed = Recorder<String>()
         connection.onClosed { error in closed.append(String(describing: error)) }
         try await connection.start()
         #expect(connection.isStateful)
-        let call = Task { () -> String in
-            do {
-                _ = try await connection.invoke(method: "never") as JSONValue?
-                return "returned"
-            } catch let error as RealtimeError { return "\(error.code)" } catch { return "\(error)" }
-        }
-        try await waitUntil("the call reached the server") { server.receivedTargets.contains("never") }
+        let call = try await Self.invokeNever(connection, server)
         server.dropReattachedSockets(true)
         await server.dropAll()
         // 0 + 0.25 + 1 + 2 s of delays; the limit is for a loaded machine.
@@ -266,17 +251,8 @@ struct StatefulReconnectTests {
     @Test("stop() while a stateful resume's socket hangs in the network ends the connection; nothing re-attaches afterwards",
           .timeLimit(.minutes(1)))
     func stopDuringAResumeAttempt() async throws {
-        var options = SignalRTestServer.Options()
-        options.statefulReconnect = true
-        let server = try await SignalRTestServer.start(options: options)
+        let server = try await Self.statefulServerWithAMethodThatNeverAnswers()
         defer { Task { await server.stop() } }
-        server.method("never", concurrent: true) { _ in
-            // Pending until the server stops (a stream nobody finishes; cancellation ends the wait).
-            let (pending, keepOpen) = AsyncStream<Void>.makeStream()
-            for await _ in pending {}
-            keepOpen.finish()
-            return nil
-        }
         let proxy = try await FaultProxy.start(targetPort: server.port)
         defer { Task { await proxy.stop() } }
         // A handshake timeout far past the test's time limit: stop() must end the hanging attempt,
@@ -291,13 +267,7 @@ struct StatefulReconnectTests {
         connection.onClosed { error in lifecycle.append("closed \((error as? RealtimeError)?.code.description ?? "nil")") }
         try await connection.start()
         #expect(connection.isStateful)
-        let call = Task { () -> String in
-            do {
-                _ = try await connection.invoke(method: "never") as JSONValue?
-                return "returned"
-            } catch let error as RealtimeError { return "\(error.code)" } catch { return "\(error)" }
-        }
-        try await waitUntil("the call reached the server") { server.receivedTargets.contains("never") }
+        let call = try await Self.invokeNever(connection, server)
         // The socket is cut and everything through the proxy stalls: the resume's first attempt
         // (no delay) hangs in the network.
         try await proxy.cutAndStallTheNextAttempt()
@@ -315,6 +285,34 @@ struct StatefulReconnectTests {
         #expect(connection.statefulReconnectCount == 0, "no socket took the connection over")
         #expect(proxy.statistics.connectionsOpen == 0, "the attempt's connection was closed with the connection")
         #expect(lifecycle.all == ["closed nil"])
+    }
+
+    /// Our server with stateful reconnect, and a hub method `never` that stays pending until the
+    /// server stops.
+    static func statefulServerWithAMethodThatNeverAnswers() async throws -> SignalRTestServer {
+        var options = SignalRTestServer.Options()
+        options.statefulReconnect = true
+        let server = try await SignalRTestServer.start(options: options)
+        server.method("never", concurrent: true) { _ in
+            // Pending until the server stops (a stream nobody finishes; cancellation ends the wait).
+            let (pending, keepOpen) = AsyncStream<Void>.makeStream()
+            for await _ in pending {}
+            keepOpen.finish()
+            return nil
+        }
+        return server
+    }
+
+    /// Invokes `never` and returns once the server has it: the task's value is how the call ended.
+    static func invokeNever(_ connection: HubConnection, _ server: SignalRTestServer) async throws -> Task<String, Never> {
+        let call = Task { () -> String in
+            do {
+                _ = try await connection.invoke(method: "never") as JSONValue?
+                return "returned"
+            } catch let error as RealtimeError { return "\(error.code)" } catch { return "\(error)" }
+        }
+        try await waitUntil("the call reached the server") { server.receivedTargets.contains("never") }
+        return call
     }
 
     @Test("Without the server's agreement the option changes nothing: a cut fails pending calls")
