@@ -134,7 +134,7 @@ public struct OverflowPolicy: Hashable, Sendable {
 
     /// Has `wake` called when something can be taken (a push, a resume, a close), for a writer that
     /// takes with ``takeNow(maxBytes:maxParts:generation:)`` instead of waiting in ``take(maxBytes:maxParts:generation:)``.
-    package func setWake(_ wake: (@Sendable () -> Void)?) {
+    public func setWake(_ wake: (@Sendable () -> Void)?) {
         state.withLockedValue {
             $0.wake = wake
             $0.wakePending = false

@@ -95,7 +95,8 @@ public struct RealtimeRuntime: Sendable {
         set { storage = storage.with(metricsFactory: .some(newValue)) }
     }
     /// The tracer of connect, call and request spans (Docs/Metrics.md, "Tracing"). Nil (the
-    /// default): the process's `InstrumentationSystem.tracer`, when a span starts.
+    /// default): the process's `InstrumentationSystem.tracer`, when a span starts (while none is
+    /// bootstrapped, looked up again at most once a second).
     public var tracer: (any Tracer)? {
         get { storage.tracer }
         set { storage = storage.with(tracer: .some(newValue)) }
@@ -150,8 +151,8 @@ public struct RealtimeRuntime: Sendable {
         return capped
     }
 
-    /// The tracer spans go to: ``tracer``, or the process's.
-    package var activeTracer: any Tracer { tracer ?? InstrumentationSystem.tracer }
+    /// The tracer spans go to: ``tracer``, or the process's (``ProcessTracer``).
+    package var activeTracer: any Tracer { tracer ?? ProcessTracer.current }
 
     /// Writes the propagation headers of `context` (or of the task's current context) into
     /// `headers`, when a span is active: the tracer decides the names (W3C `traceparent` with a W3C

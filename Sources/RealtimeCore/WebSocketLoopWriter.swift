@@ -1,4 +1,4 @@
-package import NIOCore
+public import NIOCore
 import NIOWebSocket
 
 /// Writes whole messages on a WebSocket's event loop, beside swift-websocket's writer: a protocol
@@ -10,10 +10,10 @@ import NIOWebSocket
 /// buffered system random source, and never after our close frame. Writes from both writers keep
 /// their order on the event loop; control frames may come between two messages, as the protocol
 /// allows.
-package final class WebSocketLoopWriter: Sendable {
+@_spi(RealtimeEngine) public final class WebSocketLoopWriter: Sendable {
     private let handler: NIOLoopBound<LoopWriteHandler>
     /// The connection's event loop: ``write(_:completion:)`` and ``whenWritable(_:)`` run there.
-    package var eventLoop: any EventLoop { loop }
+    public var eventLoop: any EventLoop { loop }
     private let loop: any EventLoop
 
     fileprivate init(_ handler: LoopWriteHandler, eventLoop: any EventLoop) {
@@ -22,16 +22,16 @@ package final class WebSocketLoopWriter: Sendable {
     }
 
     /// Whether the socket takes more now (on the event loop). False once the channel is closed.
-    package var isWritable: Bool { handler.value.isWritable }
+    public var isWritable: Bool { handler.value.isWritable }
 
     /// Whether nothing more can be written: the channel is closed or our close frame went out (on
     /// the event loop). A write now fails at once.
-    package var isClosed: Bool { handler.value.isClosed }
+    public var isClosed: Bool { handler.value.isClosed }
 
     /// Writes `messages` as one text or binary frame each and flushes (on the event loop). Calls
     /// `completion` once, on the event loop, with how many of them were written before the first
     /// that failed (all of them on success) and that failure.
-    package func write(_ messages: [RealtimeMessage], completion: @escaping (_ written: Int, _ failure: (any Error)?) -> Void) {
+    public func write(_ messages: [RealtimeMessage], completion: @escaping (_ written: Int, _ failure: (any Error)?) -> Void) {
         handler.value.write(messages, completion: completion)
     }
 
@@ -59,7 +59,7 @@ package final class WebSocketLoopWriter: Sendable {
     }
 
     /// Calls `callback` (on the event loop) each time the socket becomes writable again.
-    package func whenWritable(_ callback: @escaping () -> Void) {
+    public func whenWritable(_ callback: @escaping () -> Void) {
         handler.value.onWritable = callback
     }
 
@@ -264,23 +264,28 @@ private func systemRandom(_ buffer: UnsafeMutableRawPointer, _ count: Int)
 /// at a time, as with a writing task: take everything queued, encode it, write it in one flush, then
 /// hand the batch back (written and unwritten parts) and take the next. While the socket is full it
 /// waits for the channel to become writable again (the outbox holds the rest and bounds it).
-package final class OutboxWebSocketWriter<Message: OutboxMessage>: Sendable {
+///
+/// Public as SPI, its calls `@inlinable`: they are specialized for the protocol's message type where
+/// the protocol makes the writer (run as generic code from RealtimeCore, each batch's messages went
+/// through value witnesses and generic metadata lookups).
+@_spi(RealtimeEngine) public final class OutboxWebSocketWriter<Message: OutboxMessage>: Sendable {
     /// The outcome of one batch, on the event loop: the messages written, those not written (from
     /// the first that failed), and the failure.
-    package typealias Written = @Sendable (_ written: ArraySlice<Message>, _ unwritten: ArraySlice<Message>, _ failure: (any Error)?) -> Void
+    public typealias Written = @Sendable (_ written: ArraySlice<Message>, _ unwritten: ArraySlice<Message>, _ failure: (any Error)?) -> Void
 
-    private let outbox: Outbox<Message>
-    private let writer: WebSocketLoopWriter
-    private let generation: Int
-    private let encode: @Sendable (Message, inout [RealtimeMessage]) -> Void
-    private let written: Written
-    private let inFlight: NIOLoopBoundBox<Bool>
+    @usableFromInline let outbox: Outbox<Message>
+    @usableFromInline let writer: WebSocketLoopWriter
+    @usableFromInline let generation: Int
+    @usableFromInline let encode: @Sendable (Message, inout [RealtimeMessage]) -> Void
+    @usableFromInline let written: Written
+    @usableFromInline let inFlight: NIOLoopBoundBox<Bool>
 
     /// - Parameters:
     ///   - encode: appends the WebSocket messages one outbox message is written as, in order.
     ///   - written: called once per batch, on the event loop; it settles the batch with the outbox
     ///     (`wroteUnconfirmed`, `requeueFront`, `finishedWrite`).
-    package init(
+    @inlinable
+    public init(
         outbox: Outbox<Message>, writer: WebSocketLoopWriter, generation: Int,
         encode: @escaping @Sendable (Message, inout [RealtimeMessage]) -> Void, written: @escaping Written
     ) {
@@ -293,7 +298,8 @@ package final class OutboxWebSocketWriter<Message: OutboxMessage>: Sendable {
     }
 
     /// Starts writing what is queued, and what is queued from now on.
-    package func start() {
+    @inlinable
+    public func start() {
         let eventLoop = writer.eventLoop
         outbox.setWake { [weak self] in
             guard let self else { return }
@@ -306,7 +312,8 @@ package final class OutboxWebSocketWriter<Message: OutboxMessage>: Sendable {
     }
 
     /// Stops taking from the outbox (a batch in flight still settles).
-    package func stop() {
+    @inlinable
+    public func stop() {
         outbox.setWake(nil)
     }
 
@@ -314,7 +321,8 @@ package final class OutboxWebSocketWriter<Message: OutboxMessage>: Sendable {
     /// full. Once the connection is closed a batch is still taken: its write fails at once and the
     /// `written` callback settles it (a writer that waited for room here, its senders would wait
     /// for a socket that is gone).
-    private func drain() {
+    @inlinable
+    func drain() {
         guard !inFlight.value, writer.isWritable || writer.isClosed, let batch = outbox.takeNow(maxBytes: .max, generation: generation) else {
             return
         }
