@@ -222,7 +222,9 @@ extension HubConnection {
             guard attempt > 0 else { return }
             state.withLockedValue { shared in
                 guard shared.machine.state == .resuming, let loss = shared.resume?.loss else { return }
-                // Kept under the lock that made it due: a stop() cancels it and waits for it.
+                // Unstructured: it comes due on the driver's deadline, long after start() returned
+                // (a connection started without run() has no task group to hold it). Kept under the
+                // lock that made it due: a stop() cancels it and waits for it.
                 shared.resume?.attempt = (attempt, ownTask { await self.resumeAttempt(attempt, loss) })
             }
         case .failed(let error, let willRetry):
