@@ -6,42 +6,69 @@ public import NIOConcurrencyHelpers
 /// Public as SPI, its calls `@inlinable`: each client module specializes them for its value type (a
 /// SignalR invocation completes one; unspecialized, looking up generic metadata was a tenth of an
 /// invocation's CPU). An `@inlinable package` body is not used by other modules.
+///
+/// Its state is made in its initializer (a stored property's initial value is not inlined, and ran
+/// as generic code), and what most uses never need (more waiters, cancellable waiters, callbacks)
+/// lives apart from the one waiter most have. Every waiter is resumed exactly once: the result is
+/// set once, under the lock that hands the waiters over.
 @_spi(RealtimeEngine) public final class OneShot<Value: Sendable>: Sendable {
     @usableFromInline
     struct State: Sendable {
         @usableFromInline var result: Result<Value, any Error>?
-        /// The first waiter of ``value()`` (most have one: no array), then the others.
-        @usableFromInline var firstWaiter: CheckedContinuation<Value, any Error>?
-        @usableFromInline var waiters: [CheckedContinuation<Value, any Error>] = []
-        /// Waiters of ``cancellableValue()``, by id.
-        @usableFromInline var cancellable: [Int: CheckedContinuation<Value, any Error>] = [:]
-        @usableFromInline var nextID = 0
-        @usableFromInline var callbacks: [@Sendable (Result<Value, any Error>) -> Void] = []
+        /// The first waiter of ``value()`` (most have one, and nothing else).
+        @usableFromInline var firstWaiter: UnsafeContinuation<Value, any Error>?
+        /// The other waiters and callbacks, once there are any.
+        @usableFromInline var more: More?
+
+        @inlinable
+        init() {
+            result = nil
+            firstWaiter = nil
+            more = nil
+        }
     }
 
-    @usableFromInline let state = NIOLockedValueBox(State())
+    @usableFromInline
+    struct More: Sendable {
+        @usableFromInline var waiters: [UnsafeContinuation<Value, any Error>]
+        /// Waiters of ``cancellableValue()``, by id.
+        @usableFromInline var cancellable: [Int: UnsafeContinuation<Value, any Error>]
+        @usableFromInline var nextID: Int
+        @usableFromInline var callbacks: [@Sendable (Result<Value, any Error>) -> Void]
+
+        @inlinable
+        init() {
+            waiters = []
+            cancellable = [:]
+            nextID = 0
+            callbacks = []
+        }
+    }
+
+    @usableFromInline let state: NIOLockedValueBox<State>
 
     @inlinable
-    public init() {}
+    public init() {
+        state = NIOLockedValueBox(State())
+    }
 
     /// Sets the result (the first call wins) and wakes every waiter.
     @inlinable
     public func complete(_ result: Result<Value, any Error>) {
-        guard let woken = state.withLockedValue({ state -> State? in
+        guard let (first, more) = state.withLockedValue({ state -> (UnsafeContinuation<Value, any Error>?, More?)? in
             guard state.result == nil else { return nil }
             state.result = result
             defer {
                 state.firstWaiter = nil
-                state.waiters = []
-                state.cancellable = [:]
-                state.callbacks = []
+                state.more = nil
             }
-            return state
+            return (state.firstWaiter, state.more)
         }) else { return }
-        woken.firstWaiter?.resume(with: result)
-        for waiter in woken.waiters { waiter.resume(with: result) }
-        for waiter in woken.cancellable.values { waiter.resume(with: result) }
-        for callback in woken.callbacks { callback(result) }
+        first?.resume(with: result)
+        guard let more else { return }
+        for waiter in more.waiters { waiter.resume(with: result) }
+        for waiter in more.cancellable.values { waiter.resume(with: result) }
+        for callback in more.callbacks { callback(result) }
     }
 
     /// Calls `callback` with the result when it arrives (at once if it has), on the completing
@@ -50,7 +77,8 @@ public import NIOConcurrencyHelpers
     public func whenComplete(_ callback: @escaping @Sendable (Result<Value, any Error>) -> Void) {
         let ready = state.withLockedValue { state -> Result<Value, any Error>? in
             if let result = state.result { return result }
-            state.callbacks.append(callback)
+            state.more = state.more ?? More()
+            state.more?.callbacks.append(callback)
             return nil
         }
         if let ready { callback(ready) }
@@ -62,10 +90,15 @@ public import NIOConcurrencyHelpers
 
     @inlinable
     public func value() async throws -> Value {
-        try await withCheckedThrowingContinuation { continuation in
+        try await withUnsafeThrowingContinuation { continuation in
             let ready = state.withLockedValue { state -> Result<Value, any Error>? in
                 if let result = state.result { return result }
-                if state.firstWaiter == nil { state.firstWaiter = continuation } else { state.waiters.append(continuation) }
+                if state.firstWaiter == nil {
+                    state.firstWaiter = continuation
+                } else {
+                    state.more = state.more ?? More()
+                    state.more?.waiters.append(continuation)
+                }
                 return nil
             }
             if let ready { continuation.resume(with: ready) }
@@ -77,21 +110,23 @@ public import NIOConcurrencyHelpers
     @inlinable
     public func cancellableValue() async throws -> Value {
         let id = state.withLockedValue { state -> Int in
-            defer { state.nextID += 1 }
-            return state.nextID
+            state.more = state.more ?? More()
+            defer { state.more?.nextID += 1 }
+            return state.more?.nextID ?? 0
         }
         return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { continuation in
+            try await withUnsafeThrowingContinuation { continuation in
                 let ready = state.withLockedValue { state -> Result<Value, any Error>? in
                     if let result = state.result { return result }
                     if Task.isCancelled { return .failure(CancellationError()) }
-                    state.cancellable[id] = continuation
+                    state.more = state.more ?? More()
+                    state.more?.cancellable[id] = continuation
                     return nil
                 }
                 if let ready { continuation.resume(with: ready) }
             }
         } onCancel: {
-            self.state.withLockedValue { $0.cancellable.removeValue(forKey: id) }?.resume(throwing: CancellationError())
+            self.state.withLockedValue { $0.more?.cancellable.removeValue(forKey: id) }?.resume(throwing: CancellationError())
         }
     }
 }
