@@ -161,7 +161,11 @@ struct SpreadbotDeliveryTests {
         try await Task.sleep(for: .milliseconds(500))
         #expect(recorder.opens == 1, "nothing opened after closeConnection()")
         #expect(client.state == .disconnected)
-        #expect(proxy.statistics.connectionsOpen == 0, "the attempt's connection was closed with the client")
+        // The attempt's connection is closed by the cancelled request, which a full test run can
+        // delay past the sampled moment above (seen in 2 of 10 full runs, never alone): waited for.
+        await eventually("the attempt's connection was closed with the client", limit: .seconds(10)) {
+            proxy.statistics.connectionsOpen == 0
+        }
     }
 
     /// A WebSocket that goes silent (the peer stalls, no FIN, no RST) is found by the ping and
