@@ -17,15 +17,31 @@ public import NIOConcurrencyHelpers
         @usableFromInline var result: Result<Value, any Error>?
         /// The first waiter of ``value()`` (most have one, and nothing else).
         @usableFromInline var firstWaiter: UnsafeContinuation<Value, any Error>?
-        /// The other waiters and callbacks, once there are any.
-        @usableFromInline var more: More?
+        /// The other waiters and callbacks, once there are any (boxed: a pointer until then).
+        @usableFromInline var extras: Extras
 
         @inlinable
         init() {
             result = nil
             firstWaiter = nil
-            more = nil
+            extras = .none
         }
+
+        /// Changes the extras, making them first if there are none.
+        @inlinable
+        mutating func withMore<R>(_ body: (inout More) -> R) -> R {
+            var more: More
+            if case .some(let existing) = extras { more = existing } else { more = More() }
+            extras = .none
+            defer { extras = .some(more) }
+            return body(&more)
+        }
+    }
+
+    @usableFromInline
+    enum Extras: Sendable {
+        case none
+        indirect case some(More)
     }
 
     @usableFromInline
@@ -60,9 +76,10 @@ public import NIOConcurrencyHelpers
             state.result = result
             defer {
                 state.firstWaiter = nil
-                state.more = nil
+                state.extras = .none
             }
-            return (state.firstWaiter, state.more)
+            guard case .some(let more) = state.extras else { return (state.firstWaiter, nil) }
+            return (state.firstWaiter, more)
         }) else { return }
         first?.resume(with: result)
         guard let more else { return }
@@ -77,8 +94,7 @@ public import NIOConcurrencyHelpers
     public func whenComplete(_ callback: @escaping @Sendable (Result<Value, any Error>) -> Void) {
         let ready = state.withLockedValue { state -> Result<Value, any Error>? in
             if let result = state.result { return result }
-            state.more = state.more ?? More()
-            state.more?.callbacks.append(callback)
+            state.withMore { $0.callbacks.append(callback) }
             return nil
         }
         if let ready { callback(ready) }
@@ -96,8 +112,7 @@ public import NIOConcurrencyHelpers
                 if state.firstWaiter == nil {
                     state.firstWaiter = continuation
                 } else {
-                    state.more = state.more ?? More()
-                    state.more?.waiters.append(continuation)
+                    state.withMore { $0.waiters.append(continuation) }
                 }
                 return nil
             }
@@ -110,23 +125,26 @@ public import NIOConcurrencyHelpers
     @inlinable
     public func cancellableValue() async throws -> Value {
         let id = state.withLockedValue { state -> Int in
-            state.more = state.more ?? More()
-            defer { state.more?.nextID += 1 }
-            return state.more?.nextID ?? 0
+            state.withMore { more in
+                defer { more.nextID += 1 }
+                return more.nextID
+            }
         }
         return try await withTaskCancellationHandler {
             try await withUnsafeThrowingContinuation { continuation in
                 let ready = state.withLockedValue { state -> Result<Value, any Error>? in
                     if let result = state.result { return result }
                     if Task.isCancelled { return .failure(CancellationError()) }
-                    state.more = state.more ?? More()
-                    state.more?.cancellable[id] = continuation
+                    state.withMore { $0.cancellable[id] = continuation }
                     return nil
                 }
                 if let ready { continuation.resume(with: ready) }
             }
         } onCancel: {
-            self.state.withLockedValue { $0.more?.cancellable.removeValue(forKey: id) }?.resume(throwing: CancellationError())
+            self.state.withLockedValue { state -> UnsafeContinuation<Value, any Error>? in
+                guard case .some = state.extras else { return nil }
+                return state.withMore { $0.cancellable.removeValue(forKey: id) }
+            }?.resume(throwing: CancellationError())
         }
     }
 }

@@ -275,7 +275,12 @@ struct EventSourceDeliveryTests {
         try await Task.sleep(for: .milliseconds(500))
         #expect(opens.withLockedValue { $0 } == 1)
         #expect(source.readyState == .closed)
-        #expect(proxy.statistics.connectionsOpen == 0, "the attempt's connection was closed with the source")
+        // The attempt's connection is closed by its cancelled request; a full test run can delay
+        // that past the sampled moment above (seen once in a full run): waited for (a connection
+        // never closed fails here).
+        try await waitUntil("the attempt's connection was closed with the source", limit: .seconds(10)) {
+            proxy.statistics.connectionsOpen == 0
+        }
     }
 
     @Test func restartReconnectsAtOnceWithTheLastEventID() async throws {
