@@ -22,7 +22,7 @@ struct EngineIOFrame: OutboxMessage {
         var pollingSize: Int {
             switch self {
             case .text(let text): text.utf8.count
-            case .binary(let data): 1 + (data.count + 2) / 3 * 4
+            case .binary(let data): EngineIOPacket.message(data).pollingSize
             }
         }
     }
@@ -95,8 +95,11 @@ struct EngineIOFrame: OutboxMessage {
                 if separate { out.unicodeScalars.append(UnicodeScalar(EngineIOCodec.recordSeparator)) }
                 separate = true
                 switch part {
-                case .text(let text): out += text
-                case .binary(let data): out += "b" + data.base64EncodedString()
+                case .text(let text):
+                    out += text
+                case .binary(let data):
+                    // Engine.IO's rule for binary where only text travels (`b` + base64).
+                    if case .text(let text) = EngineIOCodec.encode(.message(data), supportsBinary: false) { out += text }
                 }
             }
         }
