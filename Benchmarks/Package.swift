@@ -95,7 +95,10 @@ let package = Package(
                 .product(name: "SpreadbotClient", package: "swift-realtime"),
                 .product(name: "RealtimeTesting", package: "swift-realtime"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
             ],
             path: "Sources/EngineCompare"
         ),

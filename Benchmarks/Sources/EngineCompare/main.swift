@@ -15,6 +15,8 @@ import SpreadbotClient
 // side (Benchmarks/Scripts/engine_compare.sh does).
 //
 //   EngineCompare serve socketio|signalr|spreadbot      our test server; prints "PORT <n>", serves until stdin closes
+//   EngineCompare serve socketio-echo                   a Socket.IO server on bare NIO that answers `echo` emits
+//                                                    with one flush per read (SocketIOEchoServer.swift)
 //   EngineCompare sse URL [count]                        `for try await event in source.events` until `done` or count
 //   EngineCompare sse-idle URL N                         N EventSource streams (sse_hold.py), RSS growth / N,
 //                                                    time to open, idle CPU, a broadcast to all (sse_hold.py's /broadcast)
@@ -157,6 +159,10 @@ case "serve":
         let server = try await SocketIOTestServer.start()
         port = server.port
         stoppers.append { await server.stop() }
+    case "socketio-echo":
+        let channel = try await SocketIOEchoServer.start()
+        port = channel.localAddress?.port ?? 0
+        stoppers.append { try? await channel.close() }
     case "signalr":
         let server = try await SignalRTestServer.start()
         // Sends `news` to every connection (the load run's broadcast).
@@ -203,7 +209,7 @@ case "serve":
             await server.stop()
         }
     default:
-        fail("serve socketio|signalr|spreadbot")
+        fail("serve socketio|socketio-echo|signalr|spreadbot")
     }
     FileHandle.standardOutput.write(Data("PORT \(port)\n".utf8))
     await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
