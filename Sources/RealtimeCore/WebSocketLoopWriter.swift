@@ -148,26 +148,40 @@ final class LoopWriteHandler: ChannelDuplexHandler, RemovableChannelHandler {
         }
         // Write promises answer in write order below the encoder (the socket's writes complete in
         // order, and once one fails every later one fails), so the successes are the messages
-        // written, a prefix of the batch. One callback serves every promise.
-        let progress = BatchProgress(total: messages.count, completion: completion)
-        let answer: (Result<Void, any Error>) -> Void = { progress.answer($0) }
+        // written, a prefix of the batch. Only the last write's promise has a callback of its own:
+        // when it succeeds, every write did. When it fails, the others' answers are collected (a
+        // callback added to an answered future runs at once; a handler below may fail a later
+        // write before an earlier one answers). A callback per write cost two closures and a run
+        // for every message.
+        var futures: [EventLoopFuture<Void>] = []
+        futures.reserveCapacity(messages.count)
         var offset = frames.readerIndex
         for message in messages {
             let length = MaskingFrameEncoder.maskedFrameSize(payload: message.payloadCount)
             let promise = context.eventLoop.makePromise(of: Void.self)
-            promise.futureResult.assumeIsolated().whenComplete(answer)
+            futures.append(promise.futureResult)
             encoder.write(NIOAny(frames.getSlice(at: offset, length: length)!), promise: promise)
             offset += length
+        }
+        futures[futures.count - 1].assumeIsolated().whenComplete { result in
+            switch result {
+            case .success:
+                completion(futures.count, nil)
+            case .failure(let error):
+                let progress = BatchProgress(total: futures.count, completion: completion)
+                progress.answer(.failure(error))
+                for future in futures.dropLast() { future.assumeIsolated().whenComplete { progress.answer($0) } }
+            }
         }
         encoder.flush()
     }
 
-    /// The writes of one batch as their promises answer, on the event loop.
+    /// The writes of a batch whose last write failed, as their promises answer, on the event loop.
     private final class BatchProgress {
         let total: Int
         let completion: (Int, (any Error)?) -> Void
         var succeeded = 0
-        /// The first failure.
+        /// The first failure answered.
         var failure: (any Error)?
         var answered = 0
 
