@@ -50,30 +50,46 @@ extension Span {
 /// bootstrapped once); while none is, the answer is kept for a second, so a tracer bootstrapped
 /// after clients started is used within a second.
 enum ProcessTracer {
-    private struct Cached {
-        var tracer: (any Tracer)?
-        /// Until when "none bootstrapped" holds (uptime nanoseconds).
-        var noneUntil: UInt64 = 0
-    }
-
-    private static let cache = NIOLockedValueBox(Cached())
-    private static let recheckAfter: UInt64 = 1_000_000_000
+    private static let cache = TracerLookupCache()
 
     static var current: any Tracer {
-        let now = DispatchTime.now().uptimeNanoseconds
+        cache.tracer(now: DispatchTime.now().uptimeNanoseconds) { InstrumentationSystem.tracer }
+    }
+}
+
+/// The rule ``ProcessTracer`` follows, apart from the process-wide system so that tests can drive
+/// it: a tracer found is kept; "none" (a `NoOpTracer`) is believed for `recheckAfter` nanoseconds.
+package final class TracerLookupCache: Sendable {
+    private struct Cached {
+        var tracer: (any Tracer)?
+        /// Until when "none bootstrapped" holds (nanoseconds on the caller's clock).
+        var noneUntil: UInt64 = 0
+        var looked = false
+    }
+
+    private let cache = NIOLockedValueBox(Cached())
+    private let recheckAfter: UInt64
+
+    package init(recheckAfter: UInt64 = 1_000_000_000) {
+        self.recheckAfter = recheckAfter
+    }
+
+    /// The tracer, from `lookup` when no answer is kept for `now`.
+    package func tracer(now: UInt64, lookup: () -> any Tracer) -> any Tracer {
         let cached = cache.withLockedValue { cached -> (any Tracer)?? in
             if let tracer = cached.tracer { return .some(tracer) }
-            return now < cached.noneUntil ? .some(nil) : nil
+            return cached.looked && now < cached.noneUntil ? .some(nil) : nil
         }
         switch cached {
         case .some(let tracer?): return tracer
         case .some(nil): return NoOpTracer()
         case nil: break
         }
-        let tracer = InstrumentationSystem.tracer
+        let tracer = lookup()
         let isNoOp = ObjectIdentifier(type(of: tracer)) == ObjectIdentifier(NoOpTracer.self)
         cache.withLockedValue { cached in
-            if isNoOp { cached.noneUntil = now + recheckAfter } else { cached.tracer = tracer }
+            cached.looked = true
+            if isNoOp { cached.noneUntil = now &+ recheckAfter } else { cached.tracer = tracer }
         }
         return tracer
     }
