@@ -1,0 +1,148 @@
+# A fast SignalR server for client inbound throughput: JSON hub protocol over WebSocket only. An
+# invocation of `pushMany` with N gets N invocations of `tick` (arguments [i]), written as fast as
+# the socket takes them (records encoded ahead, whole records packed into text frames of up to
+# 64 KiB, one write per frame), then the completion with N; a stream invocation of `countTo` with N
+# gets the items 0..<N the same way (encoded when asked), then its completion. So the server is
+# never what a client waits for (the RealtimeTesting server awaits each message it sends). Answers
+# the negotiate POST (any path ending in /negotiate), the handshake, any other invocation with its
+# first argument (`echo`, which a client may call to see that it is connected), and nothing else;
+# sends no pings.
+#   python3 signalr_blaster.py [port]   -> prints its port on the first line
+# EVENTS (default 100,000) is the count of `tick`s encoded at start; another count is encoded when
+# asked.
+import asyncio, base64, hashlib, json, loopback, os, struct
+
+EVENTS = int(os.environ.get("EVENTS", "100000"))
+GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+RS = b"\x1e"
+
+
+def frame(payload: bytes, opcode: int = 0x1) -> bytes:
+    n = len(payload)
+    if n < 126:
+        head = struct.pack("!BB", 0x80 | opcode, n)
+    elif n < 65536:
+        head = struct.pack("!BBH", 0x80 | opcode, 126, n)
+    else:
+        head = struct.pack("!BBQ", 0x80 | opcode, 127, n)
+    return head + payload
+
+
+def ticks(count: int, stream: str | None = None) -> list[bytes]:
+    """`count` invocations of `tick`, or with `stream` the items of that stream invocation."""
+    frames, current, size = [], [], 0
+    for i in range(count):
+        if stream is None:
+            record = b'{"type":1,"target":"tick","arguments":[%d]}' % i + RS
+        else:
+            record = b'{"type":2,"invocationId":"%s","item":%d}' % (stream.encode(), i) + RS
+        if size + len(record) > 65536:
+            frames.append(frame(b"".join(current)))
+            current, size = [], 0
+        current.append(record)
+        size += len(record)
+    if current:
+        frames.append(frame(b"".join(current)))
+    return frames
+
+
+PRE = ticks(EVENTS)
+
+
+async def read_frame(reader):
+    b1, b2 = await reader.readexactly(2)
+    opcode, n = b1 & 0x0F, b2 & 0x7F
+    if n == 126:
+        (n,) = struct.unpack("!H", await reader.readexactly(2))
+    elif n == 127:
+        (n,) = struct.unpack("!Q", await reader.readexactly(8))
+    mask = await reader.readexactly(4) if b2 & 0x80 else b"\0\0\0\0"
+    data = bytearray(await reader.readexactly(n))
+    for i in range(n):
+        data[i] ^= mask[i % 4]
+    return opcode, bytes(data)
+
+
+async def read_request(reader):
+    """The request line and headers (lower-case names), or None at the end of the stream."""
+    line = await reader.readline()
+    if not line:
+        return None
+    headers = {}
+    while (header := await reader.readline()) not in (b"\r\n", b"\n", b""):
+        name, _, value = header.decode("latin-1").partition(":")
+        headers[name.strip().lower()] = value.strip()
+    return line.decode("latin-1").split(" "), headers
+
+
+async def hub(reader, writer):
+    buffered = b""
+    while True:
+        opcode, data = await read_frame(reader)
+        if opcode == 0x8:
+            writer.write(frame(data[:2], 0x8))
+            await writer.drain()
+            return
+        if opcode == 0x9:
+            writer.write(frame(data, 0xA))
+            continue
+        buffered += data
+        *records, buffered = buffered.split(RS)
+        for record in records:
+            message = json.loads(record)
+            if "protocol" in message:
+                writer.write(frame(b"{}" + RS))
+            elif message.get("type") == 1 and message.get("target") == "pushMany":
+                count = int(message["arguments"][0])
+                for chunk in (PRE if count == EVENTS else ticks(count)):
+                    writer.write(chunk)
+                    await writer.drain()
+                if "invocationId" in message:
+                    done = {"type": 3, "invocationId": message["invocationId"], "result": count}
+                    writer.write(frame(json.dumps(done).encode() + RS))
+            elif message.get("type") == 4 and message.get("target") == "countTo":
+                count, stream = int(message["arguments"][0]), message["invocationId"]
+                for chunk in ticks(count, stream):
+                    writer.write(chunk)
+                    await writer.drain()
+                writer.write(frame(json.dumps({"type": 3, "invocationId": stream}).encode() + RS))
+            elif message.get("type") == 1 and "invocationId" in message:
+                # Any other method: its first argument back.
+                arguments = message.get("arguments") or [None]
+                done = {"type": 3, "invocationId": message["invocationId"], "result": arguments[0]}
+                writer.write(frame(json.dumps(done).encode() + RS))
+            elif message.get("type") == 7:
+                return
+        await writer.drain()
+
+
+async def handle(reader, writer):
+    try:
+        while (request := await read_request(reader)) is not None:
+            (method, target, *_), headers = request
+            if "sec-websocket-key" in headers:
+                accept = base64.b64encode(hashlib.sha1(headers["sec-websocket-key"].encode() + GUID).digest())
+                writer.write(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                             b"Sec-WebSocket-Accept: " + accept + b"\r\n\r\n")
+                await writer.drain()
+                await hub(reader, writer)
+                return
+            length = int(headers.get("content-length", "0"))
+            if length:
+                await reader.readexactly(length)
+            if method == "POST" and target.split("?")[0].endswith("/negotiate"):
+                body = json.dumps({
+                    "connectionId": "blaster", "connectionToken": "blaster", "negotiateVersion": 1,
+                    "availableTransports": [{"transport": "WebSockets", "transferFormats": ["Text", "Binary"]}],
+                }).encode()
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+            else:
+                writer.write(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
+            await writer.drain()
+    except (asyncio.IncompleteReadError, ConnectionError):
+        pass
+    finally:
+        writer.close()
+
+
+loopback.serve(handle)
