@@ -1,6 +1,44 @@
 # The benchmark servers' common part: serve `handle` (an asyncio connection handler) on 127.0.0.1,
-# on the port given as the first argument (0 or none: an ephemeral one), printing the port first.
-import asyncio, sys
+# on the port given as the first argument (0 or none: an ephemeral one), printing the port first;
+# and the WebSocket framing the WebSocket servers share (server side: frames unmasked, a client's
+# frames unmasked on reading).
+import asyncio, base64, hashlib, struct, sys
+
+GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+
+
+def upgrade_response(key: bytes) -> bytes:
+    """The 101 answer to a WebSocket upgrade whose Sec-WebSocket-Key is `key`."""
+    accept = base64.b64encode(hashlib.sha1(key + GUID).digest())
+    return (b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            b"Sec-WebSocket-Accept: " + accept + b"\r\n\r\n")
+
+
+def frame(payload: bytes, opcode: int = 0x1) -> bytes:
+    """A whole unmasked frame (text by default)."""
+    n = len(payload)
+    if n < 126:
+        head = struct.pack("!BB", 0x80 | opcode, n)
+    elif n < 65536:
+        head = struct.pack("!BBH", 0x80 | opcode, 126, n)
+    else:
+        head = struct.pack("!BBQ", 0x80 | opcode, 127, n)
+    return head + payload
+
+
+async def read_frame(reader):
+    """The next frame's opcode and its payload, unmasked."""
+    b1, b2 = await reader.readexactly(2)
+    opcode, n = b1 & 0x0F, b2 & 0x7F
+    if n == 126:
+        (n,) = struct.unpack("!H", await reader.readexactly(2))
+    elif n == 127:
+        (n,) = struct.unpack("!Q", await reader.readexactly(8))
+    mask = await reader.readexactly(4) if b2 & 0x80 else b"\0\0\0\0"
+    data = bytearray(await reader.readexactly(n))
+    for i in range(n):
+        data[i] ^= mask[i % 4]
+    return opcode, bytes(data)
 
 
 def serve(handle, backlog=100):

@@ -10,22 +10,12 @@
 #   python3 signalr_blaster.py [port]   -> prints its port on the first line
 # EVENTS (default 100,000) is the count of `tick`s encoded at start; another count is encoded when
 # asked.
-import asyncio, base64, hashlib, json, loopback, os, struct
+import asyncio, json, loopback, os
+from loopback import frame, read_frame
 
 EVENTS = int(os.environ.get("EVENTS", "100000"))
-GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 RS = b"\x1e"
 
-
-def frame(payload: bytes, opcode: int = 0x1) -> bytes:
-    n = len(payload)
-    if n < 126:
-        head = struct.pack("!BB", 0x80 | opcode, n)
-    elif n < 65536:
-        head = struct.pack("!BBH", 0x80 | opcode, 126, n)
-    else:
-        head = struct.pack("!BBQ", 0x80 | opcode, 127, n)
-    return head + payload
 
 
 def ticks(count: int, stream: str | None = None) -> list[bytes]:
@@ -48,19 +38,6 @@ def ticks(count: int, stream: str | None = None) -> list[bytes]:
 
 PRE = ticks(EVENTS)
 
-
-async def read_frame(reader):
-    b1, b2 = await reader.readexactly(2)
-    opcode, n = b1 & 0x0F, b2 & 0x7F
-    if n == 126:
-        (n,) = struct.unpack("!H", await reader.readexactly(2))
-    elif n == 127:
-        (n,) = struct.unpack("!Q", await reader.readexactly(8))
-    mask = await reader.readexactly(4) if b2 & 0x80 else b"\0\0\0\0"
-    data = bytearray(await reader.readexactly(n))
-    for i in range(n):
-        data[i] ^= mask[i % 4]
-    return opcode, bytes(data)
 
 
 async def read_request(reader):
@@ -121,9 +98,7 @@ async def handle(reader, writer):
         while (request := await read_request(reader)) is not None:
             (method, target, *_), headers = request
             if "sec-websocket-key" in headers:
-                accept = base64.b64encode(hashlib.sha1(headers["sec-websocket-key"].encode() + GUID).digest())
-                writer.write(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-                             b"Sec-WebSocket-Accept: " + accept + b"\r\n\r\n")
+                writer.write(loopback.upgrade_response(headers["sec-websocket-key"].encode()))
                 await writer.drain()
                 await hub(reader, writer)
                 return

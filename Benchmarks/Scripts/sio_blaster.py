@@ -5,21 +5,11 @@
 #   python3 sio_blaster.py [port]   -> prints its port on the first line
 # EVENTS (default 200,000) is the count whose frames are encoded at start; another count is encoded
 # when asked.
-import asyncio, base64, hashlib, json, loopback, os, struct
+import asyncio, json, loopback, os
+from loopback import frame, read_frame
 
 EVENTS = int(os.environ.get("EVENTS", "200000"))
-GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 
-
-def frame(payload: bytes, opcode: int = 0x1) -> bytes:
-    n = len(payload)
-    if n < 126:
-        head = struct.pack("!BB", 0x80 | opcode, n)
-    elif n < 65536:
-        head = struct.pack("!BBH", 0x80 | opcode, 126, n)
-    else:
-        head = struct.pack("!BBQ", 0x80 | opcode, 127, n)
-    return head + payload
 
 
 def ticks(count: int) -> list[bytes]:
@@ -29,19 +19,6 @@ def ticks(count: int) -> list[bytes]:
 
 PRE = ticks(EVENTS)
 
-
-async def read_frame(reader):
-    b1, b2 = await reader.readexactly(2)
-    opcode, n = b1 & 0x0F, b2 & 0x7F
-    if n == 126:
-        (n,) = struct.unpack("!H", await reader.readexactly(2))
-    elif n == 127:
-        (n,) = struct.unpack("!Q", await reader.readexactly(8))
-    mask = await reader.readexactly(4) if b2 & 0x80 else b"\0\0\0\0"
-    data = bytearray(await reader.readexactly(n))
-    for i in range(n):
-        data[i] ^= mask[i % 4]
-    return opcode, bytes(data)
 
 
 async def handle(reader, writer):
@@ -54,8 +31,7 @@ async def handle(reader, writer):
         if key is None:
             writer.write(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
             return
-        accept = base64.b64encode(hashlib.sha1(key + GUID).digest())
-        writer.write(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: " + accept + b"\r\n\r\n")
+        writer.write(loopback.upgrade_response(key))
         handshake = {"sid": "blaster", "upgrades": [], "pingInterval": 600000, "pingTimeout": 600000, "maxPayload": 1000000}
         writer.write(frame(b"0" + json.dumps(handshake).encode()))
         await writer.drain()
