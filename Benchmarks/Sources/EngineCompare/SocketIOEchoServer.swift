@@ -42,21 +42,11 @@ enum SocketIOEchoServer {
         typealias InboundIn = WebSocketFrame
         typealias OutboundOut = WebSocketFrame
 
+        /// Something was written since the last flush.
         private var wrote = false
 
+        /// Added once the upgrade is done, on the open connection: the Engine.IO open packet.
         func handlerAdded(context: ChannelHandlerContext) {
-            if context.channel.isActive { sendOpen(context) }
-        }
-
-        func channelActive(context: ChannelHandlerContext) {
-            sendOpen(context)
-            context.fireChannelActive()
-        }
-
-        private var opened = false
-        private func sendOpen(_ context: ChannelHandlerContext) {
-            guard !opened else { return }
-            opened = true
             send(#"0{"sid":"bench","upgrades":[],"pingInterval":300000,"pingTimeout":300000,"maxPayload":100000000}"#, context)
             context.flush()
         }
@@ -65,12 +55,10 @@ enum SocketIOEchoServer {
             let frame = unwrapInboundIn(data)
             switch frame.opcode {
             case .text:
-                var data = frame.unmaskedData
-                guard let text = data.readString(length: data.readableBytes) else { return }
-                answer(text, context)
+                answer(Array(frame.unmaskedData.readableBytesView), context)
             case .connectionClose:
                 let close = WebSocketFrame(fin: true, opcode: .connectionClose, data: context.channel.allocator.buffer(capacity: 0))
-                context.writeAndFlush(wrapOutboundOut(close)).whenComplete { _ in context.close(promise: nil) }
+                context.writeAndFlush(wrapOutboundOut(close)).assumeIsolated().whenComplete { _ in context.close(promise: nil) }
             case .ping:
                 context.write(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .pong, data: frame.unmaskedData)), promise: nil)
                 wrote = true
@@ -88,8 +76,7 @@ enum SocketIOEchoServer {
         }
 
         /// `40...` → `40{"sid":...}`; `42<id>["echo",args...]` → `43<id>[args...]`.
-        private func answer(_ text: String, _ context: ChannelHandlerContext) {
-            let utf8 = Array(text.utf8)
+        private func answer(_ utf8: [UInt8], _ context: ChannelHandlerContext) {
             guard utf8.count >= 2, utf8[0] == UInt8(ascii: "4") else { return }
             switch utf8[1] {
             case UInt8(ascii: "0"):
