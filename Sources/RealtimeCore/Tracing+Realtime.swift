@@ -62,9 +62,9 @@ enum ProcessTracer {
 package final class TracerLookupCache: Sendable {
     private struct Cached {
         var tracer: (any Tracer)?
-        /// Until when "none bootstrapped" holds (nanoseconds on the caller's clock).
-        var noneUntil: UInt64 = 0
-        var looked = false
+        /// Until when "none bootstrapped" holds (nanoseconds on the caller's clock); nil before
+        /// the first lookup.
+        var noneUntil: UInt64?
     }
 
     private let cache = NIOLockedValueBox(Cached())
@@ -78,7 +78,8 @@ package final class TracerLookupCache: Sendable {
     package func tracer(now: UInt64, lookup: () -> any Tracer) -> any Tracer {
         let cached = cache.withLockedValue { cached -> (any Tracer)?? in
             if let tracer = cached.tracer { return .some(tracer) }
-            return cached.looked && now < cached.noneUntil ? .some(nil) : nil
+            if let until = cached.noneUntil, now < until { return .some(nil) }
+            return nil
         }
         switch cached {
         case .some(let tracer?): return tracer
@@ -88,7 +89,6 @@ package final class TracerLookupCache: Sendable {
         let tracer = lookup()
         let isNoOp = ObjectIdentifier(type(of: tracer)) == ObjectIdentifier(NoOpTracer.self)
         cache.withLockedValue { cached in
-            cached.looked = true
             if isNoOp { cached.noneUntil = now &+ recheckAfter } else { cached.tracer = tracer }
         }
         return tracer
