@@ -50,3 +50,18 @@ def serve(handle, backlog=100):
             await server.serve_forever()
 
     asyncio.run(main())
+
+
+async def read_data(reader, writer):
+    """The next data frame's payload, control frames answered on the way (a ping with its pong);
+    None once the client sent a close frame (answered)."""
+    while True:
+        opcode, data = await read_frame(reader)
+        if opcode == 0x8:
+            writer.write(frame(data[:2], 0x8))
+            await writer.drain()
+            return None
+        if opcode == 0x9:
+            writer.write(frame(data, 0xA))
+        elif opcode < 0x8:
+            return data

@@ -11,7 +11,7 @@
 # EVENTS (default 100,000) is the count of `tick`s encoded at start; another count is encoded when
 # asked.
 import asyncio, json, loopback, os
-from loopback import frame, read_frame
+from loopback import frame, read_data
 
 EVENTS = int(os.environ.get("EVENTS", "100000"))
 RS = b"\x1e"
@@ -54,15 +54,7 @@ async def read_request(reader):
 
 async def hub(reader, writer):
     buffered = b""
-    while True:
-        opcode, data = await read_frame(reader)
-        if opcode == 0x8:
-            writer.write(frame(data[:2], 0x8))
-            await writer.drain()
-            return
-        if opcode == 0x9:
-            writer.write(frame(data, 0xA))
-            continue
+    while (data := await read_data(reader, writer)) is not None:
         buffered += data
         *records, buffered = buffered.split(RS)
         for record in records:

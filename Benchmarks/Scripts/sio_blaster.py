@@ -6,7 +6,7 @@
 # EVENTS (default 200,000) is the count whose frames are encoded at start; another count is encoded
 # when asked.
 import asyncio, json, loopback, os
-from loopback import frame, read_frame
+from loopback import frame, read_data
 
 EVENTS = int(os.environ.get("EVENTS", "200000"))
 
@@ -35,15 +35,8 @@ async def handle(reader, writer):
         handshake = {"sid": "blaster", "upgrades": [], "pingInterval": 600000, "pingTimeout": 600000, "maxPayload": 1000000}
         writer.write(frame(b"0" + json.dumps(handshake).encode()))
         await writer.drain()
-        while True:
-            opcode, data = await read_frame(reader)
-            if opcode == 0x8:
-                writer.write(frame(data[:2], 0x8))
-                await writer.drain()
-                return
-            if opcode == 0x9:
-                writer.write(frame(data, 0xA))
-            elif data.startswith(b"40"):
+        while (data := await read_data(reader, writer)) is not None:
+            if data.startswith(b"40"):
                 writer.write(frame(b'40{"sid":"blaster-socket"}'))
             elif data.startswith(b"1"):
                 return
