@@ -1,7 +1,8 @@
 # Sourced by Scripts/test.sh and Scripts/tsan.sh: installs what the tests need on a fresh Linux
 # machine and exports REALTIME_PYTHON.
 #   - Debian packages: openssl (test certificates), zlib1g-dev (permessage-deflate), libssl-dev,
-#     python3-venv (interop peers). Installed with apt-get only when missing.
+#     python3-venv (interop peers), tinyproxy-bin and dante-server (proxy tests). Installed with
+#     apt-get only when missing.
 #   - .venv/: a Python virtual environment with the pinned interop peers from Scripts/requirements.txt.
 need_apt=()
 command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
@@ -9,6 +10,10 @@ command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
 [ -f /usr/include/openssl/ssl.h ] || need_apt+=(libssl-dev)
 command -v python3 >/dev/null 2>&1 || need_apt+=(python3)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need_apt+=(python3-venv)
+# Real proxies for the proxy tests: tinyproxy (HTTP CONNECT, Basic auth) and dante (SOCKS5). The
+# tests start their own instances on free ports; the packages' services are not used.
+[ -x /usr/bin/tinyproxy ] || need_apt+=(tinyproxy-bin)
+[ -x /usr/sbin/danted ] || need_apt+=(dante-server)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo [prepare] "installing Debian packages: ${need_apt[*]}"
   if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi

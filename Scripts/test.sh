@@ -4,7 +4,8 @@
 #   Scripts/test.sh --filter X only tests matching X (passed to swift test)
 # What it prepares (Scripts/prepare.sh):
 #   - Debian packages: openssl (test certificates), zlib1g-dev (permessage-deflate), libssl-dev,
-#     python3-venv (interop peers). Installed with apt-get only when missing.
+#     python3-venv (interop peers), tinyproxy-bin and dante-server (proxy tests). Installed with
+#     apt-get only when missing.
 #   - .venv/: a Python virtual environment with the pinned interop peers from Scripts/requirements.txt.
 # It ends with one summary line: "N passed, N failed".
 set -euo pipefail

@@ -89,18 +89,21 @@ public final class EventStream: Sendable {
     private var timers: TimerQueue { runtime.timers }
     private let options: EventStreamOptions
     private let url: String
+    /// The proxy the request goes through (nil: none), named in a proxy's failure.
+    private let proxy: ProxyServer?
     private let onHead: @Sendable (HTTPResponseHead) -> EventStreamHeadDecision
     private let onOutputs: @Sendable ([EventStream.Output]) -> Bool
     /// The owning client's metrics: body bytes are counted as they arrive.
     private let metrics: ClientMetrics?
 
     private init(
-        url: String, options: EventStreamOptions, runtime: RealtimeRuntime,
+        url: String, proxy: ProxyServer?, options: EventStreamOptions, runtime: RealtimeRuntime,
         onHead: @escaping @Sendable (HTTPResponseHead) -> EventStreamHeadDecision,
         onOutputs: @escaping @Sendable ([EventStream.Output]) -> Bool,
         metrics: ClientMetrics?
     ) {
         self.url = url
+        self.proxy = proxy
         self.options = options
         self.runtime = runtime
         self.metrics = metrics
@@ -161,9 +164,9 @@ public final class EventStream: Sendable {
         onHead: @escaping @Sendable (HTTPResponseHead) -> EventStreamHeadDecision,
         onOutputs: @escaping @Sendable ([EventStream.Output]) -> Bool
     ) throws -> EventStream {
+        let (client, clientRequest, proxy) = try request.prepareForDelegate(runtime: runtime)
         let stream = EventStream(
-            url: request.url, options: options, runtime: runtime, onHead: onHead, onOutputs: onOutputs, metrics: metrics)
-        let (client, clientRequest) = try request.prepareForDelegate(runtime: runtime)
+            url: request.url, proxy: proxy, options: options, runtime: runtime, onHead: onHead, onOutputs: onOutputs, metrics: metrics)
         let delegate = Delegate(stream: stream, cookies: request.cookies)
         let task = client.execute(request: clientRequest, delegate: delegate, logger: runtime.libraryLogger)
         let timeout = request.headTimeout
@@ -188,7 +191,7 @@ public final class EventStream: Sendable {
             return try await headDecided.value()
         } catch {
             if let recorded = state.withLockedValue({ $0.failure }) { throw recorded }
-            throw HTTPTransport.mapError(error, url: url)
+            throw HTTPTransport.mapError(error, url: url, proxy: proxy)
         }
     }
 
@@ -206,7 +209,7 @@ public final class EventStream: Sendable {
             if finishedAtHead { return .finishedAtHead }
             if let recorded { throw recorded }
             if Task.isCancelled { throw CancellationError() }
-            throw HTTPTransport.mapError(error, url: url)
+            throw HTTPTransport.mapError(error, url: url, proxy: proxy)
         }
         return state.withLockedValue { $0.finishedAtHead } ? .finishedAtHead : .ended
     }
@@ -223,7 +226,7 @@ public final class EventStream: Sendable {
                 let (recorded, finishedAtHead) = self.state.withLockedValue { ($0.failure, $0.finishedAtHead) }
                 if finishedAtHead { return callback(.success(.finishedAtHead)) }
                 if let recorded { return callback(.failure(recorded)) }
-                callback(.failure(HTTPTransport.mapError(error, url: self.url)))
+                callback(.failure(HTTPTransport.mapError(error, url: self.url, proxy: self.proxy)))
             }
         }
     }
@@ -375,7 +378,7 @@ public final class EventStream: Sendable {
                 if let refusal = state.refusal {
                     state.failure = refusal(Self.text(state.excerpt))
                 } else if state.head != nil, !(error is RealtimeError) {
-                    let mapped = HTTPTransport.mapError(error, url: url)
+                    let mapped = HTTPTransport.mapError(error, url: url, proxy: proxy)
                     if !(mapped is CancellationError) {
                         state.failure = (mapped as? RealtimeError).flatMap { $0.code == .connectionClosed ? $0 : nil }
                             ?? RealtimeError(.connectionClosed, "the connection to \(Redaction.url(url)) was lost mid-stream", underlying: error)

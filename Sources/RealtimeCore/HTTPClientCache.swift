@@ -2,8 +2,8 @@ import AsyncHTTPClient
 import NIOConcurrencyHelpers
 import NIOCore
 
-/// The runtime's own async-http-client clients: one per distinct TLS setting and connection
-/// options, made on first use and shared. Each one:
+/// The runtime's own async-http-client clients: one per distinct TLS setting, connection
+/// options and proxy, made on first use and shared. Each one:
 /// - verifies TLS with the setting's `TLSConfiguration` and checks pinned keys on the connection's
 ///   own handshake (before the connection carries a request);
 /// - does not retry failed connection attempts: a refused connection or a TLS failure fails the
@@ -15,6 +15,7 @@ final class HTTPClientCache: Sendable {
     private struct Key: Hashable {
         var tls: TLSOptions?
         var options: HTTPConnectionOptions
+        var proxy: ProxyServer?
     }
 
     private let eventLoopGroup: any EventLoopGroup
@@ -31,10 +32,10 @@ final class HTTPClientCache: Sendable {
         }
     }
 
-    func client(tls: TLSOptions?, options: HTTPConnectionOptions) throws -> HTTPClient {
-        let key = Key(tls: tls, options: options)
+    func client(tls: TLSOptions?, options: HTTPConnectionOptions, proxy: ProxyServer?) throws -> HTTPClient {
+        let key = Key(tls: tls, options: options, proxy: proxy)
         if let client = clients.withLockedValue({ $0[key] }) { return client }
-        let configuration = try Self.configuration(tls: tls, options: options)
+        let configuration = try Self.configuration(tls: tls, options: options, proxy: proxy)
         return clients.withLockedValue { clients in
             if let existing = clients[key] { return existing }
             let client = HTTPClient(eventLoopGroupProvider: .shared(eventLoopGroup), configuration: configuration)
@@ -43,7 +44,7 @@ final class HTTPClientCache: Sendable {
         }
     }
 
-    static func configuration(tls: TLSOptions?, options: HTTPConnectionOptions) throws -> HTTPClient.Configuration {
+    static func configuration(tls: TLSOptions?, options: HTTPConnectionOptions, proxy: ProxyServer?) throws -> HTTPClient.Configuration {
         var configuration = HTTPClient.Configuration(
             tlsConfiguration: try tls?.makeTLSConfiguration(),
             redirectConfiguration: .follow(max: 10, allowCycles: false),
@@ -51,7 +52,7 @@ final class HTTPClientCache: Sendable {
             connectionPool: .init(
                 idleTimeout: TimeAmount(options.idleTimeout),
                 concurrentHTTP1ConnectionsPerHostSoftLimit: max(1, options.maxConnectionsPerHost)),
-            proxy: nil,
+            proxy: proxy.map(Self.ahcProxy),
             ignoreUncleanSSLShutdown: false,
             decompression: .disabled
         )
@@ -63,5 +64,16 @@ final class HTTPClientCache: Sendable {
             configuration.http2ConnectionDebugInitializer = { TLSPinning.verifyConnection($0, pins: pins) }
         }
         return configuration
+    }
+
+    /// async-http-client's description of a proxy (it tunnels http and https alike with CONNECT).
+    static func ahcProxy(_ proxy: ProxyServer) -> HTTPClient.Configuration.Proxy {
+        switch proxy.kind {
+        case .http:
+            guard let username = proxy.username else { return .server(host: proxy.host, port: proxy.port) }
+            return .server(host: proxy.host, port: proxy.port, authorization: .basic(username: username, password: proxy.password ?? ""))
+        case .socks5:
+            return .socksServer(host: proxy.host, port: proxy.port)
+        }
     }
 }

@@ -53,10 +53,11 @@ public struct HTTPRequestSpec: Sendable {
         self.cookies = cookies
     }
 
-    /// The client that carries this request (by its TLS options) and the request for it.
-    func prepare(runtime: RealtimeRuntime) throws -> (HTTPClient, HTTPClientRequest) {
+    /// The client that carries this request (by its TLS options and proxy), the request for it,
+    /// and the proxy it goes through.
+    func prepare(runtime: RealtimeRuntime) throws -> (HTTPClient, HTTPClientRequest, ProxyServer?) {
         let endpoint = try Endpoint(url, allowedSchemes: ["http", "https"])
-        let client = try runtime.httpClient(for: tls, secure: endpoint.isSecure)
+        let (client, proxy) = try runtime.httpClient(for: tls, endpoint: endpoint)
         var request = HTTPClientRequest(url: url)
         request.method = method
         request.headers = headers
@@ -68,13 +69,13 @@ public struct HTTPRequestSpec: Sendable {
         if endpoint.isSecure, let own = runtime.httpClient, own === client {
             request.tlsConfiguration = try tls.makeTLSConfiguration()
         }
-        return (client, request)
+        return (client, request, proxy)
     }
 
     /// The same for async-http-client's delegate API, whose callbacks run on the connection's event loop.
-    func prepareForDelegate(runtime: RealtimeRuntime) throws -> (HTTPClient, HTTPClient.Request) {
+    func prepareForDelegate(runtime: RealtimeRuntime) throws -> (HTTPClient, HTTPClient.Request, ProxyServer?) {
         let endpoint = try Endpoint(url, allowedSchemes: ["http", "https"])
-        let client = try runtime.httpClient(for: tls, secure: endpoint.isSecure)
+        let (client, proxy) = try runtime.httpClient(for: tls, endpoint: endpoint)
         var requestHeaders = headers
         runtime.injectTraceContext(traceContext, into: &requestHeaders)
         cookies?.apply(to: &requestHeaders, url: url)
@@ -82,7 +83,7 @@ public struct HTTPRequestSpec: Sendable {
         do {
             let request = try HTTPClient.Request(
                 url: url, method: method, headers: requestHeaders, body: body.map { .byteBuffer($0) }, tlsConfiguration: tlsConfiguration)
-            return (client, request)
+            return (client, request, proxy)
         } catch {
             throw RealtimeError.invalidURL(url)
         }

@@ -20,12 +20,12 @@ public enum HTTPTransport {
         runtime: RealtimeRuntime = .shared,
         _ body: @escaping @Sendable (HTTPResponseHead, HTTPBodyChunks) async throws -> Result
     ) async throws -> Result {
-        let (client, clientRequest) = try request.prepare(runtime: runtime)
+        let (client, clientRequest, proxy) = try request.prepare(runtime: runtime)
         let response: HTTPClientResponse
         do {
             response = try await client.execute(clientRequest, timeout: TimeAmount(request.headTimeout), logger: runtime.libraryLogger)
         } catch {
-            throw mapError(error, url: request.url)
+            throw mapError(error, url: request.url, proxy: proxy)
         }
         request.cookies?.record(response.headers, from: response.url?.absoluteString ?? request.url)
         let head = HTTPResponseHead(status: response.status, headers: response.headers, url: response.url?.absoluteString ?? request.url)
@@ -66,7 +66,7 @@ public enum HTTPTransport {
     /// task besides the caller's, and cancelling the caller cancels the request.
     public static func execute(_ request: HTTPRequestSpec, runtime: RealtimeRuntime = .shared) async throws -> (HTTPResponseHead, ByteBuffer) {
         let total = request.headTimeout + (request.idleTimeout ?? .zero)
-        let (client, clientRequest) = try request.prepareForDelegate(runtime: runtime)
+        let (client, clientRequest, proxy) = try request.prepareForDelegate(runtime: runtime)
         let collector = BodyCollector(limit: request.maxBodySize, cookies: request.cookies, url: request.url)
         let task = client.execute(
             request: clientRequest, delegate: collector, deadline: .now() + TimeAmount(total), logger: runtime.libraryLogger)
@@ -88,7 +88,7 @@ public enum HTTPTransport {
                 throw RealtimeError(
                     .messageTooLarge, "the response body from \(Redaction.url(request.url)) exceeds \(request.maxBodySize) bytes", underlying: error)
             }
-            throw mapError(error, url: request.url)
+            throw mapError(error, url: request.url, proxy: proxy)
         }
     }
 
@@ -145,7 +145,8 @@ public enum HTTPTransport {
         }
     }
 
-    static func mapError(_ error: any Error, url: String) -> any Error {
+    static func mapError(_ error: any Error, url: String, proxy: ProxyServer? = nil) -> any Error {
+        if let proxy, let failure = ProxyTunnel.mapError(error, proxy: proxy, url: url) { return failure }
         switch error {
         case let error as RealtimeError: return error
         case is CancellationError: return error

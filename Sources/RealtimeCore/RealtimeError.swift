@@ -30,6 +30,7 @@ public struct RealtimeError: Error, Sendable, CustomStringConvertible {
             case notConnected
             case refused
             case authenticationFailed
+            case proxyFailed
         }
         let base: Base
 
@@ -71,6 +72,10 @@ public struct RealtimeError: Error, Sendable, CustomStringConvertible {
         /// The server refused the credentials and they could not be renewed (a failed OAuth token
         /// refresh, or a 401 that persists after one); ``RealtimeError/status`` holds the last status.
         public static let authenticationFailed = Code(base: .authenticationFailed)
+        /// The proxy did not open the tunnel: it refused it (``RealtimeError/status`` holds its
+        /// answer: 407 for missing or wrong credentials, 403, 502), broke the proxy protocol, or
+        /// closed the connection first. The description names the proxy, never its credentials.
+        public static let proxyFailed = Code(base: .proxyFailed)
 
         /// A readable summary, for logs and messages.
         public var description: String { base.rawValue }

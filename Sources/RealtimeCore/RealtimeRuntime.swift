@@ -24,11 +24,12 @@ public struct RealtimeRuntime: Sendable {
         let metricsFactory: (any MetricsFactory)?
         let tracer: (any Tracer)?
         let httpClients: HTTPClientCache
+        let proxy: ProxyConfiguration
 
         init(
             eventLoopGroup: any EventLoopGroup, httpClient: HTTPClient?, http: HTTPConnectionOptions, logger: Logger,
             clock: any Clock<Duration>, timers: TimerQueue, metricsFactory: (any MetricsFactory)?, tracer: (any Tracer)?,
-            httpClients: HTTPClientCache
+            httpClients: HTTPClientCache, proxy: ProxyConfiguration
         ) {
             self.eventLoopGroup = eventLoopGroup
             self.httpClient = httpClient
@@ -39,18 +40,20 @@ public struct RealtimeRuntime: Sendable {
             self.metricsFactory = metricsFactory
             self.tracer = tracer
             self.httpClients = httpClients
+            self.proxy = proxy
         }
 
         /// A copy with some values replaced.
         func with(
             eventLoopGroup: (any EventLoopGroup)? = nil, httpClient: HTTPClient?? = nil, http: HTTPConnectionOptions? = nil,
             logger: Logger? = nil, clock: (any Clock<Duration>)? = nil, metricsFactory: (any MetricsFactory)?? = nil,
-            tracer: (any Tracer)?? = nil
+            tracer: (any Tracer)?? = nil, proxy: ProxyConfiguration? = nil
         ) -> Storage {
             Storage(
                 eventLoopGroup: eventLoopGroup ?? self.eventLoopGroup, httpClient: httpClient ?? self.httpClient, http: http ?? self.http,
                 logger: logger ?? self.logger, clock: clock ?? self.clock, timers: clock.map { TimerQueue(clock: $0) } ?? timers,
-                metricsFactory: metricsFactory ?? self.metricsFactory, tracer: tracer ?? self.tracer, httpClients: httpClients)
+                metricsFactory: metricsFactory ?? self.metricsFactory, tracer: tracer ?? self.tracer, httpClients: httpClients,
+                proxy: proxy ?? self.proxy)
         }
     }
 
@@ -63,9 +66,11 @@ public struct RealtimeRuntime: Sendable {
     }
     /// An HTTP client of yours for the SSE, long-polling and POST transports, or nil (the default)
     /// for the runtime's own clients (see ``HTTPConnectionOptions``). Yours is used as it is
-    /// configured (its pool limits and connection retries apply), except for requests whose TLS
-    /// options pin keys: those always go through the runtime's own clients, which check the pin on
-    /// the connection's handshake. A client you pass in is yours to shut down.
+    /// configured (its pool limits, connection retries and proxy apply; ``proxy`` does not), and
+    /// each `https://` request carries its ``TLSOptions`` (trust roots, client certificate, server
+    /// name) to it, except requests whose TLS options pin keys: those always go through the
+    /// runtime's own clients, which check the pin on the connection's handshake. A client you pass
+    /// in is yours to shut down.
     public var httpClient: HTTPClient? {
         get { storage.httpClient }
         set { storage = storage.with(httpClient: .some(newValue)) }
@@ -101,6 +106,15 @@ public struct RealtimeRuntime: Sendable {
         get { storage.tracer }
         set { storage = storage.with(tracer: .some(newValue)) }
     }
+    /// How connections reach their servers: ``ProxyConfiguration/environment`` by default
+    /// (`https_proxy`, `http_proxy`, `all_proxy`, `no_proxy`, as curl reads them). It applies to
+    /// WebSocket connections and to the runtime's own HTTP clients; an ``httpClient`` of yours keeps
+    /// its own proxy setting. Give one client another proxy with a copy of the runtime (copies share
+    /// the event loops and connection pools).
+    public var proxy: ProxyConfiguration {
+        get { storage.proxy }
+        set { storage = storage.with(proxy: newValue) }
+    }
     /// The runtime's own HTTP clients, one per distinct TLS setting, shared by every copy of this
     /// runtime and shut down when the last copy is gone.
     var httpClients: HTTPClientCache { storage.httpClients }
@@ -114,6 +128,7 @@ public struct RealtimeRuntime: Sendable {
     ///   - clock: the clock of every timer (a manual clock in tests).
     ///   - metricsFactory: where the clients report metrics (nil: `MetricsSystem.factory`).
     ///   - tracer: the tracer of the clients' spans (nil: `InstrumentationSystem.tracer`).
+    ///   - proxy: how connections reach their servers (the environment's proxy variables by default).
     public init(
         eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
         httpClient: HTTPClient? = nil,
@@ -121,12 +136,13 @@ public struct RealtimeRuntime: Sendable {
         logger: Logger = Logger(label: "swift-realtime", factory: { _ in SwiftLogNoOpLogHandler() }),
         clock: any Clock<Duration> = ContinuousClock(),
         metricsFactory: (any MetricsFactory)? = nil,
-        tracer: (any Tracer)? = nil
+        tracer: (any Tracer)? = nil,
+        proxy: ProxyConfiguration = .environment
     ) {
         storage = Storage(
             eventLoopGroup: eventLoopGroup, httpClient: httpClient, http: http, logger: logger, clock: clock,
             timers: TimerQueue(clock: clock), metricsFactory: metricsFactory, tracer: tracer,
-            httpClients: HTTPClientCache(eventLoopGroup: eventLoopGroup))
+            httpClients: HTTPClientCache(eventLoopGroup: eventLoopGroup), proxy: proxy)
     }
 
     /// The process-wide runtime: NIO's singleton event loop group, the runtime's own HTTP clients
@@ -168,11 +184,14 @@ public struct RealtimeRuntime: Sendable {
         try await clock.sleep(for: duration)
     }
 
-    /// The HTTP client for a request with these TLS options (`secure`: the URL is https).
-    package func httpClient(for tls: TLSOptions, secure: Bool) throws -> HTTPClient {
+    /// The HTTP client for a request to `endpoint` with these TLS options, and the proxy it goes
+    /// through (nil: none, or the app's own client, which keeps its own proxy setting).
+    func httpClient(for tls: TLSOptions, endpoint: Endpoint) throws -> (HTTPClient, ProxyServer?) {
+        let secure = endpoint.isSecure
         let pinned = secure && !tls.pinnedPublicKeySHA256.isEmpty
-        if let httpClient, !pinned { return httpClient }
-        return try httpClients.client(tls: secure ? tls : nil, options: http)
+        if let httpClient, !pinned { return (httpClient, nil) }
+        let proxyServer = try proxy.server(for: endpoint)
+        return (try httpClients.client(tls: secure ? tls : nil, options: http, proxy: proxyServer), proxyServer)
     }
 }
 

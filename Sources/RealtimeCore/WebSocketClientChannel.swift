@@ -56,11 +56,14 @@ final class WebSocketClientChannel: Sendable {
 
     /// The runtime's timer queue, for the keep-alive (``WebSocketKeepAlive``).
     let timers: TimerQueue
+    /// The proxy the connection goes through (nil: straight to the server).
+    let proxy: ProxyServer?
 
-    init(url: String, configuration: WebSocketConfiguration, timers: TimerQueue) throws {
+    init(url: String, configuration: WebSocketConfiguration, timers: TimerQueue, proxy: ProxyConfiguration) throws {
         self.url = url
         self.timers = timers
         self.target = try Endpoint(url, allowedSchemes: ["ws", "wss", "http", "https"])
+        self.proxy = try proxy.server(for: target)
         self.configuration = configuration
         sslContext = target.isSecure ? try configuration.tls.sslContext() : nil
         extensionBuilders =
@@ -79,9 +82,14 @@ final class WebSocketClientChannel: Sendable {
             .channelOption(ChannelOptions.maxMessagesPerRead, value: 1)
             .channelOption(ChannelOptions.recvAllocator, value: ReceiveBufferAllocator())
         let custody = UpgradedChannelCustody()
-        let (channel, upgrade) = try await bootstrap.connect(host: target.host, port: target.port) { channel in
-            channel.eventLoop.makeCompletedFuture {
-                (channel, try self.configure(channel, custody: custody))
+        let (channel, upgrade): (any Channel, EventLoopFuture<Outcome>)
+        if let proxy {
+            (channel, upgrade) = try await connect(bootstrap, through: proxy, custody: custody)
+        } else {
+            (channel, upgrade) = try await bootstrap.connect(host: target.host, port: target.port) { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    (channel, try self.configure(channel, custody: custody))
+                }
             }
         }
         do {
@@ -103,6 +111,36 @@ final class WebSocketClientChannel: Sendable {
         } catch {
             channel.close(promise: nil)
             custody.abandon()
+            throw error
+        }
+    }
+
+    /// Connects to `proxy`, opens a tunnel to the server through it, then builds the connection's
+    /// pipeline on the open tunnel (TLS to the server runs inside it).
+    private func connect(
+        _ bootstrap: ClientBootstrap, through proxy: ProxyServer, custody: UpgradedChannelCustody
+    ) async throws -> (any Channel, EventLoopFuture<Outcome>) {
+        let (target, url) = (self.target, self.url)
+        let (channel, tunnel): (any Channel, EventLoopFuture<Void>)
+        do {
+            (channel, tunnel) = try await bootstrap.connect(host: proxy.host, port: proxy.port) { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    (channel, try ProxyTunnel.install(through: proxy, to: target.host, port: target.port, url: url, on: channel))
+                }
+            }
+        } catch {
+            throw ProxyTunnel.mapError(error, proxy: proxy, url: url) ?? error
+        }
+        do {
+            try await withTaskCancellationHandler {
+                try await tunnel.get()
+            } onCancel: {
+                channel.close(promise: nil)
+            }
+            let upgrade = try await channel.eventLoop.submit { try self.configure(channel, custody: custody) }.get()
+            return (channel, upgrade)
+        } catch {
+            channel.close(promise: nil)
             throw error
         }
     }

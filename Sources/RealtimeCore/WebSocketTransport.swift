@@ -4,6 +4,13 @@ import Logging
 import NIOHTTP1
 import NIOConcurrencyHelpers
 import NIOWebSocket
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
 @_spi(WSInternal) import WSCore
 
 /// A live WebSocket connection, valid inside the closure given to ``WebSocketTransport/connect(to:configuration:runtime:_:)``.
@@ -238,7 +245,7 @@ public enum WebSocketTransport {
     ) throws -> WebSocketClientChannel {
         var configuration = configuration
         runtime.injectTraceContext(nil, into: &configuration.headers)
-        return try WebSocketClientChannel(url: url, configuration: configuration, timers: runtime.timers)
+        return try WebSocketClientChannel(url: url, configuration: configuration, timers: runtime.timers, proxy: runtime.proxy)
     }
 
     /// TCP, TLS and the upgrade, under the connect deadline, in a task of its own that is abandoned
@@ -256,7 +263,8 @@ public enum WebSocketTransport {
             runtime: runtime,
             isPastDeadlinePhase: { phase.withLockedValue { $0 == .open } },
             abandon: { phase.withLockedValue { $0 = .abandoned } },
-            timeoutError: RealtimeError.timeout("the WebSocket connection to \(Redaction.url(url)) was not open within \(connectTimeout)")
+            timeoutError: RealtimeError.timeout(
+                "the WebSocket connection to \(Redaction.url(url))\(channelFactory.proxy.map { " through the proxy \($0)" } ?? "") was not open within \(connectTimeout)")
         ) { () -> OpenedChannel? in
             let (upgraded, response, extensions) = try await channelFactory.open(on: eventLoop)
             let abandoned = phase.withLockedValue { phase -> Bool in
@@ -445,6 +453,10 @@ public enum WebSocketTransport {
             }
         case let error where TLSErrorDetection.isTLSFailure(error):
             return RealtimeError(.tlsFailure, "TLS handshake with \(Redaction.url(url)) failed", underlying: error)
+        case let error as IOError where [ECONNRESET, EPIPE, ECONNABORTED].contains(error.errnoCode):
+            // The peer (or a proxy, or the network) reset a connection that was made: it was lost,
+            // which is not the same as never having connected.
+            return RealtimeError(.connectionClosed, "the connection to \(Redaction.url(url)) was reset", underlying: error)
         default:
             return RealtimeError(.connectFailed, "could not connect to \(Redaction.url(url))", underlying: error)
         }

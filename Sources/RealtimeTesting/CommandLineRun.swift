@@ -31,18 +31,24 @@ public enum RealtimeCommandLine {
     /// Runs `realtime <arguments>` to its end and returns its exit status, standard output and
     /// standard error. The pipes are read on Dispatch threads: blocking the concurrency pool would
     /// starve an in-process server the command talks to.
-    public static func run(_ arguments: [String]) async throws -> (status: Int32, stdout: String, stderr: String) {
-        try await run(executable: executable, arguments)
+    /// `environment` is set over the test process's own (the proxy variables, say).
+    public static func run(_ arguments: [String], environment: [String: String] = [:]) async throws -> (status: Int32, stdout: String, stderr: String) {
+        try await run(executable: executable, arguments, environment: environment)
     }
 
-    /// Runs `executable <arguments>` to its end (see ``run(_:)``).
-    public static func run(executable: String, _ arguments: [String]) async throws -> (status: Int32, stdout: String, stderr: String) {
+    /// Runs `executable <arguments>` to its end (see ``run(_:environment:)``).
+    public static func run(
+        executable: String, _ arguments: [String], environment: [String: String] = [:]
+    ) async throws -> (status: Int32, stdout: String, stderr: String) {
         guard FileManager.default.isExecutableFile(atPath: executable) else {
             throw Missing(description: "\(executable) is missing: `swift build` builds it (Scripts/test.sh does)")
         }
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
+        if !environment.isEmpty {
+            process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
+        }
         let output = Pipe()
         let errors = Pipe()
         process.standardOutput = output

@@ -1,4 +1,5 @@
 import DequeModule
+import Foundation
 import NIOCore
 import NIOPosix
 
@@ -31,6 +32,11 @@ final class ProxyConnection: @unchecked Sendable {
     /// The source of that direction ended: close the other side once what it sent is forwarded.
     private var sourceEnded = [false, false]
     private var closed = false
+    /// The `CONNECT` request's bytes read so far, while a proxy with a connect front waits for it
+    /// (nil: no request expected, or answered).
+    private var connectRequest: ByteBuffer?
+    /// The largest `CONNECT` request head read.
+    static let connectHeadLimit = 16 << 10
 
     init(proxy: FaultProxy, client: any Channel) {
         self.proxy = proxy
@@ -48,6 +54,57 @@ final class ProxyConnection: @unchecked Sendable {
     func detach(side: Int) { contexts[side] = nil }
 
     func clientActive() {
+        if proxy.hasConnectFront {
+            connectRequest = ByteBuffer()
+            return
+        }
+        connectTarget()
+    }
+
+    /// Reads the `CONNECT` request and answers it; opens the tunnel when the answer is 200.
+    private func receivedConnect(_ bytes: ByteBuffer) {
+        connectRequest!.writeImmutableBuffer(bytes)
+        let view = connectRequest!.readableBytesView
+        guard let end = view.firstRange(of: Array("\r\n\r\n".utf8)) else {
+            if view.count > Self.connectHeadLimit { close(mode: .fin) }
+            return
+        }
+        let head = String(decoding: view[view.startIndex..<end.lowerBound], as: UTF8.self)
+        var rest = connectRequest!
+        rest.moveReaderIndex(to: end.upperBound)
+        connectRequest = nil
+        let lines = head.split(separator: "\r\n", omittingEmptySubsequences: false)
+        let requestLine = lines.first?.split(separator: " ") ?? []
+        let authorization = lines.dropFirst().first { $0.lowercased().hasPrefix("proxy-authorization:") }
+            .map { $0.dropFirst("proxy-authorization:".count).trimmingCharacters(in: .whitespaces) }
+        guard requestLine.count == 3, requestLine[0] == "CONNECT" else {
+            respond(status: 400, close: true)
+            return
+        }
+        let (status, closeAfter) = proxy.answer(connect: String(requestLine[1]), proxyAuthorization: authorization)
+        guard let status else {
+            if closeAfter { close(mode: .fin) }
+            return
+        }
+        respond(status: status, close: closeAfter)
+        guard !closeAfter else { return }
+        if rest.readableBytes > 0 {
+            queues[0].append((.now(), rest))
+            queued[0] += rest.readableBytes
+        }
+        connectTarget()
+    }
+
+    private func respond(status: Int, close closeAfter: Bool) {
+        let reason = [200: "Connection established", 400: "Bad Request", 403: "Forbidden", 407: "Proxy Authentication Required", 502: "Bad Gateway"][status] ?? "Refused"
+        var text = "HTTP/1.1 \(status) \(reason)\r\n"
+        if status == 407 { text += "Proxy-Authenticate: Basic realm=\"FaultProxy\"\r\n" }
+        text += status == 200 ? "\r\n" : "Content-Length: 0\r\nConnection: close\r\n\r\n"
+        let written = client.writeAndFlush(ByteBuffer(string: text))
+        if closeAfter { written.whenComplete { [self] _ in close(mode: .fin) } }
+    }
+
+    private func connectTarget() {
         ClientBootstrap(group: eventLoop)
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
             .connectTimeout(.seconds(5))
@@ -77,6 +134,7 @@ final class ProxyConnection: @unchecked Sendable {
 
     /// Whether side `side` may read now: its bytes have somewhere to go and are not piling up.
     func mayRead(_ side: Int) -> Bool {
+        if side == 0, connectRequest != nil { return !closed }
         guard !closed, let destination = channel(1 - side) else { return false }
         if proxy.conditions(direction: side).stalled { return false }
         return destination.isWritable && queued[side] < Self.holdLimit
@@ -92,6 +150,7 @@ final class ProxyConnection: @unchecked Sendable {
 
     func received(_ bytes: ByteBuffer, on side: Int) {
         guard !closed else { return }
+        if side == 0, connectRequest != nil { return receivedConnect(bytes) }
         let latency = proxy.conditions(direction: side).latency
         let due = NIODeadline.now() + .nanoseconds(latency.nanoseconds)
         queues[side].append((due, bytes))

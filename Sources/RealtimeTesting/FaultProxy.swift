@@ -1,3 +1,4 @@
+import Foundation
 import NIOConcurrencyHelpers
 public import NIOCore
 import NIOPosix
@@ -39,6 +40,12 @@ import Darwin
 ///   (`ECONNREFUSED`) while open ones go on; listens again on the same port afterwards. Connections
 ///   the kernel had completed but the proxy not yet accepted are reset. ``refuseConnections(for:)``
 ///   does the same and returns once the listener is closed.
+///
+/// Started with a ``ConnectFront``, the proxy is an HTTP proxy as clients see one: each connection
+/// first sends a `CONNECT` request, which the proxy answers as ``ConnectFront/answer`` says (a
+/// tunnel, a refusal with a status, a 407 when the credentials are wrong, silence, a close) before
+/// it forwards anything. Whatever authority the request names, the tunnel leads to the target (the
+/// proxy never connects anywhere else). ``connectRequests`` lists the requests it saw.
 ///
 /// ``startRandomFaults(_:)`` runs a ``RandomFaultSchedule``: the same seed gives the same faults at
 /// the same offsets. ``statistics`` counts connections and forwarded bytes; ``faultLog`` lists the
@@ -111,6 +118,45 @@ public final class FaultProxy: Sendable {
         }
     }
 
+    /// How a proxy started with a ``ConnectFront`` answers `CONNECT` requests.
+    public enum ConnectAnswer: Sendable, Hashable {
+        /// `200 Connection established`, then the tunnel (or 407 while the credentials are wrong).
+        case open
+        /// This status (403, 502, ...), and the connection closed.
+        case refuse(status: Int)
+        /// No answer at all: the client waits for its own timeout.
+        case stall
+        /// The connection closed without an answer.
+        case close
+    }
+
+    /// What makes the proxy an HTTP `CONNECT` proxy.
+    public struct ConnectFront: Sendable, Hashable {
+        /// The Basic credentials the proxy requires (`Proxy-Authorization`); nil: none.
+        public var username: String?
+        /// The password that goes with ``username``.
+        public var password: String?
+        /// How requests are answered (it can change later: ``FaultProxy/answerConnect(_:)``).
+        public var answer: ConnectAnswer
+
+        /// Makes a front; every parameter is the property of the same name.
+        public init(username: String? = nil, password: String? = nil, answer: ConnectAnswer = .open) {
+            self.username = username
+            self.password = password
+            self.answer = answer
+        }
+    }
+
+    /// A `CONNECT` request the proxy saw.
+    public struct ConnectRequest: Sendable, Hashable {
+        /// The authority asked for (`host:port`).
+        public var authority: String
+        /// The `Proxy-Authorization` value sent, if any.
+        public var proxyAuthorization: String?
+        /// The status answered (nil: none, for ``ConnectAnswer/stall`` and ``ConnectAnswer/close``).
+        public var status: Int?
+    }
+
     /// Counters since the proxy started.
     public struct Statistics: Sendable, Hashable {
         /// Connections accepted from clients.
@@ -134,9 +180,12 @@ public final class FaultProxy: Sendable {
         self.state = state
     }
 
-    /// Starts listening on 127.0.0.1 (`port` 0: an ephemeral port) and forwards to the target.
-    public static func start(targetHost: String = "127.0.0.1", targetPort: Int, port: Int = 0) async throws -> FaultProxy {
-        let state = NIOLockedValueBox(ProxyState())
+    /// Starts listening on 127.0.0.1 (`port` 0: an ephemeral port) and forwards to the target;
+    /// with `connectFront`, as an HTTP `CONNECT` proxy.
+    public static func start(
+        targetHost: String = "127.0.0.1", targetPort: Int, port: Int = 0, connectFront: ConnectFront? = nil
+    ) async throws -> FaultProxy {
+        let state = NIOLockedValueBox(ProxyState(connectFront: connectFront))
         let box = ProxyBox()
         let listener = try await bind(port: port, box: box)
         let proxy = FaultProxy(
@@ -161,6 +210,37 @@ public final class FaultProxy: Sendable {
             return statistics
         }
     }
+
+    /// The `CONNECT` requests seen so far, in order (a proxy with a ``ConnectFront``).
+    public var connectRequests: [ConnectRequest] { state.withLockedValue { $0.connectRequests } }
+
+    /// Changes how later `CONNECT` requests are answered.
+    public func answerConnect(_ answer: ConnectAnswer) {
+        state.withLockedValue { $0.connectFront?.answer = answer }
+    }
+
+    /// How a `CONNECT` request is answered (nil: stall), recorded.
+    func answer(connect authority: String, proxyAuthorization: String?) -> (status: Int?, close: Bool) {
+        state.withLockedValue { state in
+            guard let front = state.connectFront else { return (nil, true) }
+            var result: (status: Int?, close: Bool)
+            switch front.answer {
+            case .open:
+                let expected = front.username.map { user in
+                    "Basic " + Data("\(user):\(front.password ?? "")".utf8).base64EncodedString()
+                }
+                result = expected == nil || expected == proxyAuthorization ? (200, false) : (407, true)
+            case .refuse(let status): result = (status, true)
+            case .stall: result = (nil, false)
+            case .close: result = (nil, true)
+            }
+            state.connectRequests.append(ConnectRequest(authority: authority, proxyAuthorization: proxyAuthorization, status: result.status))
+            return result
+        }
+    }
+
+    /// Whether connections start with a `CONNECT` request.
+    var hasConnectFront: Bool { state.withLockedValue { $0.connectFront != nil } }
 
     /// The faults applied so far, in order (including those of a random schedule).
     public var faultLog: [Fault] { state.withLockedValue { $0.log } }
@@ -463,6 +543,8 @@ final class ProxyBox: Sendable {
 }
 
 struct ProxyState {
+    var connectFront: FaultProxy.ConnectFront?
+    var connectRequests: [FaultProxy.ConnectRequest] = []
     var listener: (any Channel)?
     /// While refusing: a socket bound to the port without listening, so a connect is refused by the
     /// kernel and no other server (another test's, on an ephemeral port) can take the port meanwhile.
@@ -481,3 +563,4 @@ struct ProxyState {
     var stopped = false
     var randomFaults: Task<Void, any Error>?
 }
+

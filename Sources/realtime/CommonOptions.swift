@@ -12,6 +12,14 @@ struct ConnectionOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("Trust the certificates in this PEM file (a private CA) besides the system's.", valueName: "file"))
     var cacert: String?
     @Option(name: .long, help: "Seconds to wait for the connection (connect, TLS, handshake).") var timeout: Double = 10
+    @Option(name: .long, help: ArgumentHelp(
+        "Connect through this proxy: http://[user:password@]host[:port] or socks5://host[:port] (an empty value: no proxy). Without it, the https_proxy, http_proxy, all_proxy and no_proxy environment variables apply, as in curl.",
+        valueName: "url"))
+    var proxy: String?
+    @Option(name: .long, help: ArgumentHelp(
+        "Hosts reached without the proxy, comma-separated (a name also matches its subdomains; * matches every host), as curl's --noproxy.",
+        valueName: "hosts"))
+    var noproxy: String?
     @Flag(name: .long, help: "One JSON object per line.") var json = false
 
     func validate() throws {
@@ -19,6 +27,27 @@ struct ConnectionOptions: ParsableArguments {
         if timeout <= 0 { throw ValidationError("--timeout is a number of seconds above 0") }
         if let cacert, !FileManager.default.isReadableFile(atPath: cacert) { throw ValidationError("--cacert: cannot read \(cacert)") }
         _ = try headers
+        do {
+            _ = try proxyConfiguration
+        } catch let error as RealtimeError {
+            throw ValidationError("--proxy: \(error.detail)")
+        }
+    }
+
+    /// The proxy: `--proxy` (or the environment), less the `--noproxy` hosts.
+    var proxyConfiguration: ProxyConfiguration {
+        get throws {
+            var configuration = try proxy.map { try ProxyConfiguration.url($0) } ?? .environment
+            if let noproxy { configuration.noProxy = NoProxyRules.entries(noproxy) }
+            return configuration
+        }
+    }
+
+    /// The runtime every client of the command runs on: the shared one with the proxy settings.
+    var runtime: RealtimeRuntime {
+        var runtime = RealtimeRuntime.shared
+        if let proxy = try? proxyConfiguration { runtime.proxy = proxy }
+        return runtime
     }
 
     /// The headers, parsed.

@@ -34,7 +34,7 @@ struct SSECommand: AsyncParsableCommand {
             headers: try connection.headers, lastEventId: lastEventId, maxReconnectAttempts: reconnectAttempts,
             connectTimeout: connection.connectTimeout, tls: connection.tls)
         configuration.includeComments = comments
-        let source = EventSource(url: target, configuration: configuration)
+        let source = EventSource(url: target, configuration: configuration, runtime: connection.runtime)
         let (json, quiet, count) = (connection.json, quiet, count)
         let seen = SeenCounter()
         let started = ContinuousClock.now

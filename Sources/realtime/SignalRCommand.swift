@@ -56,6 +56,7 @@ struct SignalRCommand: AsyncParsableCommand {
         let tls = connectionOptions.tls
         let timeout = connectionOptions.connectTimeout
         let token = accessToken
+        let runtime = connectionOptions.runtime
         let connection = HubConnectionBuilder()
             .withUrl(url: url, transport: transport.flatMap { Self.transports[$0] } ?? .all)
             .withHubProtocol(hubProtocol: HubProtocolType(rawValue: `protocol`)!)
@@ -68,6 +69,7 @@ struct SignalRCommand: AsyncParsableCommand {
                 options.handshakeTimeout = timeout
                 options.negotiateTimeout = timeout
             }
+            .withRuntime(runtime)
             .build()
         // Handlers print themselves: they run one at a time in arrival order, so a blocked stdout
         // holds the handler and, past the connection's handler queue, the socket reads. Nothing

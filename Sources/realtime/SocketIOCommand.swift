@@ -44,6 +44,7 @@ struct SocketIOCommand: AsyncParsableCommand {
         configuration.engine.headers = try connection.headers
         configuration.engine.connectTimeout = connection.connectTimeout
         configuration.engine.path = path
+        configuration.runtime = connection.runtime
         let authValue = try auth.map { try JSONValue(parsing: $0) }
         let manager = SocketManager(url: url, configuration: configuration)
         let socket = manager.socket(forNamespace: namespace, auth: authValue.map { .value($0) })

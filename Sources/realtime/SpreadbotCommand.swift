@@ -63,6 +63,7 @@ struct SpreadbotCommand: AsyncParsableCommand {
         configuration.requestTimeout = connection.connectTimeout
         configuration.acknowledgedSends = acknowledged
         configuration.headers = try connection.headers
+        configuration.runtime = connection.runtime
         let client = Spreadbot(configuration: configuration)
         client.onError { error in printError("realtime spreadbot: \(error)") }
         client.onTokensRefreshed { _ in printError("realtime spreadbot: the access token was refreshed") }

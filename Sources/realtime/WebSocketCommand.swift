@@ -19,10 +19,10 @@ struct WebSocketCommand: AsyncParsableCommand {
         let configuration = WebSocketConfiguration(
             headers: try self.connection.headers, subprotocols: subprotocol, compression: compress,
             connectTimeout: self.connection.connectTimeout, tls: self.connection.tls)
-        let (messages, limit, json, url) = (send, count, self.connection.json, url)
+        let (messages, limit, json, url, runtime) = (send, count, self.connection.json, url, self.connection.runtime)
         do {
             try await Interruption.run {
-                let close = try await WebSocketTransport.connect(to: url, configuration: configuration) { connection in
+                let close = try await WebSocketTransport.connect(to: url, configuration: configuration, runtime: runtime) { connection in
                     for message in messages { try await connection.send(text: message) }
                     var received = 0
                     for try await message in connection.inbound {

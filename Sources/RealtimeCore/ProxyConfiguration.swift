@@ -1,0 +1,307 @@
+import NIOCore
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// How connections reach their servers: directly, through one proxy, or as the environment says.
+///
+/// Every transport follows it: WebSocket upgrades, SSE streams, long polls, POSTs, SignalR's
+/// negotiate, Spreadbot's REST calls and token refreshes. Set it on a ``RealtimeRuntime``
+/// (``RealtimeRuntime/proxy``); a client given a copy of the runtime with another proxy uses that
+/// one, and the copy still shares the event loops and connection pools.
+///
+/// - An HTTP proxy tunnels every connection with `CONNECT`, plain `ws://` and `http://` included
+///   (as curl's `--proxytunnel` does; a tunnel carries a WebSocket upgrade that an absolute-form
+///   request through some proxies would not). TLS to the server runs inside the tunnel, with every
+///   ``TLSOptions`` rule: SNI, trust roots, pins, client certificates. Credentials in the proxy URL
+///   are sent as `Proxy-Authorization: Basic`.
+/// - A SOCKS5 proxy tunnels every connection; the proxy resolves the server's name (curl's
+///   `socks5h://`). Only SOCKS5 without authentication is supported.
+/// - ``environment`` (the default) reads `https_proxy`, `http_proxy`, `all_proxy` and `no_proxy`,
+///   lower case first, then upper case, when first used: `wss://` and `https://` use
+///   `https_proxy`, `ws://` and `http://` use `http_proxy`, either falls back to `all_proxy`.
+///
+/// Hosts in ``noProxy`` (and in the environment's `no_proxy`) are reached directly, by curl's
+/// rules: a comma-separated list of names, each matching the host itself and its subdomains (a
+/// leading dot is ignored), IP addresses and CIDR ranges matching IP literals, and `*` alone
+/// matching every host. Names are not resolved to match addresses. As in curl, a proxy URL without
+/// a port uses 1080, and one without a scheme is an HTTP proxy.
+///
+/// A proxy that refuses the tunnel (a 407 for missing or wrong credentials, a 403, a 502) or closes
+/// before opening it fails the connection with ``RealtimeError/Code/proxyFailed``, its status in
+/// ``RealtimeError/status``; a proxy that cannot be reached fails with
+/// ``RealtimeError/Code/connectFailed``. Both name the proxy (never its credentials), and the
+/// client's reconnect rules apply as to any failed connection.
+public struct ProxyConfiguration: Sendable, Hashable, CustomStringConvertible {
+    enum Base: Sendable, Hashable {
+        case direct
+        case server(ProxyServer)
+        case environment(ProxyEnvironment?)
+    }
+    let base: Base
+    /// Hosts reached directly, by the rules above (`--noproxy` in curl). Default: none.
+    public var noProxy: [String]
+
+    init(base: Base, noProxy: [String] = []) {
+        self.base = base
+        self.noProxy = noProxy
+    }
+
+    /// No proxy: every connection goes straight to its server.
+    public static let none = ProxyConfiguration(base: .direct)
+
+    /// The process's environment (`https_proxy`, `http_proxy`, `all_proxy`, `no_proxy`, in either
+    /// case), read once, when a connection first needs it. The default of every runtime.
+    public static let environment = ProxyConfiguration(base: .environment(nil))
+
+    /// Proxy settings read from these variables instead of the process's environment (the same
+    /// names and rules as ``environment``).
+    public static func environment(_ variables: [String: String]) -> ProxyConfiguration {
+        ProxyConfiguration(base: .environment(ProxyEnvironment(variables)))
+    }
+
+    /// An HTTP proxy; `username` and `password`, when given, are sent as Basic credentials.
+    public static func http(host: String, port: Int, username: String? = nil, password: String? = nil) -> ProxyConfiguration {
+        ProxyConfiguration(base: .server(ProxyServer(kind: .http, host: host, port: port, username: username, password: password)))
+    }
+
+    /// A SOCKS5 proxy (no authentication; the proxy resolves names).
+    public static func socks5(host: String, port: Int) -> ProxyConfiguration {
+        ProxyConfiguration(base: .server(ProxyServer(kind: .socks5, host: host, port: port, username: nil, password: nil)))
+    }
+
+    /// A proxy given as a URL, as curl's `--proxy` takes it: `http://[user:password@]host[:port]`,
+    /// `socks5://host[:port]` or `socks5h://host[:port]`; without a scheme, HTTP; without a port,
+    /// 1080. An empty text means no proxy.
+    /// - Throws: ``RealtimeError/Code/invalidURL`` for a URL that names no host, or a scheme this
+    ///   package cannot speak (`https://` proxies, SOCKS4, SOCKS5 with credentials).
+    public static func url(_ text: String) throws -> ProxyConfiguration {
+        guard let server = try ProxyServer(url: text) else { return .none }
+        return ProxyConfiguration(base: .server(server))
+    }
+
+    /// The proxy for a connection to `host` over `scheme` (`ws`, `wss`, `http` or `https`), or nil
+    /// for a direct connection.
+    /// - Throws: ``RealtimeError/Code/invalidURL`` when an environment variable holds a proxy URL
+    ///   that cannot be used (a connection must not silently bypass the proxy it names).
+    public func server(forScheme scheme: String, host: String) throws -> ProxyServer? {
+        let secure = scheme == "wss" || scheme == "https"
+        switch base {
+        case .direct:
+            return nil
+        case .server(let server):
+            return NoProxyRules.matches(host: host, entries: noProxy) ? nil : server
+        case .environment(let variables):
+            let environment = variables ?? ProxyEnvironment.process
+            if NoProxyRules.matches(host: host, entries: noProxy) || NoProxyRules.matches(host: host, entries: environment.noProxy) {
+                return nil
+            }
+            return try environment.server(secure: secure)
+        }
+    }
+
+    func server(for endpoint: Endpoint) throws -> ProxyServer? {
+        try server(forScheme: endpoint.scheme, host: endpoint.host)
+    }
+
+    /// A readable summary without credentials.
+    public var description: String {
+        let bypass = noProxy.isEmpty ? "" : " (not for \(noProxy.joined(separator: ",")))"
+        switch base {
+        case .direct: return "no proxy"
+        case .server(let server): return server.description + bypass
+        case .environment: return "the environment's proxy" + bypass
+        }
+    }
+}
+
+/// One proxy server: its kind, address and credentials.
+public struct ProxyServer: Sendable, Hashable, CustomStringConvertible {
+    /// The proxy protocol.
+    public enum Kind: String, Sendable, Hashable {
+        /// HTTP: `CONNECT` tunnels.
+        case http
+        /// SOCKS5, without authentication.
+        case socks5
+    }
+    /// The proxy protocol.
+    public var kind: Kind
+    /// The proxy's host name or IP address.
+    public var host: String
+    /// The proxy's port.
+    public var port: Int
+    /// The user name for Basic credentials (HTTP proxies).
+    public var username: String?
+    /// The password for Basic credentials. Never printed.
+    public var password: String?
+
+    /// Makes a proxy server; every parameter is the property of the same name.
+    public init(kind: Kind, host: String, port: Int, username: String? = nil, password: String? = nil) {
+        self.kind = kind
+        self.host = host
+        self.port = port
+        self.username = username
+        self.password = password
+    }
+
+    /// Parses a proxy URL (see ``ProxyConfiguration/url(_:)``); nil for an empty text.
+    init?(url text: String, variable: String? = nil) throws {
+        let trimmed = String(Substring(text).trimmingSpaces())
+        guard !trimmed.isEmpty else { return nil }
+        let withScheme = trimmed.contains("://") ? trimmed : "http://" + trimmed
+        let origin = variable.map { "the \($0) environment variable" } ?? "the proxy URL"
+        func invalid(_ why: String) -> RealtimeError {
+            RealtimeError(.invalidURL, "\(origin) \(Redaction.url(withScheme)) \(why)")
+        }
+        guard let components = URLComponents(string: withScheme), let scheme = components.scheme?.lowercased(),
+            let host = components.host, !host.isEmpty
+        else { throw invalid("names no proxy host") }
+        let kind: Kind
+        switch scheme {
+        case "http": kind = .http
+        case "socks5", "socks5h": kind = .socks5
+        case "https": throw invalid("is an HTTPS proxy; only HTTP and SOCKS5 proxies are supported")
+        default: throw invalid("has the scheme \(scheme); only http://, socks5:// and socks5h:// proxies are supported")
+        }
+        let username = components.user.flatMap { $0.isEmpty ? nil : $0 }
+        if kind == .socks5, username != nil {
+            throw invalid("carries credentials; SOCKS5 authentication is not supported")
+        }
+        self.init(
+            kind: kind, host: host.hasPrefix("[") ? String(host.dropFirst().dropLast()) : host, port: components.port ?? 1080,
+            username: username, password: components.password)
+    }
+
+    /// `Proxy-Authorization` for an HTTP proxy with credentials.
+    var basicAuthorization: String? {
+        guard let username else { return nil }
+        return "Basic " + Data("\(username):\(password ?? "")".utf8).base64EncodedString()
+    }
+
+    /// The proxy's URL without credentials, for messages.
+    public var description: String {
+        let hostPart = host.contains(":") ? "[\(host)]" : host
+        return "\(kind.rawValue)://\(hostPart):\(port)"
+    }
+}
+
+/// The proxy variables of an environment, parsed.
+struct ProxyEnvironment: Sendable, Hashable {
+    /// The value and the variable it came from, for each role.
+    var https: (name: String, value: String)?
+    var http: (name: String, value: String)?
+    var all: (name: String, value: String)?
+    var noProxy: [String]
+
+    init(_ variables: [String: String]) {
+        func pick(_ name: String) -> (name: String, value: String)? {
+            for candidate in [name.lowercased(), name.uppercased()] {
+                if let value = variables[candidate], !value.isEmpty { return (candidate, value) }
+            }
+            return nil
+        }
+        https = pick("https_proxy")
+        http = pick("http_proxy")
+        all = pick("all_proxy")
+        noProxy = NoProxyRules.entries(pick("no_proxy")?.value ?? "")
+    }
+
+    /// The process's environment, read once.
+    static let process = ProxyEnvironment(ProcessInfo.processInfo.environment)
+
+    func server(secure: Bool) throws -> ProxyServer? {
+        guard let (name, value) = (secure ? https : http) ?? all else { return nil }
+        return try ProxyServer(url: value, variable: name)
+    }
+
+    static func == (lhs: ProxyEnvironment, rhs: ProxyEnvironment) -> Bool {
+        lhs.https?.value == rhs.https?.value && lhs.http?.value == rhs.http?.value && lhs.all?.value == rhs.all?.value
+            && lhs.noProxy == rhs.noProxy
+    }
+
+    func hash(into hasher: inout Hasher) {
+        hasher.combine(https?.value)
+        hasher.combine(http?.value)
+        hasher.combine(all?.value)
+        hasher.combine(noProxy)
+    }
+}
+
+/// curl's `no_proxy` rules.
+package enum NoProxyRules {
+    /// The entries of a `no_proxy` text: separated by commas or spaces, lower case, empty ones dropped.
+    package static func entries(_ text: String) -> [String] {
+        text.split(whereSeparator: { $0 == "," || $0 == " " || $0 == "\t" }).map { $0.lowercased() }
+    }
+
+    /// Whether `host` is reached directly.
+    package static func matches(host: String, entries: [String]) -> Bool {
+        guard !entries.isEmpty else { return false }
+        var name = host.lowercased()
+        if name.hasPrefix("[") && name.hasSuffix("]") { name = String(name.dropFirst().dropLast()) }
+        while name.hasSuffix(".") { name.removeLast() }
+        let address = IPAddressBytes(name)
+        for entry in entries {
+            if entry == "*" { return true }
+            var pattern = Substring(entry)
+            if pattern.hasPrefix("[") && pattern.hasSuffix("]") { pattern = pattern.dropFirst().dropLast() }
+            if let address, let slash = pattern.firstIndex(of: "/") {
+                if let network = IPAddressBytes(String(pattern[..<slash])), let bits = Int(pattern[pattern.index(after: slash)...]),
+                    address.isIn(network: network, prefix: bits)
+                {
+                    return true
+                }
+                continue
+            }
+            if let address, let other = IPAddressBytes(String(pattern)) {
+                if address == other { return true }
+                continue
+            }
+            while pattern.hasPrefix(".") { pattern = pattern.dropFirst() }
+            while pattern.hasSuffix(".") { pattern = pattern.dropLast() }
+            guard !pattern.isEmpty else { continue }
+            if name == pattern || name.hasSuffix("." + pattern) { return true }
+        }
+        return false
+    }
+}
+
+/// An IPv4 or IPv6 address as bytes, for `no_proxy` matching.
+struct IPAddressBytes: Equatable {
+    let bytes: [UInt8]
+
+    init?(_ text: String) {
+        var v4 = in_addr()
+        if inet_pton(AF_INET, text, &v4) == 1 {
+            bytes = withUnsafeBytes(of: &v4) { Array($0) }
+            return
+        }
+        var v6 = in6_addr()
+        if inet_pton(AF_INET6, text, &v6) == 1 {
+            bytes = withUnsafeBytes(of: &v6) { Array($0) }
+            return
+        }
+        return nil
+    }
+
+    func isIn(network: IPAddressBytes, prefix: Int) -> Bool {
+        guard bytes.count == network.bytes.count, prefix >= 0, prefix <= bytes.count * 8 else { return false }
+        var remaining = prefix
+        for index in bytes.indices where remaining > 0 {
+            let take = min(8, remaining)
+            let mask = UInt8(truncatingIfNeeded: 0xFF << (8 - take))
+            if bytes[index] & mask != network.bytes[index] & mask { return false }
+            remaining -= take
+        }
+        return true
+    }
+}

@@ -1,0 +1,44 @@
+import Foundation
+import RealtimeCore
+import RealtimeTesting
+import SignalRHub
+import Testing
+
+/// SignalR through real proxies (tinyproxy with and without credentials, dante's SOCKS5): negotiate
+/// and every transport (WebSockets, Server-Sent Events, Long Polling), each asserted from the
+/// proxy's log; and a proxy that refuses the tunnel failing `start()` with its status.
+@Suite(.serialized, .timeLimit(.minutes(3))) struct HubConnectionProxyTests {
+    @Test(arguments: [ProxyProcess.Kind.tinyproxy(), .tinyproxy(username: "hub", password: "pw"), .dante])
+    func everyTransportGoesThroughARealProxy(_ kind: ProxyProcess.Kind) async throws {
+        let proxy = try await ProxyProcess.start(kind)
+        defer { Task { await proxy.stop() } }
+        let server = try await SignalRTestServer.start()
+        defer { Task { await server.stop() } }
+        var runtime = RealtimeRuntime()
+        runtime.proxy = proxy.configuration
+        for transport in [HttpTransportType.webSockets, .serverSentEvents, .longPolling] {
+            let connection = HubConnectionBuilder().withUrl(url: server.url, transport: transport).withRuntime(runtime).build()
+            try await connection.start()
+            #expect(connection.transport == transport)
+            let echoed: String = try await connection.invoke(method: "echo", arguments: "through \(kind)")
+            #expect(echoed == "through \(kind)")
+            await connection.stop()
+        }
+        #expect(server.transportsUsed == ["WebSockets", "ServerSentEvents", "LongPolling"])
+        try await proxy.waitForTarget(port: server.port)
+    }
+
+    @Test func aProxyThatRefusesFailsStartWithItsStatus() async throws {
+        let server = try await SignalRTestServer.start()
+        defer { Task { await server.stop() } }
+        let proxy = try await FaultProxy.start(targetPort: server.port, connectFront: .init(answer: .refuse(status: 403)))
+        defer { Task { await proxy.stop() } }
+        var runtime = RealtimeRuntime()
+        runtime.proxy = .http(host: "127.0.0.1", port: proxy.port)
+        let connection = HubConnectionBuilder().withUrl(url: server.url).withRuntime(runtime).build()
+        let error = await #expect(throws: RealtimeError.self) { try await connection.start() }
+        #expect(error?.code == .proxyFailed, "\(String(describing: error))")
+        #expect(proxy.connectRequests.first?.status == 403)
+        #expect(server.transportsUsed.isEmpty)
+    }
+}
