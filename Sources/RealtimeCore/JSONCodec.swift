@@ -33,6 +33,8 @@ package enum JSONWriter {
         case .null: out.append(contentsOf: "null".utf8)
         case .bool(let flag): out.append(contentsOf: (flag ? "true" : "false").utf8)
         case .number(let number): writeNumber(number, into: &out)
+        case .integer(let number): writeInteger(number, into: &out)
+        case .unsignedInteger(let number): out.append(contentsOf: String(number).utf8)
         case .string(let text): writeString(text, into: &out)
         case .array(let elements):
             out.append(UInt8(ascii: "["))
@@ -79,13 +81,19 @@ package enum JSONWriter {
         out.append(contentsOf: String(value).utf8)
     }
 
+    package static func writeInteger(_ value: Int64, into out: inout [UInt8]) {
+        if let small = Int(exactly: value) { return writeInteger(small, into: &out) }
+        out.append(contentsOf: String(value).utf8)
+    }
+
     package static func writeNumber(_ number: Double, into out: inout [UInt8]) {
         guard number.isFinite else {
             out.append(contentsOf: "null".utf8)
             return
         }
         if number.rounded() == number && abs(number) < 1e15 {
-            if number == 0 { out.append(UInt8(ascii: "0")); return }
+            // -0 keeps its sign (JSON.stringify drops it; the value would not read back the same).
+            if number == 0 { out.append(contentsOf: (number.sign == .minus ? "-0" : "0").utf8); return }
             writeInteger(Int(number), into: &out)
             return
         }
@@ -198,7 +206,7 @@ package struct JSONReader {
         case UInt8(ascii: "t"): try expect("true"); return .bool(true)
         case UInt8(ascii: "f"): try expect("false"); return .bool(false)
         case UInt8(ascii: "n"): try expect("null"); return .null
-        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return .number(try parseNumber())
+        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return try parseNumber()
         default: throw failure("unexpected character")
         }
     }
@@ -360,7 +368,10 @@ package struct JSONReader {
         out.append(contentsOf: UTF8.encode(scalar)!)
     }
 
-    private mutating func parseNumber() throws(JSONParseError) -> Double {
+    /// A number: an integer token (no fraction, no exponent) exactly, as `Int64` or, above its
+    /// range, `UInt64`; anything else, and integers beyond both ranges, as a `Double`. `-0` is the
+    /// double -0.0 (no integer holds its sign).
+    private mutating func parseNumber() throws(JSONParseError) -> JSONValue {
         let start = index
         var negative = false
         if bytes[index] == UInt8(ascii: "-") {
@@ -382,7 +393,7 @@ package struct JSONReader {
                 index += 1
             }
         }
-        var isInteger = digits <= 15
+        var isInteger = true
         if index < bytes.count && bytes[index] == UInt8(ascii: ".") {
             isInteger = false
             index += 1
@@ -398,9 +409,16 @@ package struct JSONReader {
             while index < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[index]) { index += 1 }
             if index == exponentStart { throw failure("invalid number") }
         }
-        if isInteger { return Double(negative ? -integer : integer) }
+        if isInteger && digits <= 18 {
+            if integer == 0 && negative { return .number(-0.0) }
+            return .integer(negative ? -integer : integer)
+        }
         let text = String(decoding: UnsafeRawBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
+        if isInteger {
+            if let exact = Int64(text) { return .integer(exact) }
+            if let exact = UInt64(text) { return .unsignedInteger(exact) }
+        }
         guard let value = Double(text) else { throw failure("invalid number") }
-        return value
+        return .number(value)
     }
 }

@@ -3,9 +3,12 @@ public import OrderedCollections
 
 /// A JSON value, plus binary buffers, shared by the Socket.IO and SignalR protocols.
 ///
-/// Objects keep their key order, so what you build is what goes on the wire. Numbers are doubles, as
-/// in JavaScript: integers beyond 2^53 lose precision, and integral values are written without a
-/// fraction (`1`, not `1.0`). `.binary` values may sit at any depth: Socket.IO sends them as
+/// Objects keep their key order, so what you build is what goes on the wire. Numbers are exact:
+/// an integer in the wire text (no fraction, no exponent) is kept as ``integer(_:)`` in the `Int64`
+/// range and as ``unsignedInteger(_:)`` above it up to 2^64 - 1, so a 64-bit id (a .NET `long`, a
+/// snowflake) arrives unchanged; any other number is a ``number(_:)`` (a `Double`), and integral
+/// doubles are written without a fraction (`1`, not `1.0`). The three cases compare by numeric
+/// value: `.integer(1) == .number(1)`. `.binary` values may sit at any depth: Socket.IO sends them as
 /// attachments (`{"_placeholder":true,"num":i}` in the JSON, the bytes in a separate Engine.IO
 /// message), SignalR's MessagePack protocol as `bin` values and its JSON protocol as base64 strings.
 public enum JSONValue: Sendable {
@@ -13,8 +16,12 @@ public enum JSONValue: Sendable {
     case null
     /// `true` or `false`.
     case bool(Bool)
-    /// A number (a `Double`: integers are exact up to 2^53).
+    /// A number with a fraction or an exponent, or beyond the 64-bit integer ranges (a `Double`).
     case number(Double)
+    /// An integer in the `Int64` range, exact.
+    case integer(Int64)
+    /// An integer above `Int64.max`, up to `UInt64.max`, exact.
+    case unsignedInteger(UInt64)
     /// A string.
     case string(String)
     /// An array.
@@ -28,12 +35,56 @@ public enum JSONValue: Sendable {
     public var stringValue: String? { if case .string(let value) = self { value } else { nil } }
     /// The boolean, if this is a boolean.
     public var boolValue: Bool? { if case .bool(let value) = self { value } else { nil } }
-    /// The number, if this is a number.
-    public var doubleValue: Double? { if case .number(let value) = self { value } else { nil } }
-    /// The number as an `Int` when it is integral and in range.
-    public var intValue: Int? {
-        guard case .number(let value) = self, value.rounded() == value, abs(value) < 9.007_199_254_740_992e15 else { return nil }
-        return Int(value)
+    /// The number as a `Double`, if this is a number (an integer beyond 2^53 is rounded here; read
+    /// ``int64Value`` or ``uint64Value`` for it).
+    public var doubleValue: Double? {
+        switch self {
+        case .number(let value): value
+        case .integer(let value): Double(value)
+        case .unsignedInteger(let value): Double(value)
+        default: nil
+        }
+    }
+    /// The number as an `Int` when it is integral and in range, exactly.
+    public var intValue: Int? { int64Value.flatMap { Int(exactly: $0) } }
+    /// The number as an `Int64` when it is integral and in range, exactly.
+    public var int64Value: Int64? {
+        switch self {
+        case .integer(let value): value
+        case .unsignedInteger(let value): Int64(exactly: value)
+        case .number(let value): Int64(exactly: value)
+        default: nil
+        }
+    }
+    /// The number as a `UInt64` when it is integral, not negative and in range, exactly.
+    public var uint64Value: UInt64? {
+        switch self {
+        case .integer(let value): UInt64(exactly: value)
+        case .unsignedInteger(let value): value
+        case .number(let value): UInt64(exactly: value)
+        default: nil
+        }
+    }
+    /// Whether this is a number (of any of the three cases).
+    public var isNumber: Bool { doubleValue != nil }
+
+    /// A number's value in one canonical form, for comparing and hashing across the three cases.
+    enum NumericKey: Hashable {
+        case signed(Int64)
+        case unsigned(UInt64)
+        case real(Double)
+    }
+
+    var numericKey: NumericKey? {
+        switch self {
+        case .integer(let value): return .signed(value)
+        case .unsignedInteger(let value): return Int64(exactly: value).map { .signed($0) } ?? .unsigned(value)
+        case .number(let value):
+            if let exact = Int64(exactly: value) { return .signed(exact) }
+            if let exact = UInt64(exactly: value) { return .unsigned(exact) }
+            return .real(value)
+        default: return nil
+        }
     }
     /// The elements, if this is an array.
     public var arrayValue: [JSONValue]? { if case .array(let value) = self { value } else { nil } }
@@ -73,6 +124,9 @@ extension JSONValue: Hashable {
         case (.null, .null): true
         case (.bool(let a), .bool(let b)): a == b
         case (.number(let a), .number(let b)): a == b
+        case (.integer(let a), .integer(let b)): a == b
+        case (.number, _), (.integer, _), (.unsignedInteger, _):
+            lhs.numericKey != nil && lhs.numericKey == rhs.numericKey
         case (.string(let a), .string(let b)): a == b
         case (.array(let a), .array(let b)): a == b
         case (.binary(let a), .binary(let b)): a == b
@@ -87,7 +141,7 @@ extension JSONValue: Hashable {
         switch self {
         case .null: hasher.combine(0)
         case .bool(let value): hasher.combine(value)
-        case .number(let value): hasher.combine(value)
+        case .number, .integer, .unsignedInteger: hasher.combine(numericKey)
         case .string(let value): hasher.combine(value)
         case .array(let value): hasher.combine(value)
         case .binary(let value): hasher.combine(value)
@@ -114,8 +168,8 @@ extension JSONValue: ExpressibleByNilLiteral, ExpressibleByBooleanLiteral, Expre
     public init(nilLiteral: ()) { self = .null }
     /// `true` and `false` are JSON booleans.
     public init(booleanLiteral value: Bool) { self = .bool(value) }
-    /// An integer literal is a JSON number.
-    public init(integerLiteral value: Int) { self = .number(Double(value)) }
+    /// An integer literal is a JSON number, exact.
+    public init(integerLiteral value: Int64) { self = .integer(value) }
     /// A floating-point literal is a JSON number.
     public init(floatLiteral value: Double) { self = .number(value) }
     /// A string literal is a JSON string.
@@ -165,6 +219,8 @@ extension JSONValue: Codable {
         let container = try decoder.singleValueContainer()
         if container.decodeNil() { self = .null }
         else if let value = try? container.decode(Bool.self) { self = .bool(value) }
+        else if let value = try? container.decode(Int64.self) { self = .integer(value) }
+        else if let value = try? container.decode(UInt64.self) { self = .unsignedInteger(value) }
         else if let value = try? container.decode(Double.self) { self = .number(value) }
         else if let value = try? container.decode(String.self) { self = .string(value) }
         else if let value = try? container.decode([JSONValue].self) { self = .array(value) }
@@ -182,6 +238,8 @@ extension JSONValue: Codable {
         case .null: try container.encodeNil()
         case .bool(let value): try container.encode(value)
         case .number(let value): try container.encode(value)
+        case .integer(let value): try container.encode(value)
+        case .unsignedInteger(let value): try container.encode(value)
         case .string(let value): try container.encode(value)
         case .array(let value): try container.encode(value)
         case .object(let value): try container.encode(Dictionary(uniqueKeysWithValues: value.map { ($0.key, $0.value) }))

@@ -14,7 +14,7 @@ public enum HubValueCoding {
             switch value {
             case let value as String: return .string(value)
             case let value as Bool: return .bool(value)
-            case let value as Int: return .number(Double(value))
+            case let value as Int: return .integer(Int64(value))
             case let value as Double where value.isFinite: return .number(value)
             case let value as [UInt8]: return .binary(Data(value))
             default: break
@@ -40,7 +40,7 @@ public enum HubValueCoding {
         case .string(let text) where type == String.self: text
         case .bool(let flag) where type == Bool.self: flag
         case _ where type == Int.self: value.intValue
-        case .number(let number) where type == Double.self: number
+        case _ where type == Double.self: value.doubleValue
         default: nil
         }
         // `fast` unwrapped first: a nil cast to an Optional `T` would succeed as `.none`.

@@ -90,7 +90,7 @@ private struct HubValueDecoding: Decoder {
     }
 
     func decodeNumber<T: BinaryFloatingPoint>(_ type: T.Type) throws -> T {
-        guard case .number(let number) = value else { throw mismatch(T.self) }
+        guard let number = value.doubleValue else { throw mismatch(T.self) }
         let result = T(number)
         // As JSONDecoder: a number that does not fit (beyond the range, or so small that it
         // becomes zero) is an error.
@@ -100,10 +100,18 @@ private struct HubValueDecoding: Decoder {
         return result
     }
 
+    /// Exact: an integer the wire carried decodes into any type that holds it (an `Int64` or
+    /// `UInt64` field gets every bit), a double only when it is integral and in range.
     func decodeInteger<T: FixedWidthInteger>(_ type: T.Type) throws -> T {
-        guard case .number(let number) = value else { throw mismatch(T.self) }
-        guard let result = T(exactly: number) else {
-            throw DecodingError.dataCorrupted(.init(codingPath: codingPath, debugDescription: "Number \(number) is not representable in Swift."))
+        let result: T?
+        switch value {
+        case .integer(let number): result = T(exactly: number)
+        case .unsignedInteger(let number): result = T(exactly: number)
+        case .number(let number): result = T(exactly: number)
+        default: throw mismatch(T.self)
+        }
+        guard let result else {
+            throw DecodingError.dataCorrupted(.init(codingPath: codingPath, debugDescription: "Number \(value) is not representable in Swift."))
         }
         return result
     }
@@ -139,12 +147,11 @@ private struct HubValueDecoding: Decoder {
     }
 
     func decodeDecimal() throws -> Decimal {
-        guard case .number(let number) = value else { throw mismatch(Decimal.self) }
+        guard value.isNumber else { throw mismatch(Decimal.self) }
         // The number as JSON writes it, read as a Decimal: what JSONDecoder made of the same text.
-        var text: [UInt8] = []
-        JSONWriter.writeNumber(number, into: &text)
-        guard let decimal = Decimal(string: String(decoding: text, as: UTF8.self), locale: Locale(identifier: "en_US_POSIX")) else {
-            throw DecodingError.dataCorrupted(.init(codingPath: codingPath, debugDescription: "Number \(number) is not representable as a Decimal."))
+        let text = JSONWriter.string(value)
+        guard let decimal = Decimal(string: text, locale: Locale(identifier: "en_US_POSIX")) else {
+            throw DecodingError.dataCorrupted(.init(codingPath: codingPath, debugDescription: "Number \(text) is not representable as a Decimal."))
         }
         return decimal
     }
@@ -302,7 +309,7 @@ private extension JSONValue {
         switch self {
         case .null: "null"
         case .bool: "bool"
-        case .number: "number"
+        case .number, .integer, .unsignedInteger: "number"
         case .string, .binary: "a string"
         case .array: "an array"
         case .object: "a dictionary"

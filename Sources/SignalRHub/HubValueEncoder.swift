@@ -166,6 +166,9 @@ private final class HubValueEncoding: Encoder {
             case let value as Data: return .value(.binary(value))
             case let value as URL: return .value(.string(value.absoluteString))
             case let value as Decimal:
+                // An integral Decimal in the 64-bit ranges stays exact (JSONEncoder writes its digits).
+                if let exact = Int64(value.description) { return .value(.integer(exact)) }
+                if let exact = UInt64(value.description) { return .value(.unsignedInteger(exact)) }
                 guard let number = Double(value.description), number.isFinite else {
                     throw EncodingError.invalidValue(value, .init(codingPath: encoder().codingPath, debugDescription: "Unable to encode Decimal \(value) directly in JSON."))
                 }
@@ -201,7 +204,13 @@ private enum Scalar {
         return .number(Double(value.description) ?? Double(value))
     }
 
-    static func integer(_ value: some BinaryInteger) -> JSONValue { .number(Double(value)) }
+    /// Exact, whatever the width: `Int64`'s range as ``JSONValue/integer(_:)``, above it as
+    /// ``JSONValue/unsignedInteger(_:)``.
+    static func integer(_ value: some BinaryInteger) -> JSONValue {
+        if let exact = Int64(exactly: value) { return .integer(exact) }
+        if let exact = UInt64(exactly: value) { return .unsignedInteger(exact) }
+        return .number(Double(value))
+    }
 }
 
 private struct SingleValue: SingleValueEncodingContainer {

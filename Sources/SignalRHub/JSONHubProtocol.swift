@@ -151,10 +151,10 @@ enum JSONHubProtocol {
             return .close(HubClose(error: error, allowReconnect: allowReconnect))
         case 8, 9:
             guard let idValue = object["sequenceId"] else { throw HubProtocolError("missing required property 'sequenceId'") }
-            guard case .number(let number) = idValue, number.rounded() == number, number >= 0, number < 9.007_199_254_740_992e15 else {
+            guard let number = idValue.int64Value, number >= 0 else {
                 throw HubProtocolError("expected 'sequenceId' to be of type Number")
             }
-            return type == 8 ? .ack(sequenceId: Int64(number)) : .sequence(sequenceId: Int64(number))
+            return type == 8 ? .ack(sequenceId: number) : .sequence(sequenceId: number)
         default:
             throw HubProtocolError("unknown message type \(type)")
         }

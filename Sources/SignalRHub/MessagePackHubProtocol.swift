@@ -108,11 +108,13 @@ enum MessagePackHubProtocol {
         case .null: writer.writeNil()
         case .bool(let flag): writer.writeBool(flag)
         case .number(let number):
-            if number.rounded() == number, number >= -9.223_372_036_854_775_808e18, number < 9.223_372_036_854_775_808e18 {
-                writer.writeInteger(Int64(number))
+            if let integral = Int64(exactly: number) {
+                writer.writeInteger(integral)
             } else {
                 writer.writeDouble(number)
             }
+        case .integer(let number): writer.writeInteger(number)
+        case .unsignedInteger(let number): writer.writeUnsigned(number)
         case .string(let text): writer.writeString(text)
         case .binary(let data): writer.writeBinary(data)
         case .array(let elements):
@@ -272,8 +274,8 @@ enum MessagePackHubProtocol {
         switch value {
         case .nil: .null
         case .bool(let flag): .bool(flag)
-        case .int(let number): .number(Double(number))
-        case .uint(let number): .number(Double(number))
+        case .int(let number): .integer(number)
+        case .uint(let number): Int64(exactly: number).map { .integer($0) } ?? .unsignedInteger(number)
         case .float(let number): .number(Double(number))
         case .double(let number): .number(number)
         case .string(let text): .string(text)

@@ -521,7 +521,7 @@ public final class SocketIOClient: Sendable {
         guard let arguments = packet.data?.arrayValue, let first = arguments.first else { return }
         let name: String = switch first {
         case .string(let name): name
-        case .number(let number): JSONWriter.string(.number(number))
+        case .number, .integer, .unsignedInteger: JSONWriter.string(first)
         default: ""
         }
         // With connection state recovery the server appends its offset to every event.

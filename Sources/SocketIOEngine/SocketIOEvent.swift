@@ -71,10 +71,14 @@ extension JSONValue: SocketData { public func socketRepresentation() -> JSONValu
 extension String: SocketData { public func socketRepresentation() -> JSONValue { .string(self) } }
 extension Substring: SocketData { public func socketRepresentation() -> JSONValue { .string(String(self)) } }
 extension Bool: SocketData { public func socketRepresentation() -> JSONValue { .bool(self) } }
-extension Int: SocketData { public func socketRepresentation() -> JSONValue { .number(Double(self)) } }
-extension Int64: SocketData { public func socketRepresentation() -> JSONValue { .number(Double(self)) } }
-extension Int32: SocketData { public func socketRepresentation() -> JSONValue { .number(Double(self)) } }
-extension UInt: SocketData { public func socketRepresentation() -> JSONValue { .number(Double(self)) } }
+extension Int: SocketData { public func socketRepresentation() -> JSONValue { .integer(Int64(self)) } }
+extension Int64: SocketData { public func socketRepresentation() -> JSONValue { .integer(self) } }
+extension Int32: SocketData { public func socketRepresentation() -> JSONValue { .integer(Int64(self)) } }
+extension UInt: SocketData { public func socketRepresentation() -> JSONValue { UInt64(self).socketRepresentation() } }
+extension UInt64: SocketData {
+    /// The integer, exact (above `Int64.max`: ``JSONValue/unsignedInteger(_:)``).
+    public func socketRepresentation() -> JSONValue { Int64(exactly: self).map { .integer($0) } ?? .unsignedInteger(self) }
+}
 extension Double: SocketData { public func socketRepresentation() -> JSONValue { .number(self) } }
 extension Float: SocketData { public func socketRepresentation() -> JSONValue { .number(Double(self)) } }
 extension Data: SocketData { public func socketRepresentation() -> JSONValue { .binary(self) } }
@@ -104,7 +108,7 @@ extension JSONValue {
             for (key, element) in value { dictionary[String(describing: key)] = element }
             self = try JSONValue(any: dictionary)
         case let value as any SocketData: self = try value.socketRepresentation()
-        case let value as NSNumber: self = .number(value.doubleValue)
+        case let value as NSNumber: self = JSONValue(exactly: value)
         case let value as NSString: self = .string(String(describing: value))
         case Optional<Any>.none: self = .null
         default:
@@ -112,13 +116,24 @@ extension JSONValue {
         }
     }
 
-    /// The value as Foundation types: `String`, `Int` (integral numbers), `Double`, `Bool`, `NSNull`,
-    /// `Data`, `[Any]`, `[String: Any]`.
+    /// An `NSNumber` as its exact JSON number: integer types as integers, floating-point ones as doubles.
+    init(exactly number: NSNumber) {
+        switch String(cString: number.objCType) {
+        case "f", "d": self = .number(number.doubleValue)
+        case "Q", "L", "I", "S", "C": self = number.uint64Value.socketRepresentation()
+        default: self = .integer(number.int64Value)
+        }
+    }
+
+    /// The value as Foundation types: `String`, `Int` (integral numbers; `Int64` or `UInt64` beyond
+    /// `Int`'s range), `Double`, `Bool`, `NSNull`, `Data`, `[Any]`, `[String: Any]`.
     public var anyValue: Any {
         switch self {
         case .null: NSNull()
         case .bool(let value): value
-        case .number: intValue.map { $0 as Any } ?? doubleValue!
+        case .number(let value): Int(exactly: value).map { $0 as Any } ?? value
+        case .integer(let value): Int(exactly: value).map { $0 as Any } ?? value
+        case .unsignedInteger(let value): value
         case .string(let value): value
         case .array(let elements): elements.map(\.anyValue)
         case .object(let members): Dictionary(uniqueKeysWithValues: members.map { ($0.key, $0.value.anyValue) })

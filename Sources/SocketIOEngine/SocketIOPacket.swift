@@ -176,7 +176,7 @@ public enum SocketIOCodec {
                 break
             }
             switch first {
-            case .number: valid = true
+            case .number, .integer, .unsignedInteger: valid = true
             case .string(let name): valid = !SocketIOPacket.reservedEventNames.contains(name)
             default: valid = false
             }

@@ -771,7 +771,9 @@ public final class Spreadbot: Service, Sendable {
         let id: String
         switch envelope["id"] {
         case .string(let text)?: id = text
-        case .number(let number)?: id = number.rounded() == number ? String(Int64(number)) : String(number)
+        case .integer(let number)?: id = String(number)
+        case .unsignedInteger(let number)?: id = String(number)
+        case .number(let number)?: id = Int64(exactly: number).map { String($0) } ?? String(number)
         default: id = ""
         }
         let event = envelope["event"]?.stringValue ?? path

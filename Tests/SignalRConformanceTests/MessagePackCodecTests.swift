@@ -83,6 +83,29 @@ struct MessagePackCodecTests {
         #expect(object.jsonString == #"{"1":"x","a":true}"#)
     }
 
+    /// int 64 and uint 64 at their edges read into `JSONValue` exactly (not through a `Double`), and
+    /// write back to the same value.
+    @Test("64-bit integers read and write exactly", arguments: [
+        ("cfffffffffffffffff", JSONValue.unsignedInteger(.max)),
+        ("cf8000000000000000", .unsignedInteger(9_223_372_036_854_775_808)),
+        ("cf7fffffffffffffff", .integer(.max)),
+        ("cf0020000000000001", .integer(9_007_199_254_740_993)),
+        ("d38000000000000000", .integer(.min)),
+        ("d3ffdfffffffffffff", .integer(-9_007_199_254_740_993)),
+    ])
+    func sixtyFourBitIntegersAreExact(_ hex: String, _ expected: JSONValue) throws {
+        let (json, _) = try Self.readJSON(bytes(hex: hex))
+        #expect(Self.caseName(json) == Self.caseName(expected), "the exact case, not a double")
+        #expect(json.jsonString == expected.jsonString)
+        var writer = MessagePackWriter()
+        MessagePackHubProtocol.writeValue(json, into: &writer)
+        let (again, _) = try Self.readJSON(writer.bytes)
+        #expect(Self.caseName(again) == Self.caseName(expected))
+        #expect(again == expected)
+    }
+
+    static func caseName(_ value: JSONValue) -> String? { Mirror(reflecting: value).children.first?.label }
+
     @Test("Every strict prefix of every family is truncated, at the same offset both ways", arguments: families)
     func prefixesAreTruncated(_ entry: Case) {
         let input = bytes(hex: entry.hex)

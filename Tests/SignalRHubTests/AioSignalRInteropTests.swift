@@ -98,4 +98,28 @@ struct AioSignalRInteropTests {
         #expect(value == 9)
         await connection.stop()
     }
+
+    /// Python ints above 2^53 from aiosignalr arrive unchanged over both hub protocols, into
+    /// `JSONValue` and into `Int64`/`UInt64`, and ours reach it as the same ints.
+    @Test("64-bit integers both ways, JSON and MessagePack", arguments: [HubProtocolType.json, .messagePack])
+    func exactIntegers(_ kind: HubProtocolType) async throws {
+        let peer = try await PythonPeer.start(scriptPath: signalRPeerScript("aiosignalr_server.py"))
+        defer { Task { await peer.stop() } }
+        let connection = HubConnectionBuilder().withUrl(url: "http://127.0.0.1:\(peer.port)/hub").withHubProtocol(hubProtocol: kind).build()
+        try await connection.start()
+        let numbers: [JSONValue] = try await connection.invoke(method: "bigNumbers")
+        #expect(numbers == [.integer(9_007_199_254_740_993), .integer(.max), .integer(.min), .unsignedInteger(.max), .number(1e300), .number(0.1)])
+        #expect(numbers.prefix(3).map(\.int64Value) == [9_007_199_254_740_993, .max, .min])
+        #expect(numbers[3].uint64Value == .max)
+        let typed: [Int64] = try await connection.invoke(method: "echo", arguments: [Int64.min, Int64.max, 9_007_199_254_740_993])
+        #expect(typed == [.min, .max, 9_007_199_254_740_993])
+        for (value, text) in [(JSONValue.integer(9_007_199_254_740_993), "9007199254740993"), (.integer(.min), "-9223372036854775808"),
+                              (.unsignedInteger(.max), "18446744073709551615")] {
+            let exact: Bool = try await connection.invoke(method: "isExactly", arguments: value, text)
+            #expect(exact, "\(text) reached the server as that int")
+        }
+        let unsigned: Bool = try await connection.invoke(method: "isExactly", arguments: UInt64.max, "18446744073709551615")
+        #expect(unsigned)
+        await connection.stop()
+    }
 }

@@ -239,3 +239,41 @@ struct HubValueCodingFastPathTests {
         }
     }
 }
+
+@Suite("Typed values: 64-bit integers are exact")
+struct HubValueExactIntegerTests {
+    struct Ids: Codable, Equatable {
+        var long: Int64
+        var unsigned: UInt64
+        var plain: Int
+        var small: Int32
+    }
+
+    /// Hub arguments, results and stream items decode into integer fields with every bit, and
+    /// encode back the same, above 2^53 too.
+    @Test("Int64, UInt64 and Int fields decode and encode exactly")
+    func exactFields() throws {
+        let value: JSONValue = [
+            "long": .integer(.min), "unsigned": .unsignedInteger(.max), "plain": .integer(9_007_199_254_740_993), "small": .integer(-7),
+        ]
+        let ids = try HubValueCoding.decode(value, as: Ids.self)
+        #expect(ids == Ids(long: .min, unsigned: .max, plain: 9_007_199_254_740_993, small: -7))
+        #expect(try HubValueCoding.encode(ids) == value)
+        #expect(try HubValueCoding.encode(ids)["unsigned"] == .unsignedInteger(.max))
+        #expect(try HubValueCoding.decode(.integer(9_007_199_254_740_993), as: Int.self) == 9_007_199_254_740_993)
+        #expect(try HubValueCoding.decode(.unsignedInteger(.max), as: UInt64.self) == .max)
+        #expect(try HubValueCoding.encode(Int64.max) == .integer(.max))
+        #expect(try HubValueCoding.encode(UInt64.max) == .unsignedInteger(.max))
+        // Out of range is an error, never a rounded value.
+        #expect(throws: DecodingError.self) { try HubValueCoding.decode(.unsignedInteger(.max), as: Int64.self) }
+        #expect(throws: DecodingError.self) { try HubValueCoding.decode(.integer(-1), as: UInt64.self) }
+        #expect(throws: DecodingError.self) { try HubValueCoding.decode(.integer(1 << 40), as: Int32.self) }
+    }
+
+    /// Through the JSON hub protocol's text: a `long` a .NET hub returns keeps its last digit.
+    @Test("Through the JSON hub protocol's text")
+    func throughJSONText() throws {
+        let parsed = try JSONValue(parsing: #"{"long":-9223372036854775808,"unsigned":18446744073709551615,"plain":9007199254740993,"small":1}"#)
+        #expect(try HubValueCoding.decode(parsed, as: Ids.self) == Ids(long: .min, unsigned: .max, plain: 9_007_199_254_740_993, small: 1))
+    }
+}

@@ -206,4 +206,27 @@ struct SocketIOClientInteropTests {
         await manager.waitUntilStopped()
         await peer.stop()
     }
+
+    /// python-socketio sends Python ints above 2^53 and they arrive unchanged; ours reach it as
+    /// the same ints (-0.0, 1e300 and 0.1 stay doubles).
+    @Test("64-bit integers both ways against python-socketio", arguments: [0, 2])
+    func exactIntegers(mode: Int) async throws {
+        let (_, transports, upgrade) = Self.transportModes[mode]
+        let peer = try await ServerUnderTest.python.start()
+        defer { Task { await peer.stop() } }
+        let manager = SocketManager(url: peer.url, configuration: .testing(transports, upgrade: upgrade))
+        defer { manager.disconnect() }
+        let socket = manager.defaultSocket
+        try await socket.connect(timeout: .seconds(30))
+        // A list a python-socketio handler returns is one ack argument.
+        let numbers = try await socket.emitWithAck("big_numbers", timeout: .seconds(30)).first?.arrayValue ?? []
+        #expect(numbers == [.integer(9_007_199_254_740_993), .integer(.max), .integer(.min), .unsignedInteger(.max), .number(1e300), .number(-0.0), .number(0.1)])
+        #expect(numbers.map(\.jsonString) == ["9007199254740993", "9223372036854775807", "-9223372036854775808", "18446744073709551615", "1e+300", "-0", "0.1"])
+        for (value, text) in [(JSONValue.integer(9_007_199_254_740_993), "9007199254740993"), (.integer(.min), "-9223372036854775808"),
+                              (.unsignedInteger(.max), "18446744073709551615")] {
+            #expect(try await socket.emitWithAck("is_exactly", arguments: [value, .string(text)], timeout: .seconds(30)) == [true], "\(text)")
+        }
+        #expect(try await socket.emitWithAck("is_exactly", arguments: [UInt64.max.socketRepresentation(), "18446744073709551615"], timeout: .seconds(30)) == [true])
+        #expect(try await socket.emitWithAck("echo", arguments: [.integer(.max)], timeout: .seconds(30)) == [.integer(.max)])
+    }
 }

@@ -4,7 +4,8 @@ Usage: aiosignalr_server.py [stateful]   -> prints "PORT <n>" once it listens on
 until stdin closes or the process is killed.
 
 Hub methods: echo(x), add(a, b), void(), fail(message), broadcast(user, count) -> "receive"(user, count) to all,
-askClient(method, argument) -> the caller's client result, countTo(n) stream, countForever() stream until cancelled,
+askClient(method, argument) -> the caller's client result,
+bigNumbers() -> 2^53 + 1, 2^63 - 1, -2^63, 2^64 - 1, 1e300, 0.1, isExactly(x, text) -> whether x is the int text says, countTo(n) stream, countForever() stream until cancelled,
 collect(upload stream) -> the stream's items, record(x) -> x (kept), recorded() -> every x recorded,
 recordedPage(start, count) -> a slice of them (for long soak runs), burstFrom(start, n) -> "item"(start..start+n-1)
 to the caller, burst(n) -> "item"(0..n-1) to the caller. With "stateful" the server allows stateful reconnects;
@@ -121,6 +122,14 @@ class TestHub(Hub):
     async def burstFrom(self, start: int, n: int) -> None:
         for value in range(start, start + n):
             await self.clients.caller.send("item", value)
+
+    async def bigNumbers(self) -> Any:
+        # Python ints are exact at any size: 64-bit ids must arrive unchanged (JSON and MessagePack).
+        return [2**53 + 1, 2**63 - 1, -2**63, 2**64 - 1, 1e300, 0.1]
+
+    async def isExactly(self, value: Any, text: str) -> Any:
+        # What the client sent, compared with the decimal text of the number it meant to send.
+        return type(value) is int and str(value) == text
 
     async def echo(self, value: Any) -> Any:
         return value

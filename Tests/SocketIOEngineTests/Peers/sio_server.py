@@ -16,6 +16,8 @@ Namespace "/":
                that list; seq_reset clears it and acks
   stall        never acks (the handler sleeps for a minute)
   size         acks with the length of its first argument (str or bytes)
+  big_numbers  acks with 2^53 + 1, 2^63 - 1, -2^63, 2^64 - 1, 1e300, -0.0, 0.1
+  is_exactly   acks with whether its first argument is the int its second (decimal text) names
 Namespace "/chat": refuses unless auth is {"token": "secret"}; echo as above; "whoami" acks the auth.
 Any other namespace is refused by python-socketio with a plain-string CONNECT_ERROR.
 """
@@ -65,6 +67,18 @@ async def connect(sid, environ, auth):
 @sio.event
 async def echo(sid, *args):
     return args
+
+
+@sio.event
+async def big_numbers(sid):
+    # Python ints are exact at any size: 64-bit ids must arrive unchanged.
+    return [2**53 + 1, 2**63 - 1, -2**63, 2**64 - 1, 1e300, -0.0, 0.1]
+
+
+@sio.event
+async def is_exactly(sid, value, text):
+    # What the client sent, compared with the decimal text of the number it meant to send.
+    return type(value) is int and str(value) == text
 
 
 @sio.event
