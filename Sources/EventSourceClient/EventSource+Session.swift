@@ -15,15 +15,16 @@ extension EventSource {
     /// (204 ends for good, any other status but 200 and any content type but `text/event-stream`
     /// fail), every event handed to the consumer's buffer on the connection's event loop, and the
     /// end reported by a callback (to the reconnect driver, as when the request cannot even start).
-    func openStream() {
+    func openStream(attemptHeaders: HTTPHeaders? = nil) {
         var headers = configuration.headers
+        for (name, value) in attemptHeaders ?? [:] { headers.replaceOrAdd(name: name, value: value) }
         headers.replaceOrAdd(name: "Accept", value: "text/event-stream")
         headers.replaceOrAdd(name: "Cache-Control", value: "no-cache")
         let lastEventId = state.withLockedValue { $0.lastEventId }
         if !lastEventId.isEmpty { headers.replaceOrAdd(name: "Last-Event-ID", value: lastEventId) }
         var request = HTTPRequestSpec(
             url: url.absoluteString, method: configuration.method, headers: headers, body: configuration.body,
-            tls: configuration.tls, headTimeout: configuration.connectTimeout)
+            tls: configuration.tls, headTimeout: configuration.connectTimeout, cookies: configuration.cookies)
         let span = runtime.startClientSpan("realtime.connect", protocol: "sse", client: configuration.clientLabel)
         request.traceContext = span.context
         state.withLockedValue { $0.connectSpan = span }
@@ -84,6 +85,7 @@ extension EventSource {
         }
         span?.addEvent("opened")
         span?.end()
+        state.withLockedValue { $0.unauthorizedRetried = false }
         driver.opened()
         setReadyState(.open)
         notifyOpen()

@@ -61,6 +61,8 @@ public final class EventSource: Service, Sendable {
         /// are any, updates go into the buffer.
         var consumers = 0
         var restartRequested = false
+        /// A 401 was retried for the headers provider since the stream last opened.
+        var unauthorizedRetried = false
         /// The response being read, so that restart() and close() can end it.
         var stream: EventStream?
         /// Body bytes of the responses that ended.
@@ -82,6 +84,7 @@ public final class EventSource: Service, Sendable {
         let maxAttempts = configuration.maxReconnectAttempts
         let initial = configuration.reconnectionTime
         let reconnectionTime = NIOLockedValueBox(initial)
+        let state = NIOLockedValueBox(LoopState(lastEventId: configuration.lastEventId ?? "", reconnectionTime: initial))
         let policy = ReconnectPolicy(
             backoff: .custom { attempt in
                 let base = reconnectionTime.withLockedValue { $0 }
@@ -90,13 +93,32 @@ public final class EventSource: Service, Sendable {
                 ).delay(forAttempt: attempt)
             },
             reachability: configuration.reachability,
-            shouldRetry: configuration.shouldRetry)
+            shouldRetry: Self.retryRule(configuration, state: state))
         self.reconnectionTimeForBackoff = reconnectionTime
-        self.state = NIOLockedValueBox(LoopState(lastEventId: configuration.lastEventId ?? "", reconnectionTime: initial))
+        self.state = state
         self.buffer = InboundBuffer(limit: configuration.bufferSize)
         self.metrics = ClientMetrics.shared(protocol: "sse", client: configuration.clientLabel, runtime: runtime)
         self.driver = ReconnectDriver(policy: policy, runtime: runtime)
         driver.report(to: metrics)
+    }
+
+    /// ``EventSourceConfiguration/shouldRetry``, except that with a headers provider one 401 in a
+    /// row is retried (the next attempt asks the provider again).
+    private static func retryRule(
+        _ configuration: EventSourceConfiguration, state: NIOLockedValueBox<LoopState>
+    ) -> @Sendable (RealtimeError) -> Bool {
+        guard configuration.headersProvider != nil else { return configuration.shouldRetry }
+        let shouldRetry = configuration.shouldRetry
+        return { error in
+            if error.code == .badStatus, error.status == .unauthorized {
+                let first = state.withLockedValue { state in
+                    defer { state.unauthorizedRetried = true }
+                    return !state.unauthorizedRetried
+                }
+                if first { return true }
+            }
+            return shouldRetry(error)
+        }
     }
 
     /// The reconnection time the backoff starts from (the server's `retry:`), read by the policy.
@@ -240,7 +262,17 @@ public final class EventSource: Service, Sendable {
     private func connect() {
         if state.withLockedValue({ $0.closed }) { return }
         setReadyState(.connecting)
-        openStream()
+        guard let provider = configuration.headersProvider else { return openStream() }
+        // The provider is async and the driver's callback is not: a short task per attempt, only
+        // for a source with a provider. close() meanwhile is seen when the stream registers.
+        Task {
+            do {
+                let headers = try await provider()
+                openStream(attemptHeaders: headers)
+            } catch {
+                driver.ended(.dropped(RealtimeError(.authenticationFailed, "the headers provider failed", underlying: error)))
+            }
+        }
     }
 
     private func failed(_ error: RealtimeError, willRetry: Bool) {

@@ -7,6 +7,16 @@ public struct EventSourceConfiguration: Sendable {
     /// Extra request headers (authorisation, cookies...). Never logged. `Accept`,
     /// `Cache-Control` and `Last-Event-ID` are set by the client.
     public var headers: HTTPHeaders
+    /// Headers made anew before every connection (a bearer token that rotates), set over
+    /// ``headers`` (a name it returns replaces the static value). With a provider, a 401 answer is
+    /// retried once with the provider's next headers (the next attempt calls it again) before it
+    /// counts as a failure; two 401s in a row end the stream as ``shouldRetry`` says. A provider
+    /// that throws fails the attempt with ``RealtimeError/Code/authenticationFailed``, which is
+    /// retried. Nil (the default): none.
+    public var headersProvider: (@Sendable () async throws -> HTTPHeaders)? = nil
+    /// Cookies: every request sends the store's matching cookies and stores the response's
+    /// `Set-Cookie` (a session cookie set by the server survives reconnects). Nil (the default): none.
+    public var cookies: CookieStore? = nil
     /// GET by default; POST, REPORT or any other method with ``body``.
     public var method: HTTPMethod
     /// The request body, for a `method` that takes one (nil: none).

@@ -91,6 +91,8 @@ public final class SocketIOTestServer: Sendable {
         var events: [(namespace: String, name: String, arguments: [JSONValue])] = []
         var handshakeQueries: [[String: String]] = []
         var upgradeCookies: [String?] = []
+        var authorizations: [String?] = []
+        var requiredAuthorization: String?
         var connectCount = 0
         var pongsReceived = 0
     }
@@ -116,6 +118,23 @@ public final class SocketIOTestServer: Sendable {
     public var handshakeQueries: [[String: String]] { state.withLockedValue { $0.handshakeQueries } }
     /// The `Cookie` header of every WebSocket upgrade request, in order (nil: none was sent).
     public var upgradeCookies: [String?] { state.withLockedValue { $0.upgradeCookies } }
+    /// The `Authorization` header of every polling handshake and WebSocket upgrade, in order.
+    public var authorizations: [String?] { state.withLockedValue { $0.authorizations } }
+
+    /// From now on, polling handshakes and WebSocket upgrades without this exact `Authorization`
+    /// value are refused (401, or a refused upgrade), as a server whose credentials rotate; nil
+    /// accepts any.
+    public func requireAuthorization(_ value: String?) {
+        state.withLockedValue { $0.requiredAuthorization = value }
+    }
+
+    /// Records a request's `Authorization` and says whether it is accepted.
+    func admits(authorization: String?) -> Bool {
+        state.withLockedValue { state in
+            state.authorizations.append(authorization)
+            return state.requiredAuthorization == nil || state.requiredAuthorization == authorization
+        }
+    }
     /// Namespace connections accepted so far.
     public var connectCount: Int { state.withLockedValue { $0.connectCount } }
     /// Engine.IO pongs received, over every session: each answers one of the server's pings.
@@ -145,6 +164,7 @@ public final class SocketIOTestServer: Sendable {
             if query["sid"] != nil && existing == nil { return .dontUpgrade }
             let cookie = request.headerFields[.cookie]
             server.state.withLockedValue { $0.upgradeCookies.append(cookie) }
+            guard server.admits(authorization: request.headerFields[.authorization]) else { return .dontUpgrade }
             return .upgrade([:]) { inbound, outbound, _ in
                 // Read and write on the connection's event loop, as a NIO server would (no thread hop per packet).
                 try await withEventLoopPreference(channel.eventLoop) {
@@ -280,6 +300,7 @@ public final class SocketIOTestServer: Sendable {
         guard query["transport"] == "polling" else { return Self.badRequest(0, "Transport unknown") }
         guard let sid = query["sid"] else {
             guard request.method == .get else { return Self.badRequest(2, "Bad handshake method") }
+            guard admits(authorization: request.headers[.authorization]) else { return Response(status: .unauthorized) }
             state.withLockedValue { $0.handshakeQueries.append(query) }
             let session = newSession()
             var response = Self.text(EngineIOCodec.encodePayload([openPacket(sid: session.sid, upgrades: options.allowUpgrade ? ["websocket"] : [])]))

@@ -1,6 +1,7 @@
 public import Foundation
 import Logging
 import NIOConcurrencyHelpers
+import NIOHTTP1
 public import RealtimeCore
 public import ServiceLifecycle
 import Tracing
@@ -189,7 +190,7 @@ public final class SocketManager: Service, Sendable {
     /// after is in synchronous functions, whose locals live on the thread's stack for a moment
     /// instead of in the suspended task's frame for the connection's whole life.
     private func runSession(_ context: ReconnectDriver.SessionContext) async throws -> SessionEnd {
-        guard let (handler, session, span) = try beginSession(context) else { return .closed }
+        guard let (handler, session, span) = try beginSession(context, headers: try await attemptHeaders()) else { return .closed }
         var failure: RealtimeError?
         var end: EngineIOSessionEnd?
         do {
@@ -200,8 +201,18 @@ public final class SocketManager: Service, Sendable {
         return try endSession(handler, session, span: span, end: end, failure: failure)
     }
 
+    /// The attempt's headers from ``EngineIOOptions/headersProvider``, nil without one.
+    private func attemptHeaders() async throws -> HTTPHeaders? {
+        guard let provider = configuration.engine.headersProvider else { return nil }
+        do {
+            return try await provider()
+        } catch {
+            throw RealtimeError(.authenticationFailed, "the headers provider failed", underlying: error)
+        }
+    }
+
     private func beginSession(
-        _ context: ReconnectDriver.SessionContext
+        _ context: ReconnectDriver.SessionContext, headers: HTTPHeaders?
     ) throws -> (SessionHandler, EngineIOSession, any Span)? {
         if state.withLockedValue({ $0.closing }) { return nil }
         if context.attempt > 0 {
@@ -210,7 +221,9 @@ public final class SocketManager: Service, Sendable {
             }
         }
         let handler = SessionHandler(manager: self, context: context)
-        let session = try EngineIOSession(url: url, options: engineOptions, runtime: runtime, delegate: handler, metrics: metrics)
+        var options = engineOptions
+        for (name, value) in headers ?? [:] { options.headers.replaceOrAdd(name: name, value: value) }
+        let session = try EngineIOSession(url: url, options: options, runtime: runtime, delegate: handler, metrics: metrics)
         handler.session = session
         session.onSendQueueDrained { [weak self, weak session] in
             guard let self, let session else { return }
