@@ -11,7 +11,7 @@ public struct EventSourceConfiguration: Sendable {
     /// ``headers`` (a name it returns replaces the static value). With a provider, a 401 answer is
     /// retried once with the provider's next headers (the next attempt calls it again) before it
     /// counts as a failure; two 401s in a row end the stream as ``shouldRetry`` says. A provider
-    /// that throws fails the attempt with ``RealtimeError/Code/authenticationFailed``, which is
+    /// that throws fails the attempt with `authenticationFailed`, which is
     /// retried. Nil (the default): none.
     public var headersProvider: (@Sendable () async throws -> HTTPHeaders)? = nil
     /// Cookies: every request sends the store's matching cookies and stores the response's

@@ -21,7 +21,7 @@ public struct EngineIOOptions: Sendable {
     /// Headers made anew for every connection attempt (a bearer token that rotates), set over
     /// ``headers`` (a name it returns replaces the static value) for every request and the upgrade
     /// of that attempt's session. A provider that throws fails the attempt with
-    /// ``RealtimeError/Code/authenticationFailed``, and the reconnect rules apply. Nil (the default): none.
+    /// `authenticationFailed`, and the reconnect rules apply. Nil (the default): none.
     public var headersProvider: (@Sendable () async throws -> HTTPHeaders)? = nil
     /// The transports to try, in order: the first one opens the session. With `upgrade`, a polling
     /// session moves to WebSocket when the server offers it and `.websocket` is in this list.

@@ -76,7 +76,7 @@ extension Int64: SocketData { public func socketRepresentation() -> JSONValue { 
 extension Int32: SocketData { public func socketRepresentation() -> JSONValue { .integer(Int64(self)) } }
 extension UInt: SocketData { public func socketRepresentation() -> JSONValue { UInt64(self).socketRepresentation() } }
 extension UInt64: SocketData {
-    /// The integer, exact (above `Int64.max`: ``JSONValue/unsignedInteger(_:)``).
+    /// The integer, exact (above `Int64.max`: `JSONValue.unsignedInteger`).
     public func socketRepresentation() -> JSONValue { Int64(exactly: self).map { .integer($0) } ?? .unsignedInteger(self) }
 }
 extension Double: SocketData { public func socketRepresentation() -> JSONValue { .number(self) } }
