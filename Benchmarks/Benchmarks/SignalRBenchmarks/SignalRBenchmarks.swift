@@ -12,7 +12,7 @@ actor Connections {
     private var servers: [SignalRTestServer] = []
     private var peers: [PythonPeer] = []
 
-    func connection(_ kind: HubProtocolKind, python: Bool) async throws -> HubConnection {
+    func connection(_ kind: HubProtocolType, python: Bool) async throws -> HubConnection {
         let key = "\(kind.rawValue)-\(python)"
         if let existing = connections[key] { return existing }
         let url: String
@@ -29,7 +29,7 @@ actor Connections {
             servers.append(server)
             url = server.url
         }
-        let connection = HubConnectionBuilder().withUrl(url: url, transport: .webSockets).withHubProtocol(kind).build()
+        let connection = HubConnectionBuilder().withUrl(url: url, transport: .webSockets).withHubProtocol(hubProtocol: kind).build()
         try await connection.start()
         connections[key] = connection
         return connection
@@ -58,7 +58,7 @@ let benchmarks: @Sendable () -> Void = {
 
     // MARK: Codecs: one message encoded or decoded per iteration (1,000 per iteration for throughput)
 
-    for kind in HubProtocolKind.allCases {
+    for kind in HubProtocolType.allCases {
         let codec = HubProtocolCodec(kind)
         for (name, message) in [("invocation", invocation), ("completion", completion)] {
             Benchmark("\(kind.rawValue): encode 1,000 \(name) messages") { benchmark in
@@ -119,7 +119,7 @@ let benchmarks: @Sendable () -> Void = {
 
     for python in [false, true] {
         let server = python ? "aiosignalr" : "in-process server"
-        for kind in HubProtocolKind.allCases {
+        for kind in HubProtocolType.allCases {
             Benchmark("invoke round trip, sequential, \(kind.rawValue), \(server)", configuration: .init(maxDuration: .seconds(3))) { benchmark in
                 let connection = try await Connections.shared.connection(kind, python: python)
                 benchmark.startMeasurement()

@@ -149,7 +149,7 @@ let peer = try PythonPeer(scriptPath: serverScript)
 let pythonURL = "http://127.0.0.1:\(peer.port)"
 let pythonOnPython = try await python(url: pythonURL)
 let oursOnPython = try await ours(url: pythonURL)
-peer.stop()
+await peer.stop()
 
 let testServer = try await SocketIOTestServer.start()
 let pythonOnSwift = try await python(url: testServer.url)
