@@ -320,7 +320,10 @@ let package = Package(
                 "SocketIOEngine",
                 .product(name: "OrderedCollections", package: "swift-collections"),
             ],
-            resources: [.copy("Resources/socketio-vectors.json"), .copy("Resources/socketio-vectors.md")],
+            resources: [
+                .copy("Resources/socketio-vectors.json"), .copy("Resources/socketio-vectors.md"),
+                .copy("Resources/socketio2-vectors.json"),
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(

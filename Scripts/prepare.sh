@@ -4,6 +4,9 @@
 #     python3-venv (interop peers), tinyproxy-bin and dante-server (proxy tests). Installed with
 #     apt-get only when missing.
 #   - .venv/: a Python virtual environment with the pinned interop peers from Scripts/requirements.txt.
+#   - .venv-sio2/: the socket.io 2.x peer (python-socketio 4.6.1, python-engineio 3.14.2) from
+#     Scripts/requirements-sio2.txt, apart because it conflicts with the 5.x peer. Exports
+#     REALTIME_PYTHON_SIO2.
 need_apt=()
 command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
 [ -f /usr/include/zlib.h ] || need_apt+=(zlib1g-dev)
@@ -32,3 +35,13 @@ if [ -f Scripts/requirements.txt ]; then
   export REALTIME_PYTHON="$PWD/.venv/bin/python"
 fi
 
+if [ -f Scripts/requirements-sio2.txt ]; then
+  if [ ! -x .venv-sio2/bin/python ] || ! cmp -s Scripts/requirements-sio2.txt .venv-sio2/.requirements 2>/dev/null; then
+    echo [prepare] "creating .venv-sio2 with the socket.io 2.x peer (Scripts/requirements-sio2.txt)"
+    rm -rf .venv-sio2
+    python3 -m venv .venv-sio2
+    .venv-sio2/bin/pip install --quiet --disable-pip-version-check -r Scripts/requirements-sio2.txt
+    cp Scripts/requirements-sio2.txt .venv-sio2/.requirements
+  fi
+  export REALTIME_PYTHON_SIO2="$PWD/.venv-sio2/bin/python"
+fi

@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 
 // @unchecked Sendable: every stored property is a `let` set in init. `Process` is safe to
 // terminate and wait on from any thread; the output `Pipe` is read by one caller at a time
@@ -31,12 +31,21 @@ public final class PythonPeer: @unchecked Sendable {
         return root.appendingPathComponent(".venv/bin/python").path
     }
 
-    /// Starts `script` with `arguments`. With `waitForPort`, waits for the "PORT <n>" line a server
-    /// peer prints once it listens.
-    public init(scriptPath: String, arguments: [String] = [], waitForPort: Bool = true) throws {
-        let python = Self.python
+    /// The interpreter of the socket.io 2.x peer (python-socketio 4.6.1, python-engineio 3.14.2,
+    /// which conflict with the 5.x peer): `$REALTIME_PYTHON_SIO2`, or the package's `.venv-sio2/bin/python`.
+    public static var socketIO2Python: String {
+        if let configured = ProcessInfo.processInfo.environment["REALTIME_PYTHON_SIO2"] { return configured }
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        return root.appendingPathComponent(".venv-sio2/bin/python").path
+    }
+
+    /// Starts `script` with `arguments`, on `python` (``python`` by default). With `waitForPort`,
+    /// waits for the "PORT <n>" line a server peer prints once it listens.
+    public init(scriptPath: String, arguments: [String] = [], waitForPort: Bool = true, python: String? = nil) throws {
+        let python = python ?? Self.python
         guard FileManager.default.isExecutableFile(atPath: python) else {
-            throw Missing(description: "the interop peers are not installed (\(python) is missing): run Scripts/test.sh, which creates .venv from Scripts/requirements.txt")
+            let environment = python == Self.socketIO2Python ? ".venv-sio2 from Scripts/requirements-sio2.txt" : ".venv from Scripts/requirements.txt"
+            throw Missing(description: "the interop peers are not installed (\(python) is missing): run Scripts/test.sh, which creates \(environment)")
         }
         process = Process()
         process.executableURL = URL(fileURLWithPath: python)
@@ -62,8 +71,8 @@ public final class PythonPeer: @unchecked Sendable {
 
     /// Starts a peer without blocking a thread that runs tasks (the start waits for the peer's
     /// "PORT" line, which takes a python interpreter's start-up time; see ``BlockingWork``).
-    public static func start(scriptPath: String, arguments: [String] = [], waitForPort: Bool = true) async throws -> PythonPeer {
-        try await BlockingWork.run { try PythonPeer(scriptPath: scriptPath, arguments: arguments, waitForPort: waitForPort) }
+    public static func start(scriptPath: String, arguments: [String] = [], waitForPort: Bool = true, python: String? = nil) async throws -> PythonPeer {
+        try await BlockingWork.run { try PythonPeer(scriptPath: scriptPath, arguments: arguments, waitForPort: waitForPort, python: python) }
     }
 
     private static func readLine(_ handle: FileHandle) -> String {

@@ -49,6 +49,17 @@ public enum SocketIOClientOption: @unchecked Sendable {
     case secure(Bool)
     /// Accept a self-signed certificate (turns certificate checking off).
     case selfSigned(Bool)
+    /// The server's Socket.IO generation: `.two` for socket.io 2.x servers (Engine.IO 3),
+    /// `.three` for 3.x and 4.x (the default). Sets ``SocketIOConfiguration/version``.
+    case version(SocketIOVersionOption)
+}
+
+/// socket.io-client-swift's `SocketIOVersion`: which servers the client speaks to.
+public enum SocketIOVersionOption: Int, Sendable {
+    /// socket.io 2.x servers: ``SocketIOVersion/v2``.
+    case two = 2
+    /// socket.io 3.x and 4.x servers: ``SocketIOVersion/v3``.
+    case three = 3
 }
 
 /// A list of ``SocketIOClientOption``, written as an array literal.
@@ -80,6 +91,7 @@ public struct SocketIOClientConfiguration: ExpressibleByArrayLiteral, Sendable {
             case ("path", let path as String): options.append(.path(path))
             case ("secure", let flag as Bool): options.append(.secure(flag))
             case ("selfSigned", let flag as Bool): options.append(.selfSigned(flag))
+            case ("version", let number as Int): if let version = SocketIOVersionOption(rawValue: number) { options.append(.version(version)) }
             default: break
             }
         }
@@ -125,6 +137,7 @@ public struct SocketIOClientConfiguration: ExpressibleByArrayLiteral, Sendable {
                 if on, urlText.hasPrefix("ws://") { urlText = "wss://" + urlText.dropFirst("ws://".count) }
             case .selfSigned(let on):
                 if on { configuration.engine.tls = .dangerouslyDisableCertificateVerification() }
+            case .version(let version): configuration.version = version == .two ? .v2 : .v3
             default:
                 break  // .forceNew: always the behaviour
             }

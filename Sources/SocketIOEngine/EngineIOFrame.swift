@@ -105,6 +105,25 @@ struct EngineIOFrame: OutboxMessage {
         }
         return out
     }
+
+    /// The Engine.IO 3 polling payload carrying `frames`' packets in order: `<length>:<packet>`
+    /// each, text as ASCII (``EngineIO3Codec/asciiOnly(_:)``), binary ones as `b4` + base64.
+    static func pollingPayloadRevision3(_ frames: some Sequence<EngineIOFrame>) -> String {
+        var out = ""
+        for frame in frames {
+            for part in frame.parts {
+                switch part {
+                case .text(let text):
+                    EngineIO3Codec.appendRecord(EngineIO3Codec.asciiOnly(text), to: &out)
+                case .binary(let data):
+                    if case .text(let text) = EngineIO3Codec.encode(.message(data), supportsBinary: false) {
+                        EngineIO3Codec.appendRecord(text, to: &out)
+                    }
+                }
+            }
+        }
+        return out
+    }
 }
 
 extension EngineIOFrame {
@@ -137,6 +156,22 @@ extension EngineIOFrame {
     func appendWebSocketMessages(to messages: inout [RealtimeMessage]) {
         Self.append(first, to: &messages)
         for part in rest { Self.append(part, to: &messages) }
+    }
+
+    /// ``appendWebSocketMessages(to:)`` for Engine.IO 3: a binary message's frame starts with its
+    /// packet type (4).
+    func appendRevision3WebSocketMessages(to messages: inout [RealtimeMessage]) {
+        for part in parts {
+            switch part {
+            case .text(let text): messages.append(.text(text))
+            case .binary(let data):
+                var buffer = ByteBuffer()
+                buffer.reserveCapacity(data.count + 1)
+                buffer.writeInteger(EngineIOPacketType.message.rawValue)
+                buffer.writeBytes(data)
+                messages.append(.binary(buffer))
+            }
+        }
     }
 
     private static func append(_ part: Part, to messages: inout [RealtimeMessage]) {

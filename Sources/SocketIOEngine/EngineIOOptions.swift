@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 public import NIOHTTP1
 public import RealtimeCore
 
@@ -56,6 +56,9 @@ public struct EngineIOOptions: Sendable {
     /// offline queue (bounded by `offlineQueueCapacity`, overflow reported), and move on to the
     /// session in order as it drains. Default 8 MiB.
     public var sendQueueLimit: Int = 8 << 20
+    /// The Engine.IO protocol revision spoken (3 for socket.io 2.x servers, else 4); set by the
+    /// manager from ``SocketIOConfiguration/version``.
+    var revision = 4
     /// Makes a value with every default.
     public init() {}
 
@@ -85,17 +88,18 @@ public struct EngineIOHandshake: Sendable, Equatable {
     public var pingInterval: Duration
     /// How long after a ping's due time the server may still be heard from.
     public var pingTimeout: Duration
-    /// The largest payload the server accepts, in bytes.
+    /// The largest payload the server accepts, in bytes. Engine.IO 3 servers do not say: their
+    /// default (`maxHttpBufferSize`, 100 MB in engine.io 3 and python-engineio 3) is assumed.
     public var maxPayload: Int
 
-    init(json: JSONValue) throws(SocketIOParseError) {
+    init(json: JSONValue, revision: Int = 4) throws(SocketIOParseError) {
         guard let sid = json["sid"]?.stringValue else { throw .engineIOParserError("the open packet has no sid") }
         self.sid = sid
         upgrades = json["upgrades"]?.arrayValue?.compactMap(\.stringValue) ?? []
         // Some servers send fractional milliseconds; use what is there.
         pingInterval = .milliseconds(json["pingInterval"]?.doubleValue ?? 25_000)
         pingTimeout = .milliseconds(json["pingTimeout"]?.doubleValue ?? 20_000)
-        maxPayload = json["maxPayload"]?.intValue ?? 1_000_000
+        maxPayload = json["maxPayload"]?.intValue ?? (revision == 3 ? 100_000_000 : 1_000_000)
     }
 }
 
@@ -105,6 +109,10 @@ struct EngineIOURLs: Sendable {
     let authority: String
     let path: String
     let baseQuery: String
+    /// `EIO=4`, or `EIO=3`; polling in revision 3 also asks for text payloads (`b64=1`), which every
+    /// Engine.IO 3 server sends (binary as `b4` + base64) instead of its XHR2 binary framing.
+    let pollingPrefix: String
+    let websocketPrefix: String
 
     init(url: String, options: EngineIOOptions) throws {
         guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased(),
@@ -119,6 +127,8 @@ struct EngineIOURLs: Sendable {
         if !path.hasPrefix("/") { path = "/" + path }
         if !path.hasSuffix("/") { path += "/" }
         self.path = path
+        pollingPrefix = options.revision == 3 ? "EIO=3&transport=polling&b64=1" : "EIO=4&transport=polling"
+        websocketPrefix = "EIO=\(options.revision)&transport=websocket"
         var items = components.queryItems ?? []
         for key in options.query.keys.sorted() { items.append(URLQueryItem(name: key, value: options.query[key])) }
         var encoder = URLComponents()
@@ -127,11 +137,11 @@ struct EngineIOURLs: Sendable {
     }
 
     func polling(sid: String?) -> String {
-        "\(secure ? "https" : "http")://\(authority)\(path)?EIO=4&transport=polling\(sid.map { "&sid=\(Self.escape($0))" } ?? "")\(baseQuery)"
+        "\(secure ? "https" : "http")://\(authority)\(path)?\(pollingPrefix)\(sid.map { "&sid=\(Self.escape($0))" } ?? "")\(baseQuery)"
     }
 
     func websocket(sid: String?) -> String {
-        "\(secure ? "wss" : "ws")://\(authority)\(path)?EIO=4&transport=websocket\(sid.map { "&sid=\(Self.escape($0))" } ?? "")\(baseQuery)"
+        "\(secure ? "wss" : "ws")://\(authority)\(path)?\(websocketPrefix)\(sid.map { "&sid=\(Self.escape($0))" } ?? "")\(baseQuery)"
     }
 
     static func escape(_ text: String) -> String {

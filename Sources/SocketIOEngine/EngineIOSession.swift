@@ -47,10 +47,15 @@ final class EngineIOSession: Sendable {
         var webSocket: WebSocketConnection?
         /// The heartbeat's deadline on the runtime's timer queue.
         var heartbeatTimer: TimerQueue.Timer?
+        /// Engine.IO 3: when our next ping goes out.
+        var pingTimer: TimerQueue.Timer?
     }
 
     let options: EngineIOOptions
     let runtime: RealtimeRuntime
+    /// The Engine.IO protocol revision: 4, or 3 (socket.io 2.x servers: the client pings, the
+    /// payloads are length-prefixed, a binary WebSocket frame starts with its packet type).
+    private let revision: Int
     private let urls: EngineIOURLs
     private let outbox: Outbox<EngineIOFrame>
     private let state = NIOLockedValueBox(State())
@@ -67,6 +72,7 @@ final class EngineIOSession: Sendable {
 
     init(url: String, options: EngineIOOptions, runtime: RealtimeRuntime, delegate: any EngineIODelegate, metrics: ClientMetrics? = nil) throws {
         self.options = options
+        self.revision = options.revision
         self.metrics = metrics
         self.outbox = Outbox(window: options.resendWindow, limit: options.sendQueueLimit)
         let eventLoop = runtime.eventLoopGroup.next()
@@ -157,6 +163,7 @@ final class EngineIOSession: Sendable {
             throw RealtimeError.badStatus(head.status, url: head.url, body: String(buffer: body))
         }
         do {
+            if revision == 3 { return try body.withUnsafeReadableBytes { bytes in try EngineIO3Codec.decodePayload(bytes) } }
             return try body.withUnsafeReadableBytes { bytes in try EngineIOCodec.decodePayload(bytes) }
         } catch {
             throw RealtimeError(.protocolViolation, "the server sent an invalid polling payload", underlying: error)
@@ -169,7 +176,7 @@ final class EngineIOSession: Sendable {
         guard let first = packets.first, first.type == .open, case .text(let json) = first.payload else {
             throw RealtimeError(.protocolViolation, "the server's first polling answer is not an Engine.IO open packet")
         }
-        let handshake = try Self.parseHandshake(json)
+        let handshake = try Self.parseHandshake(json, revision: revision)
         packets.removeFirst()
         opened(handshake, on: .polling)
         try await delegate.engineIOOpened(handshake, transport: .polling)
@@ -216,7 +223,8 @@ final class EngineIOSession: Sendable {
         while let frames = await outbox.take(
             maxBytes: max(handshake.maxPayload, 1), maxParts: max(options.maxPacketsPerPoll, 1), generation: generation
         ) {
-            let request = pollingRequest(method: .POST, body: EngineIOFrame.pollingPayload(frames), handshake: handshake)
+            let payload = revision == 3 ? EngineIOFrame.pollingPayloadRevision3(frames) : EngineIOFrame.pollingPayload(frames)
+            let request = pollingRequest(method: .POST, body: payload, handshake: handshake)
             do {
                 let (head, body) = try await HTTPTransport.execute(request, runtime: runtime)
                 guard head.status == .ok else {
@@ -293,8 +301,12 @@ final class EngineIOSession: Sendable {
         // The server's ping is answered on the event loop: an idle connection wakes no task. When
         // the application listens for ping events, pings take the reader's path, in order with
         // everything else.
+        // Engine.IO 3: the client pings (queued like any packet), and the server's pong is what is
+        // taken on the event loop.
+        let revision3 = revision == 3
         configuration.protocolPing = WebSocketProtocolPing(
-            peerPing: .init(Array("2".utf8), binary: false), reply: .init(Array("3".utf8), binary: false), ownPing: nil
+            peerPing: .init(Array((revision3 ? "3" : "2").utf8), binary: false),
+            reply: revision3 ? nil : .init(Array("3".utf8), binary: false), ownPing: nil
         ) { [weak self] in
             guard let self, let delegate = try? self.delegate, !delegate.observesPings else { return false }
             self.pinged()
@@ -406,7 +418,7 @@ final class EngineIOSession: Sendable {
         else {
             throw RealtimeError(.protocolViolation, "the server's first WebSocket message is not an Engine.IO open packet")
         }
-        let handshake = try Self.parseHandshake(json)
+        let handshake = try Self.parseHandshake(json, revision: revision)
         opened(handshake, on: .websocket)
         try await delegate.engineIOOpened(handshake, transport: .websocket)
     }
@@ -464,9 +476,10 @@ final class EngineIOSession: Sendable {
     /// Nil for a compressed connection.
     private func startLoopWriter(_ connection: WebSocketConnection, generation: Int) -> OutboxWebSocketWriter<EngineIOFrame>? {
         guard let loopWriter = connection.loopWriter else { return nil }
+        let revision3 = revision == 3
         let writer = OutboxWebSocketWriter(
             outbox: outbox, writer: loopWriter, generation: generation,
-            encode: { $0.appendWebSocketMessages(to: &$1) },
+            encode: { revision3 ? $0.appendRevision3WebSocketMessages(to: &$1) : $0.appendWebSocketMessages(to: &$1) },
             written: { [weak self] written, unwritten, failure in
                 self?.settleLoopBatch(written, unwritten, failure, connection: connection, loopWriter: loopWriter)
             })
@@ -526,11 +539,18 @@ final class EngineIOSession: Sendable {
         let packet: EngineIOPacket
         switch message {
         case .text(let text):
-            do { packet = try EngineIOCodec.decode(text: text) } catch {
+            do { packet = revision == 3 ? try EngineIO3Codec.decode(text: text) : try EngineIOCodec.decode(text: text) } catch {
                 throw RealtimeError(.protocolViolation, "the server sent an invalid Engine.IO packet", underlying: error)
             }
         case .binary(let buffer):
-            packet = EngineIOCodec.decode(binary: Data(buffer: buffer, byteTransferStrategy: .noCopy))
+            let data = Data(buffer: buffer, byteTransferStrategy: .noCopy)
+            if revision == 3 {
+                do { packet = try EngineIO3Codec.decode(binary: data) } catch {
+                    throw RealtimeError(.protocolViolation, "the server sent an invalid Engine.IO packet", underlying: error)
+                }
+            } else {
+                packet = EngineIOCodec.decode(binary: data)
+            }
         }
         return try handle(packet)
     }
@@ -547,7 +567,9 @@ final class EngineIOSession: Sendable {
         while let frames = await outbox.take(maxBytes: .max, generation: generation) {
             for (index, frame) in frames.enumerated() {
                 do {
-                    for message in frame.webSocketMessages { try await connection.send(message) }
+                    var messages: [RealtimeMessage] = []
+                    if revision == 3 { frame.appendRevision3WebSocketMessages(to: &messages) } else { frame.appendWebSocketMessages(to: &messages) }
+                    for message in messages { try await connection.send(message) }
                 } catch {
                     outbox.wroteUnconfirmed(frames[..<index])
                     outbox.requeueFront(Array(frames[index...]))
@@ -593,6 +615,10 @@ final class EngineIOSession: Sendable {
             try delegate.engineIOReceived(packet.payload)
         case .close:
             return .closedByServer
+        case .pong where revision == 3:
+            // Engine.IO 3: the answer to our ping is what shows the server alive.
+            pinged()
+            try delegate.engineIOPinged()
         case .noop, .pong, .upgrade:
             break
         case .open:
@@ -605,9 +631,30 @@ final class EngineIOSession: Sendable {
     private func opened(_ handshake: EngineIOHandshake, on transport: EngineIOOptions.Transport) {
         let now = runtime.timers.now
         state.withLockedValue { state in
-            let deadline = state.machine.opened(handshake, on: transport, now: now)
+            let deadline = state.machine.opened(handshake, on: transport, now: now, clientPings: revision == 3)
             armHeartbeat(at: deadline, &state)
+            if revision == 3 { armPing(after: handshake.pingInterval, &state) }
         }
+    }
+
+    /// Engine.IO 3: our next ping, `interval` from now (scheduled under the session's lock, so the
+    /// end of the session cancels this very timer).
+    private func armPing(after interval: Duration, _ state: inout State) {
+        if let previous = state.pingTimer { runtime.timers.cancel(previous) }
+        state.pingTimer = runtime.timers.schedule(after: interval) { [weak self] in self?.pingDue() }
+    }
+
+    /// Engine.IO 3: sends a ping (the server answers with a pong, which ``pinged()`` records) and
+    /// arms the next one. Queued like any packet: on a WebSocket it is written from the event loop.
+    private func pingDue() {
+        let interval = state.withLockedValue { state -> Duration? in
+            state.pingTimer = nil
+            guard state.machine.phase != .closed, let handshake = state.machine.handshake else { return nil }
+            armPing(after: handshake.pingInterval, &state)
+            return handshake.pingInterval
+        }
+        guard interval != nil else { return }
+        outbox.push(EngineIOFrame(packets: [EngineIOPacket(.ping)], requeueNamespace: nil))
     }
 
     /// A ping arrived (on the reader's path or on the event loop): it only records the time.
@@ -643,12 +690,15 @@ final class EngineIOSession: Sendable {
     /// The session is over: no deadline fires after this (one already firing finishes), and a
     /// waiter still parked is let go.
     private func sessionEnded() {
-        let (timer, reader, upgrade) = state.withLockedValue { state in
+        let (timers, reader, upgrade) = state.withLockedValue { state in
             let (reader, upgrade) = state.machine.ended()
-            defer { state.heartbeatTimer = nil }
-            return (state.heartbeatTimer, reader, upgrade)
+            defer {
+                state.heartbeatTimer = nil
+                state.pingTimer = nil
+            }
+            return ([state.heartbeatTimer, state.pingTimer], reader, upgrade)
         }
-        if let timer { runtime.timers.cancel(timer) }
+        for case let timer? in timers { runtime.timers.cancel(timer) }
         reader?.resume(returning: true)
         upgrade?.resume()
     }
@@ -660,9 +710,9 @@ final class EngineIOSession: Sendable {
         return .keepGoing
     }
 
-    static func parseHandshake(_ json: String) throws -> EngineIOHandshake {
+    static func parseHandshake(_ json: String, revision: Int = 4) throws -> EngineIOHandshake {
         do {
-            return try EngineIOHandshake(json: try JSONReader.parse(json))
+            return try EngineIOHandshake(json: try JSONReader.parse(json), revision: revision)
         } catch {
             throw RealtimeError(.protocolViolation, "invalid Engine.IO open packet", underlying: error)
         }

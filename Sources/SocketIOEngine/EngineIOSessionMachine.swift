@@ -78,6 +78,8 @@ struct EngineIOSessionMachine<ReaderWaiter, PauseWaiter> {
     private var pauseWaiter: PauseWaiter?
     private var lastPing: Duration = .zero
     private var heartbeatLimit: Duration?
+    /// Engine.IO 3: the client pings and the server's pongs are what is watched.
+    private var clientPings = false
 
     /// The transport carrying the session: polling until it runs on the WebSocket.
     var transport: EngineIOOptions.Transport { phase == .websocket ? .websocket : .polling }
@@ -86,8 +88,11 @@ struct EngineIOSessionMachine<ReaderWaiter, PauseWaiter> {
 
     /// The open packet arrived on `transport` at `now`. Returns the heartbeat's first deadline, to
     /// be armed on the timer queue.
-    mutating func opened(_ handshake: EngineIOHandshake, on transport: EngineIOOptions.Transport, now: Duration) -> Duration {
+    mutating func opened(
+        _ handshake: EngineIOHandshake, on transport: EngineIOOptions.Transport, now: Duration, clientPings: Bool = false
+    ) -> Duration {
         self.handshake = handshake
+        self.clientPings = clientPings
         if phase == .opening { phase = transport == .websocket ? .websocket : .polling }
         let limit = handshake.pingInterval + handshake.pingTimeout
         lastPing = now
@@ -188,7 +193,7 @@ struct EngineIOSessionMachine<ReaderWaiter, PauseWaiter> {
 
     // MARK: The heartbeat
 
-    /// A ping arrived at `now`.
+    /// A ping arrived at `now` (Engine.IO 3: a pong).
     mutating func pinged(now: Duration) {
         lastPing = now
     }
@@ -199,7 +204,10 @@ struct EngineIOSessionMachine<ReaderWaiter, PauseWaiter> {
         let deadline = lastPing + limit
         if now < deadline { return .rearm(at: deadline) }
         heartbeatLimit = nil
-        let error = RealtimeError.timeout("no ping from the server within pingInterval + pingTimeout (\(limit))")
+        let error = RealtimeError.timeout(
+            clientPings
+                ? "no pong from the server within pingInterval + pingTimeout (\(limit))"
+                : "no ping from the server within pingInterval + pingTimeout (\(limit))")
         heartbeatFailure = error
         return .expired(error)
     }

@@ -174,6 +174,7 @@ public final class SocketIOClient: Sendable {
         for waiter in ending.waiters { waiter.resume(throwing: error) }
         if let session = manager?.openSession {
             session.send(frame(SocketIOPacket(type: .disconnect, namespace: namespace), requeue: false))
+            if namespace == "/", manager?.configuration.version == .v2 { manager?.leftDefaultNamespace() }
         }
         publish(ending.published)
         fire(.disconnect, ["io client disconnect"])
@@ -182,6 +183,7 @@ public final class SocketIOClient: Sendable {
 
     /// Sends this namespace's CONNECT packet on a freshly opened session.
     func sendConnect(on session: EngineIOSession) async {
+        if manager?.configuration.version == .v2 { return await sendLegacyConnect(on: session) }
         let auth = state.withLockedValue { $0.auth }
         var payload: JSONValue?
         do {
@@ -207,6 +209,48 @@ public final class SocketIOClient: Sendable {
         let packet = SocketIOPacket(type: .connect, namespace: namespace, data: payload)
         publish(state.withLockedValue { $0.lifecycle.sendingConnect() })
         session.send(frame(packet, requeue: false))
+    }
+
+    /// socket.io 2.x: the server joins `/` by itself at the handshake (its auth went in the
+    /// handshake's query); another namespace is joined with `40/chat?<auth as a query>,`.
+    private func sendLegacyConnect(on session: EngineIOSession) async {
+        guard namespace == "/" else {
+            let query = await legacyAuthQuery()
+            let name = query.isEmpty ? namespace : namespace + "?" + Self.encodeQuery(query)
+            publish(state.withLockedValue { $0.lifecycle.sendingConnect() })
+            session.send(frame(SocketIOPacket(type: .connect, namespace: name), requeue: false))
+            return
+        }
+        publish(state.withLockedValue { $0.lifecycle.sendingConnect() })
+        switch manager?.claimDefaultNamespace() ?? .wait {
+        case .wait: break
+        case .connected: didConnect(SocketIOPacket(type: .connect), session: session)
+        case .sendConnect: session.send(frame(SocketIOPacket(type: .connect), requeue: false))
+        }
+    }
+
+    /// socket.io 2.x: the auth payload as query items (strings as they are, other values as JSON
+    /// text), in its order. A provider that fails, or a payload that is not an object, is reported
+    /// (an `error` event) and nothing is sent, as with a CONNECT payload.
+    func legacyAuthQuery() async -> [(String, String)] {
+        let auth = state.withLockedValue { $0.auth }
+        let payload: JSONValue?
+        do {
+            payload = try await auth.resolve()
+        } catch {
+            fire(.error, [.string("the auth provider failed: \(error)")])
+            return []
+        }
+        guard let payload else { return [] }
+        guard case .object(let members) = payload else {
+            fire(.error, [.string("the auth payload must be a JSON object; sending none")])
+            return []
+        }
+        return members.map { key, value in (key, value.stringValue ?? JSONWriter.string(value)) }
+    }
+
+    private static func encodeQuery(_ items: [(String, String)]) -> String {
+        items.map { "\(EngineIOURLs.escape($0.0))=\(EngineIOURLs.escape($0.1))" }.joined(separator: "&")
     }
 
     // MARK: Emitting
@@ -530,7 +574,10 @@ public final class SocketIOClient: Sendable {
     }
 
     private func didConnect(_ packet: SocketIOPacket, session: EngineIOSession?) {
-        let sid = packet.data?["sid"]?.stringValue
+        // socket.io 2.x sends no sid: the socket's id is the Engine.IO session's (prefixed with
+        // the namespace outside `/`), as the JavaScript 2.x client makes it.
+        let engineSID = manager?.configuration.version == .v2 ? session?.handshake?.sid : nil
+        let sid = packet.data?["sid"]?.stringValue ?? engineSID.map { namespace == "/" ? $0 : namespace + "#" + $0 }
         let pid = packet.data?["pid"]?.stringValue
         var tooLarge: [(EngineIOFrame, RealtimeError)] = []
         let connected = state.withLockedValue { state in

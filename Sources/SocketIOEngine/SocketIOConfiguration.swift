@@ -3,6 +3,9 @@ public import RealtimeCore
 /// Everything a ``SocketManager`` needs: the Engine.IO transport options, reconnection, the offline
 /// queue and the runtime.
 public struct SocketIOConfiguration: Sendable {
+    /// The server's protocol generation: ``SocketIOVersion/v3`` (socket.io 3.x and 4.x, the
+    /// default) or ``SocketIOVersion/v2`` (socket.io 2.x servers).
+    public var version: SocketIOVersion = .v3
     /// Transports, path, query, headers, TLS and timeouts.
     public var engine: EngineIOOptions = EngineIOOptions()
     /// Whether to reconnect after the connection drops. Default on, as in the JavaScript client.
@@ -39,6 +42,23 @@ public struct SocketIOConfiguration: Sendable {
                 randomizationFactor: randomizationFactor, maxAttempts: reconnectionAttempts),
             reachability: reachability)
     }
+}
+
+/// Which generation of Socket.IO servers a ``SocketManager`` speaks to. The two do not mix: a
+/// socket.io 2.x server refuses `EIO=4`, and a 3.x/4.x server refuses `EIO=3` unless it was started
+/// with `allowEIO3`.
+public enum SocketIOVersion: Sendable, Hashable, CaseIterable {
+    /// socket.io 2.x servers (Engine.IO protocol 3, Socket.IO protocol 4): `EIO=3`, the client
+    /// pings and the server answers, length-prefixed polling payloads, the default namespace joined
+    /// by the server at the handshake. Auth has no CONNECT payload there: the default namespace's
+    /// goes in the handshake's query, another namespace's in its CONNECT's query
+    /// (`40/chat?token=x,`). socket.io-client-swift's `.version(.two)`.
+    case v2
+    /// socket.io 3.x and 4.x servers (Engine.IO protocol 4, Socket.IO protocol 5). The default.
+    case v3
+
+    /// The Engine.IO protocol revision (`EIO` in the query).
+    var engineIORevision: Int { self == .v2 ? 3 : 4 }
 }
 
 /// The auth payload a namespace sends with its CONNECT packet.

@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 import NIOConcurrencyHelpers
 
 /// Server events of one namespace as an `AsyncSequence`, beside the handlers

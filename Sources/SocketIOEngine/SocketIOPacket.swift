@@ -111,7 +111,14 @@ public enum SocketIOCodec {
         return try withUTF8Bytes(text) { bytes throws(SocketIOParseError) in try decode(bytes: bytes) }
     }
 
-    static func decode(bytes: UnsafeRawBufferPointer) throws(SocketIOParseError) -> (packet: SocketIOPacket, attachments: Int) {
+    /// Decodes the text part of a packet of `version`'s protocol: for ``SocketIOVersion/v2``
+    /// (Socket.IO protocol 4, socket.io-parser 3) a CONNECT, DISCONNECT or ERROR packet may carry
+    /// any payload or none (python-socketio 4 sends a refusal's reason in either, or nothing).
+    public static func decode(text: String, version: SocketIOVersion) throws(SocketIOParseError) -> (packet: SocketIOPacket, attachments: Int) {
+        return try withUTF8Bytes(text) { bytes throws(SocketIOParseError) in try decode(bytes: bytes, legacy: version == .v2) }
+    }
+
+    static func decode(bytes: UnsafeRawBufferPointer, legacy: Bool = false) throws(SocketIOParseError) -> (packet: SocketIOPacket, attachments: Int) {
         guard let first = bytes.first else { throw .unknownPacketType("(empty)") }
         guard first >= UInt8(ascii: "0"), let type = SocketIOPacketType(rawValue: first &- UInt8(ascii: "0")) else {
             throw .unknownPacketType(String(decoding: [first], as: UTF8.self))
@@ -156,14 +163,17 @@ public enum SocketIOCodec {
             }
         }
         let packet = SocketIOPacket(type: type, namespace: namespace, id: id, data: data)
-        try validate(packet)
+        try validate(packet, legacy: legacy)
         return (packet, attachments)
     }
 
-    /// socket.io-parser's payload rules per type.
-    static func validate(_ packet: SocketIOPacket) throws(SocketIOParseError) {
+    /// socket.io-parser's payload rules per type (socket.io-parser 3, for `legacy`, checks only
+    /// events and acks).
+    static func validate(_ packet: SocketIOPacket, legacy: Bool = false) throws(SocketIOParseError) {
         let valid: Bool
         switch packet.type {
+        case .connect where legacy, .disconnect where legacy, .connectError where legacy:
+            valid = true
         case .connect:
             valid = packet.data == nil || packet.data?.objectValue != nil
         case .disconnect:
@@ -215,9 +225,12 @@ public struct SocketIOPacketDecoder: Sendable {
     private var pending: SocketIOPacket?
     private var expected = 0
     private var buffers: [Data] = []
+    private let version: SocketIOVersion
 
-    /// Makes a value with every default.
-    public init() {}
+    /// Makes a decoder for `version`'s protocol (socket.io 3.x/4.x servers by default).
+    public init(version: SocketIOVersion = .v3) {
+        self.version = version
+    }
 
     /// Whether a binary packet is waiting for attachments.
     public var isWaitingForAttachments: Bool { pending != nil }
@@ -225,7 +238,7 @@ public struct SocketIOPacketDecoder: Sendable {
     /// Feeds a text message; returns the packet when it needs no attachments.
     public mutating func receive(text: String) throws(SocketIOParseError) -> SocketIOPacket? {
         if pending != nil { throw .unexpectedAttachment("a text packet arrived while \(expected - buffers.count) attachments were still expected") }
-        let (packet, attachments) = try SocketIOCodec.decode(text: text)
+        let (packet, attachments) = try SocketIOCodec.decode(text: text, version: version)
         guard packet.type == .binaryEvent || packet.type == .binaryAck else { return packet }
         if attachments == 0 { return try finish(packet, with: []) }
         // The count decides how many messages are waited for and kept: no more than the packet has

@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 import Logging
 import NIOConcurrencyHelpers
 import NIOHTTP1
@@ -64,6 +64,7 @@ public final class SocketManager: Service, Sendable {
     private var engineOptions: EngineIOOptions {
         var options = configuration.engine
         options.cookies = cookies
+        options.revision = configuration.version.engineIORevision
         return options
     }
 
@@ -190,7 +191,9 @@ public final class SocketManager: Service, Sendable {
     /// after is in synchronous functions, whose locals live on the thread's stack for a moment
     /// instead of in the suspended task's frame for the connection's whole life.
     private func runSession(_ context: ReconnectDriver.SessionContext) async throws -> SessionEnd {
-        guard let (handler, session, span) = try beginSession(context, headers: try await attemptHeaders()) else { return .closed }
+        let headers = try await attemptHeaders()
+        let query = await defaultNamespaceQuery()
+        guard let (handler, session, span) = try beginSession(context, headers: headers, query: query) else { return .closed }
         var failure: RealtimeError?
         var end: EngineIOSessionEnd?
         do {
@@ -211,8 +214,25 @@ public final class SocketManager: Service, Sendable {
         }
     }
 
+    /// socket.io 2.x: the default namespace's auth, which travels in the handshake's query (the
+    /// server joins `/` at the handshake; there is no CONNECT payload). Empty otherwise.
+    private func defaultNamespaceQuery() async -> [(String, String)] {
+        guard configuration.version == .v2, let socket = existingSocket("/"), socket.isActive else { return [] }
+        return await socket.legacyAuthQuery()
+    }
+
+    /// socket.io 2.x: where the default namespace stands on the current session.
+    func claimDefaultNamespace() -> SessionHandler.DefaultNamespaceClaim {
+        state.withLockedValue { $0.handler }?.claimDefaultNamespace() ?? .wait
+    }
+
+    /// socket.io 2.x: the app left the default namespace on the current session (sent its DISCONNECT).
+    func leftDefaultNamespace() {
+        state.withLockedValue { $0.handler }?.leftDefaultNamespace()
+    }
+
     private func beginSession(
-        _ context: ReconnectDriver.SessionContext, headers: HTTPHeaders?
+        _ context: ReconnectDriver.SessionContext, headers: HTTPHeaders?, query: [(String, String)]
     ) throws -> (SessionHandler, EngineIOSession, any Span)? {
         if state.withLockedValue({ $0.closing }) { return nil }
         if context.attempt > 0 {
@@ -223,6 +243,7 @@ public final class SocketManager: Service, Sendable {
         let handler = SessionHandler(manager: self, context: context)
         var options = engineOptions
         for (name, value) in headers ?? [:] { options.headers.replaceOrAdd(name: name, value: value) }
+        for (name, value) in query { options.query[name] = value }
         let session = try EngineIOSession(url: url, options: options, runtime: runtime, delegate: handler, metrics: metrics)
         handler.session = session
         session.onSendQueueDrained { [weak self, weak session] in
@@ -281,14 +302,37 @@ public final class SocketManager: Service, Sendable {
 /// Receives one session's Engine.IO events and routes Socket.IO packets to the namespace sockets.
 final class SessionHandler: EngineIODelegate {
     private struct State {
-        var decoder = SocketIOPacketDecoder()
+        var decoder: SocketIOPacketDecoder
         var open = false
         var closed = false
+        /// socket.io 2.x: the server's own CONNECT for `/` (sent at the handshake), and whether the
+        /// `/` socket took it.
+        var defaultNamespace: DefaultNamespace = .notJoined
+    }
+
+    /// socket.io 2.x: the default namespace on this session.
+    enum DefaultNamespace {
+        /// The server has not joined it yet (its CONNECT comes after the open packet).
+        case notJoined
+        /// Joined by the server; `claimed` once the `/` socket was told.
+        case joined(claimed: Bool)
+        /// The app left it (sent DISCONNECT): joining again takes a CONNECT packet.
+        case left
+    }
+
+    /// What the `/` socket does to connect on a socket.io 2.x session.
+    enum DefaultNamespaceClaim {
+        /// Nothing: the server's CONNECT is on its way (or was already delivered).
+        case wait
+        /// The server joined it before the socket asked: the socket is connected now.
+        case connected
+        /// Send a CONNECT packet for `/` (the app left it on this session).
+        case sendConnect
     }
 
     private let manager: SocketManager
     private let context: ReconnectDriver.SessionContext
-    private let state = NIOLockedValueBox(State())
+    private let state: NIOLockedValueBox<State>
     private let sessionBox = NIOLockedValueBox<EngineIOSession?>(nil)
     private let spanBox = NIOLockedValueBox<(any Span)?>(nil)
 
@@ -309,6 +353,28 @@ final class SessionHandler: EngineIODelegate {
     init(manager: SocketManager, context: ReconnectDriver.SessionContext) {
         self.manager = manager
         self.context = context
+        self.legacy = manager.configuration.version == .v2
+        self.state = NIOLockedValueBox(State(decoder: SocketIOPacketDecoder(version: manager.configuration.version)))
+    }
+
+    /// Speaking to a socket.io 2.x server.
+    private let legacy: Bool
+
+    func claimDefaultNamespace() -> DefaultNamespaceClaim {
+        state.withLockedValue { state in
+            switch state.defaultNamespace {
+            case .notJoined: return .wait
+            case .joined(claimed: true): return .wait
+            case .joined(claimed: false):
+                state.defaultNamespace = .joined(claimed: true)
+                return .connected
+            case .left: return .sendConnect
+            }
+        }
+    }
+
+    func leftDefaultNamespace() {
+        state.withLockedValue { $0.defaultNamespace = .left }
     }
 
     var session: EngineIOSession? {
@@ -356,11 +422,26 @@ final class SessionHandler: EngineIODelegate {
         }
         guard let packet else { return }
         manager.metrics.received(messages: 1, bytes: 0)
+        if legacy, packet.type == .connect, packet.namespace == "/" {
+            return serverJoinedDefaultNamespace(packet)
+        }
         guard let socket = manager.existingSocket(packet.namespace) else {
             manager.logger.debug("Socket.IO packet for a namespace with no socket", metadata: ["realtime.namespace": "\(packet.namespace)"])
             return
         }
         socket.handle(packet, session: session)
+    }
+
+    /// socket.io 2.x: the server joined `/` (at the handshake, or answering our CONNECT). The `/`
+    /// socket takes it if the app wants it now; else it is kept for when it does.
+    private func serverJoinedDefaultNamespace(_ packet: SocketIOPacket) {
+        let socket = manager.existingSocket("/")
+        let deliver = state.withLockedValue { state -> Bool in
+            let wanted = socket?.isActive ?? false
+            state.defaultNamespace = .joined(claimed: wanted)
+            return wanted
+        }
+        if deliver, let socket { socket.handle(packet, session: session) }
     }
 
     func engineIOUpgraded() async {

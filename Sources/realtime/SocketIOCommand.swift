@@ -20,6 +20,7 @@ struct SocketIOCommand: AsyncParsableCommand {
     @Option(name: .long, help: "Transports: polling, websocket, or both (polling then upgrade).") var transport: String = "both"
     @Option(name: .long, help: "Exit after this many seconds (default: run until interrupted).") var duration: Double?
     @Option(name: .long, help: "Give up after this many consecutive failed reconnects.") var reconnectAttempts: Int = 3
+    @Option(name: .long, help: "The server's Engine.IO protocol: 4 (socket.io 3.x and 4.x) or 3 (socket.io 2.x).") var eio: Int = 4
 
     func run() async throws {
         let command = self
@@ -34,6 +35,11 @@ struct SocketIOCommand: AsyncParsableCommand {
     private func session() async throws {
         var configuration = SocketIOConfiguration()
         configuration.reconnectionAttempts = reconnectAttempts
+        switch eio {
+        case 3: configuration.version = .v2
+        case 4: break
+        default: throw ValidationError("--eio is 3 (socket.io 2.x servers) or 4 (socket.io 3.x and 4.x)")
+        }
         switch transport {
         case "polling": configuration.engine.transports = [.polling]
         case "websocket": configuration.engine.transports = [.websocket]

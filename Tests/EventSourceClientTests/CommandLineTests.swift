@@ -21,6 +21,21 @@ import Testing
         #expect(stderr.contains("reconnectGaveUp"), "\(stderr)")
     }
 
+    /// `--eio 3` speaks to socket.io 2.x servers: the reference 2.x peer (python-socketio 4.6.1,
+    /// python-engineio 3.14.2, in `.venv-sio2`) acks an emit.
+    @Test func socketioSpeaksToASocketIO2ServerWithEIO3() async throws {
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("SocketIOEngineTests/Peers/sio2_server.py").path
+        let peer = try await PythonPeer.start(scriptPath: script, python: PythonPeer.socketIO2Python)
+        defer { Task { await peer.stop() } }
+        let result = try await RealtimeCommandLine.run(
+            ["socketio", "http://127.0.0.1:\(peer.port)", "--eio", "3", "--emit", "echo", "[1,\"two\"]", "--ack"])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout.contains("ack [1,\"two\"]"), "\(result.stdout)")
+        let wrong = try await RealtimeCommandLine.run(["socketio", "http://127.0.0.1:\(peer.port)", "--eio", "5"])
+        #expect(wrong.status == 64, "\(wrong.stderr)")
+    }
+
     @Test func sseReportsABadStatusAndExitsNonZero() async throws {
         let server = try await ScriptedHTTPServer.start()
         defer { Task { await server.stop() } }

@@ -143,6 +143,35 @@ struct SocketIOClientSwiftCompatibilityTests {
         #expect(!engineSIDs.contains(""))
         await server.stop()
     }
+
+    /// socket.io-client-swift's way to a socket.io 2.x server, `.version(.two)`, against the
+    /// reference 2.x peer (python-socketio 4.6.1, python-engineio 3.14.2; `.venv-sio2`).
+    @Test("`.version(.two)` talks to a socket.io 2.x server, callbacks and acks as documented")
+    func versionTwo() async throws {
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("SocketIOEngineTests/Peers/sio2_server.py").path
+        let peer = try await PythonPeer.start(scriptPath: script, python: PythonPeer.socketIO2Python)
+        let manager = SocketManager(socketURL: URL(string: "http://127.0.0.1:\(peer.port)")!, config: [
+            .version(.two), .connectParams(["userID": "u1"]), .reconnects(true),
+        ])
+        #expect(manager.configuration.version == .v2)
+        let socket = manager.defaultSocket
+        let welcome = Recorder<String>()
+        let acked = Recorder<[String]>()
+        socket.on("welcome") { data, _ in welcome.append(((data.first as? [String: Any])?["sid"] as? String) ?? "") }
+        socket.on(clientEvent: .connect) { _, _ in
+            socket.emitWithAck("echo", "hello", 42).timingOut(after: 10) { items in
+                acked.append(items.map { "\($0)" })
+            }
+        }
+        synchronously { socket.connect() }
+        #expect(await welcome.wait(for: 1).first?.isEmpty == false)
+        #expect(await acked.wait(for: 1).first == ["hello", "42"])
+        #expect(socket.status == .connected)
+        manager.disconnect()
+        await manager.waitUntilStopped()
+        await peer.stop()
+    }
 }
 
 /// The seed's code runs in synchronous contexts (a view controller): there Swift picks the callback

@@ -174,6 +174,26 @@ struct EngineIOSessionMachineTests {
         }
     }
 
+    /// Engine.IO 3: the client pings and the server's pongs are recorded the same way; a server
+    /// that stops answering ends the session with a timeout that names the pong.
+    @Test("Engine.IO 3: no pong within pingInterval + pingTimeout ends the session")
+    func clientPingHeartbeat() {
+        var machine = Machine()
+        #expect(machine.opened(Self.handshake, on: .websocket, now: .zero, clientPings: true) == .seconds(45))
+        machine.pinged(now: .seconds(25))
+        guard case .rearm(let next) = machine.heartbeatDue(now: .seconds(45)) else {
+            Issue.record("a pong came since: the deadline moves on")
+            return
+        }
+        #expect(next == .seconds(70))
+        guard case .expired(let error) = machine.heartbeatDue(now: .seconds(70)) else {
+            Issue.record("no pong for 45 s: expired")
+            return
+        }
+        #expect(error.code == .timeout)
+        #expect(error.description.contains("no pong from the server"), "\(error)")
+    }
+
     @Test("the heartbeat stops with the session")
     func heartbeatStopsAtTheEnd() {
         var machine = Machine()
