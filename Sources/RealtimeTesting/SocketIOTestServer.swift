@@ -24,7 +24,9 @@ public import SocketIOEngine
 ///   `question` with an ack, emits `answer` with the reply), `count n` (emits `tick` 1...n),
 ///   `disconnect_me`, `record` (kept in ``recorded``), `broadcast` (broadcasts `news` with its
 ///   arguments to the namespace), `late_ack ms` (acks after a delay), `size` (acks the byte length
-///   of its string or binary argument).
+///   of its string or binary argument), `flaky key n` (counts its arrivals per key and acks with
+///   the count only from the n-th on: the tries before go unanswered), `flaky_count key` (acks
+///   that count).
 /// - Limits as engine.io enforces them: a POST body over `maxPayload` is answered 413; a WebSocket
 ///   message over it closes the connection (1009).
 /// - Namespace `/chat`: refuses unless the auth is `{"token": "secret"}`; `echo`, `whoami` (acks the auth).
@@ -95,6 +97,8 @@ public final class SocketIOTestServer: Sendable {
         var requiredAuthorization: String?
         var connectCount = 0
         var pongsReceived = 0
+        /// `flaky`'s arrivals per key.
+        var flakyArrivals: [String: Int] = [:]
     }
 
     /// The options the server was started with.

@@ -322,6 +322,16 @@ final class ServerEngineSession: Sendable {
         case "broadcast":
             server.broadcast("news", arguments, namespace: namespace)
             ack([])
+        case "flaky":
+            let key = arguments.first?.stringValue ?? ""
+            let count = server.state.withLockedValue { state -> Int in
+                state.flakyArrivals[key, default: 0] += 1
+                return state.flakyArrivals[key]!
+            }
+            if count >= (arguments.dropFirst().first?.intValue ?? 1) { ack([.integer(Int64(count))]) }
+        case "flaky_count":
+            let key = arguments.first?.stringValue ?? ""
+            ack([.integer(Int64(server.state.withLockedValue { $0.flakyArrivals[key] ?? 0 }))])
         case "late_ack":
             let delay = arguments.first?.intValue ?? 100
             // A late ack on purpose, while the session goes on.

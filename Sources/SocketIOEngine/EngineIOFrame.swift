@@ -36,6 +36,8 @@ struct EngineIOFrame: OutboxMessage {
     var requeueNamespace: String?
     /// The ack id of an emit that waits for an ack.
     var ackID: Int? = nil
+    /// A volatile emit: never taken back for the next connection.
+    var isVolatile = false
 
     /// A frame of `packets` (at least one), each encoded here.
     init(packets: [EngineIOPacket], requeueNamespace: String?, ackID: Int? = nil) {

@@ -28,6 +28,25 @@ public final class SocketIOClient: Sendable {
 
     private struct WeakClient: Sendable { weak var client: SocketIOClient? }
 
+    /// An emit on the retry queue (``SocketIOConfiguration/retries``): sent when it is first in
+    /// line and the namespace is connected, with an ack asked for, and sent again until acked or
+    /// out of tries.
+    private struct RetryEntry: Sendable {
+        let sequence: Int
+        let event: String
+        let arguments: [JSONValue]
+        /// Each try's ack timeout.
+        let timeout: Duration
+        /// The caller's ack (emitWithAck); nil for `emit`, whose failure is reported as a
+        /// `dropped` event.
+        let deliver: (@Sendable (Result<[JSONValue], RealtimeError>) -> Void)?
+        var tries = 0
+        /// The ack id of the try in flight.
+        var inFlight: Int?
+    }
+
+    private typealias OutgoingHandler = (id: UUID, call: @Sendable (SocketAnyEvent) -> Void)
+
     private struct State {
         var lifecycle = SocketIONamespaceMachine<CheckedContinuation<Void, any Error>>()
         var auth: SocketIOAuth = .none
@@ -35,6 +54,11 @@ public final class SocketIOClient: Sendable {
         var acks: [Int: AckEntry] = [:]
         var handlers: [String: [HandlerEntry]] = [:]
         var anyHandlers: [(id: UUID, call: @Sendable (SocketAnyEvent) -> Void)] = []
+        /// ``onAnyOutgoing(_:)``'s handlers.
+        var outgoingHandlers: [OutgoingHandler] = []
+        /// Emits waiting for their turn and their ack, with ``SocketIOConfiguration/retries``.
+        var retryQueue: Deque<RetryEntry> = []
+        var nextRetrySequence = 0
         var streams: [UUID: EventStreamEntry] = [:]
         var droppedEmits = 0
         /// The offline queue: emits made while the namespace is not connected (or while the
@@ -171,6 +195,7 @@ public final class SocketIOClient: Sendable {
             ackTimeouts.cancel(id)
             entry.deliver(.failure(error))
         }
+        failWaitingRetries(with: error)
         for waiter in ending.waiters { waiter.resume(throwing: error) }
         if let session = manager?.openSession {
             session.send(frame(SocketIOPacket(type: .disconnect, namespace: namespace), requeue: false))
@@ -287,6 +312,7 @@ public final class SocketIOClient: Sendable {
         }
         switch result {
         case nil:
+            notifyOutgoing(packet)
             return
         case .queued?:
             manager?.reportQueueDepth()
@@ -310,9 +336,22 @@ public final class SocketIOClient: Sendable {
     /// Sent at once when connected, otherwise queued (in order) until the namespace connects.
     /// - Throws: `RealtimeCore/RealtimeError` `queueFull` when the offline queue rejects it;
     ///   `messageTooLarge` when the encoded packet exceeds the server's `maxPayload` (nothing is sent).
+    ///
+    /// With ``SocketIOConfiguration/retries`` above 0 the emit goes through the retry queue
+    /// instead: sent in turn with an ack asked for, and sent again until the server acks it or the
+    /// tries run out (then the `dropped` and `error` events report it).
     public func emit(_ event: String, arguments: [JSONValue]) throws {
+        if retries > 0 {
+            try enqueueRetry(event, arguments, timeout: defaultAckTimeout, deliver: nil)
+            return
+        }
         try submit(SocketIOPacket(type: .event, namespace: namespace, data: .array(Self.eventData(event, arguments))))
     }
+
+    /// ``SocketIOConfiguration/retries``.
+    private var retries: Int { manager?.configuration.retries ?? 0 }
+    /// ``SocketIOConfiguration/ackTimeout``.
+    private var defaultAckTimeout: Duration { manager?.configuration.ackTimeout ?? .seconds(10) }
 
     /// An event packet's data: the name, then the arguments (one array allocated).
     private static func eventData(_ event: String, _ arguments: [JSONValue]) -> [JSONValue] {
@@ -325,14 +364,22 @@ public final class SocketIOClient: Sendable {
 
     /// Emits and waits for the server's ack.
     ///
-    /// The timeout always fires; an ack arriving after it is dropped. Emits made while offline
-    /// wait in the queue, and their timeout runs from the call. When the connection drops after the
-    /// emit was written, the call fails at once with `connectionClosed` (the server may or may not
-    /// have handled it; the emit is not sent again).
+    /// The timeout (nil: ``SocketIOConfiguration/ackTimeout``, 10 s by default) always fires; an
+    /// ack arriving after it is dropped. Emits made while offline wait in the queue, and their
+    /// timeout runs from the call. When the connection drops after the emit was written, the call
+    /// fails at once with `connectionClosed` (the server may or may not have handled it; the emit
+    /// is not sent again).
+    ///
+    /// With ``SocketIOConfiguration/retries`` above 0 (the JavaScript client's `retries`): the
+    /// emit waits its turn in the retry queue (one emit in flight per socket, in order), the timeout
+    /// applies to each try, and a try that times out or is cut by a drop is sent again, until the
+    /// server acks it or `retries` more tries have failed. The server may see it more than once.
     /// - Returns: the ack's arguments.
     /// - Throws: `RealtimeCore/RealtimeError` `timeout`, `queueFull`, `messageTooLarge`,
     ///   `connectionClosed`, `notConnected` (the socket was disconnected), or `CancellationError`.
-    public func emitWithAck(_ event: String, arguments: [JSONValue], timeout: Duration = .seconds(10)) async throws -> [JSONValue] {
+    public func emitWithAck(_ event: String, arguments: [JSONValue], timeout: Duration? = nil) async throws -> [JSONValue] {
+        let timeout = timeout ?? defaultAckTimeout
+        if retries > 0 { return try await emitWithRetries(event, arguments, timeout: timeout) }
         let id = reserveAckID()
         let started = ContinuousClock.now
         let metrics = manager?.metrics
@@ -371,7 +418,7 @@ public final class SocketIOClient: Sendable {
 
     /// ``emitWithAck(_:arguments:timeout:)`` with the arguments listed (strings, numbers, `Data`,
     /// ``RealtimeCore/JSONValue``s...).
-    public func emitWithAck(_ event: String, _ items: any SocketData..., timeout: Duration = .seconds(10)) async throws -> [JSONValue] {
+    public func emitWithAck(_ event: String, _ items: any SocketData..., timeout: Duration? = nil) async throws -> [JSONValue] {
         try await emitWithAck(event, arguments: items.map { try $0.socketRepresentation() }, timeout: timeout)
     }
 
@@ -386,11 +433,13 @@ public final class SocketIOClient: Sendable {
 
     /// The next ack id (ids wrap at `Int32.max`).
     private func reserveAckID() -> Int {
-        state.withLockedValue { state -> Int in
-            let id = state.nextAckID
-            state.nextAckID = state.nextAckID == Int(Int32.max) ? 0 : state.nextAckID + 1
-            return id
-        }
+        state.withLockedValue { state -> Int in reserveAckIDLocked(&state) }
+    }
+
+    private func reserveAckIDLocked(_ state: inout State) -> Int {
+        let id = state.nextAckID
+        state.nextAckID = state.nextAckID == Int(Int32.max) ? 0 : state.nextAckID + 1
+        return id
     }
 
     /// Registers the ack callback of a reserved id, with a timeout.
@@ -465,6 +514,18 @@ public final class SocketIOClient: Sendable {
         return id
     }
 
+    /// Calls `handler` for every event this socket sends, as it goes to the connection (the
+    /// JavaScript client's `onAnyOutgoing`): an emit made while connected at once, a queued one when
+    /// it leaves the offline queue, and each try of an emit with retries. Acks are not events.
+    /// It runs on the thread that sends (the emitting caller's, or the connection's when the
+    /// queue is flushed): keep it short.
+    @discardableResult
+    public func onAnyOutgoing(_ handler: @escaping @Sendable (SocketAnyEvent) -> Void) -> UUID {
+        let id = UUID()
+        state.withLockedValue { $0.outgoingHandlers.append((id, handler)) }
+        return id
+    }
+
     package func addHandler(_ event: String, once: Bool, _ handler: @escaping @Sendable (SocketIOEvent) -> Void) -> UUID {
         let id = UUID()
         state.withLockedValue { $0.handlers[event, default: []].append(HandlerEntry(id: id, once: once, call: handler)) }
@@ -481,6 +542,7 @@ public final class SocketIOClient: Sendable {
         state.withLockedValue { state in
             for key in state.handlers.keys { state.handlers[key]?.removeAll { $0.id == id } }
             state.anyHandlers.removeAll { $0.id == id }
+            state.outgoingHandlers.removeAll { $0.id == id }
         }
     }
 
@@ -489,6 +551,7 @@ public final class SocketIOClient: Sendable {
         state.withLockedValue {
             $0.handlers = [:]
             $0.anyHandlers = []
+            $0.outgoingHandlers = []
         }
     }
 
@@ -580,13 +643,15 @@ public final class SocketIOClient: Sendable {
         let sid = packet.data?["sid"]?.stringValue ?? engineSID.map { namespace == "/" ? $0 : namespace + "#" + $0 }
         let pid = packet.data?["pid"]?.stringValue
         var tooLarge: [(EngineIOFrame, RealtimeError)] = []
+        var sent: [EngineIOFrame] = []
         let connected = state.withLockedValue { state in
             let connected = state.lifecycle.connected(sid: sid, pid: pid)
             // Flush the offline queue before anything else can be sent, in order. Frames queued
             // before this server's limits were known and too large for them are not sent.
-            if let session { tooLarge = flush(into: session, state: &state) }
+            if let session { tooLarge = flush(into: session, state: &state, sent: &sent) }
             return connected
         }
+        for frame in sent { notifyOutgoing(frame) }
         publish(connected.published)
         manager?.reportQueueDepth()
         for (frame, error) in tooLarge { reportUnsendable(frame, error) }
@@ -596,6 +661,7 @@ public final class SocketIOClient: Sendable {
         fire(.connect, [.string(namespace), .object(.init(uniqueKeysWithValues: details.sorted { $0.key < $1.key }))])
         for packet in connected.buffered { deliver(packet) }
         for waiter in connected.waiters { waiter.resume() }
+        sendNextRetry()
     }
 
     /// The Engine.IO session ended (the manager will reconnect if this socket is still active).
@@ -614,9 +680,11 @@ public final class SocketIOClient: Sendable {
     /// in order, to be sent on the next connection; what does not fit is dropped by the queue's
     /// overflow policy and reported.
     func sessionEnded(written: [EngineIOFrame], unwritten: [EngineIOFrame]) {
+        // Volatile emits are not sent again.
+        let unwritten = unwritten.contains(where: \.isVolatile) ? unwritten.filter { !$0.isVolatile } : unwritten
         let (failedAcks, dropped) = state.withLockedValue { state in
             // Written emits that wait for an ack are reported through the ack, not sent again.
-            let resend = written.filter { $0.ackID == nil }
+            let resend = written.filter { $0.ackID == nil && !$0.isVolatile }
             let dropped = resend.isEmpty && unwritten.isEmpty ? [] : offlineQueue(&state).takeBack(written: resend, unwritten: unwritten)
             var waiting = Set(dropped.compactMap(\.ackID))
             state.offline?.forEachQueued { frame in if let id = frame.ackID { waiting.insert(id) } }
@@ -648,10 +716,14 @@ public final class SocketIOClient: Sendable {
 
     /// Moves queued frames into the session's send queue, in order, while it has room. Returns the
     /// frames too large for the server, to report.
-    private func flush(into session: EngineIOSession, state: inout State) -> [(EngineIOFrame, RealtimeError)] {
+    /// `sent` collects the frames moved when someone listens to outgoing events.
+    private func flush(
+        into session: EngineIOSession, state: inout State, sent: inout [EngineIOFrame]
+    ) -> [(EngineIOFrame, RealtimeError)] {
         var tooLarge: [(EngineIOFrame, RealtimeError)] = []
         guard let queue = state.offline else { return [] }
         let frames = queue.takeQueued()
+        let collect = !state.outgoingHandlers.isEmpty
         defer { if queue.isEmpty { state.offline = nil } }
         for (index, frame) in frames.enumerated() {
             if let error = sizeError(frame) {
@@ -662,17 +734,20 @@ public final class SocketIOClient: Sendable {
                 queue.requeueFront(Array(frames[index...]))
                 break
             }
+            if collect { sent.append(frame) }
         }
         return tooLarge
     }
 
     /// The session's send queue has room again: move what waited in the offline queue.
     func sendQueueDrained(_ session: EngineIOSession) {
+        var sent: [EngineIOFrame] = []
         let tooLarge = state.withLockedValue { state -> [(EngineIOFrame, RealtimeError)] in
             guard state.lifecycle.status == .connected else { return [] }
-            return flush(into: session, state: &state)
+            return flush(into: session, state: &state, sent: &sent)
         }
         for (frame, error) in tooLarge { reportUnsendable(frame, error) }
+        for frame in sent { notifyOutgoing(frame) }
     }
 
     func addStream(_ id: UUID, _ entry: EventStreamEntry) { state.withLockedValue { $0.streams[id] = entry } }
@@ -704,10 +779,212 @@ public final class SocketIOClient: Sendable {
         let ending = state.withLockedValue { $0.lifecycle.managerStopped() }
         let failure = error ?? RealtimeError(.notConnected, "the connection was closed")
         for waiter in ending.waiters { waiter.resume(throwing: failure) }
+        failWaitingRetries(with: failure)
         finishStreams()
         publish(ending.published)
         if let error, ending.wasActive {
             fire(.reconnectFailed, [.string(error.description)])
         }
+    }
+}
+
+// MARK: Volatile emits, outgoing events, retries
+
+/// Emits that are dropped, not queued, when they cannot go out at once: ``SocketIOClient/volatile``.
+public struct SocketIOVolatileEmitter: Sendable {
+    let socket: SocketIOClient
+
+    /// Sends the event if the namespace is connected and the connection's send queue has room;
+    /// otherwise drops it (counted in the `dropped` metric, reason `volatile`). Never queued, never
+    /// sent again after a drop.
+    /// - Returns: whether it went to the connection.
+    /// - Throws: `messageTooLarge` when the encoded packet exceeds the server's `maxPayload`.
+    @discardableResult
+    public func emit(_ event: String, arguments: [JSONValue]) throws -> Bool {
+        try socket.emitVolatile(event, arguments)
+    }
+
+    /// ``emit(_:arguments:)`` with the arguments listed.
+    @discardableResult
+    public func emit(_ event: String, _ items: any SocketData...) throws -> Bool {
+        try socket.emitVolatile(event, items.map { try $0.socketRepresentation() })
+    }
+}
+
+extension SocketIOClient {
+    /// Emits that may be lost: sent at once when connected, dropped otherwise (the JavaScript
+    /// client's `socket.volatile.emit`), for values that are stale by the time a connection comes
+    /// back (a cursor position, a level meter). `socket.volatile.emit("cursor", x, y)`.
+    public var volatile: SocketIOVolatileEmitter { SocketIOVolatileEmitter(socket: self) }
+
+    fileprivate func emitVolatile(_ event: String, _ arguments: [JSONValue]) throws -> Bool {
+        let packet = SocketIOPacket(type: .event, namespace: namespace, data: .array(Self.eventData(event, arguments)))
+        var frame = frame(packet, requeue: true)
+        frame.isVolatile = true
+        if let error = sizeError(frame) {
+            manager?.metrics.dropped(reason: "too_large")
+            throw error
+        }
+        let session = manager?.openSession
+        let sent = state.withLockedValue { state -> Bool in
+            guard state.lifecycle.status == .connected, state.offline?.isEmpty ?? true, let session else { return false }
+            return session.trySend(frame) == .queued
+        }
+        if sent {
+            notifyOutgoing(packet)
+        } else {
+            manager?.metrics.dropped(reason: "volatile")
+        }
+        return sent
+    }
+
+    /// Tells the outgoing handlers about an event packet going to the connection.
+    private func notifyOutgoing(_ packet: SocketIOPacket) {
+        guard packet.isEvent else { return }
+        let handlers = state.withLockedValue { $0.outgoingHandlers }
+        guard !handlers.isEmpty, let data = packet.data?.arrayValue, let first = data.first else { return }
+        let name = first.stringValue ?? JSONWriter.string(first)
+        let event = SocketAnyEvent(event: name, arguments: Array(data.dropFirst()))
+        for handler in handlers { handler.call(event) }
+    }
+
+    /// ``notifyOutgoing(_:)`` for a frame that waited in the offline queue (decoded again: only
+    /// when someone listens).
+    private func notifyOutgoing(_ frame: EngineIOFrame) {
+        guard case .text(let encoded) = frame.first, encoded.utf8.first == EngineIOPacketType.message.character,
+            let (packet, _) = try? SocketIOCodec.decode(text: String(encoded.dropFirst()))
+        else { return }
+        var attachments: [Data] = []
+        for part in frame.rest { if case .binary(let data) = part { attachments.append(data) } }
+        var complete = packet
+        if let data = packet.data, !attachments.isEmpty { complete.data = (try? SocketIOCodec.reconstruct(data, attachments: attachments)) ?? data }
+        notifyOutgoing(complete)
+    }
+
+    /// Puts an emit on the retry queue (bounded by `offlineQueueCapacity`) and sends it if it is
+    /// first in line. Returns its place.
+    @discardableResult
+    fileprivate func enqueueRetry(
+        _ event: String, _ arguments: [JSONValue], timeout: Duration,
+        deliver: (@Sendable (Result<[JSONValue], RealtimeError>) -> Void)?
+    ) throws -> Int {
+        let capacity = offlineCapacity
+        let sequence = state.withLockedValue { state -> Int? in
+            guard state.retryQueue.count < capacity else { return nil }
+            let sequence = state.nextRetrySequence
+            state.retryQueue.append(RetryEntry(sequence: sequence, event: event, arguments: arguments, timeout: timeout, deliver: deliver))
+            state.nextRetrySequence &+= 1
+            return sequence
+        }
+        guard let sequence else {
+            manager?.metrics.dropped(reason: "queue_full")
+            throw RealtimeError.queueFull(capacity: capacity)
+        }
+        sendNextRetry()
+        return sequence
+    }
+
+    /// `emitWithAck` with retries: the caller waits for the last try's outcome.
+    fileprivate func emitWithRetries(_ event: String, _ arguments: [JSONValue], timeout: Duration) async throws -> [JSONValue] {
+        let place = NIOLockedValueBox<Int?>(nil)
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<[JSONValue], any Error>) in
+                do {
+                    let sequence = try enqueueRetry(event, arguments, timeout: timeout) { continuation.resume(with: $0.mapError { $0 }) }
+                    place.withLockedValue { $0 = sequence }
+                    if Task.isCancelled { cancelRetry(sequence) }
+                } catch {
+                    continuation.resume(throwing: error)
+                }
+            }
+        } onCancel: {
+            if let sequence = place.withLockedValue({ $0 }) { self.cancelRetry(sequence) }
+        }
+    }
+
+    /// A cancelled `emitWithAck`: its entry leaves the queue (its try in flight, if any, fails).
+    private func cancelRetry(_ sequence: Int) {
+        let error = RealtimeError(.cancelled, "emitWithAck was cancelled", underlying: CancellationError())
+        let (inFlight, removed) = state.withLockedValue { state -> (Int?, RetryEntry?) in
+            guard let index = state.retryQueue.firstIndex(where: { $0.sequence == sequence }) else { return (nil, nil) }
+            if let id = state.retryQueue[index].inFlight { return (id, nil) }
+            return (nil, state.retryQueue.remove(at: index))
+        }
+        if let inFlight { failAck(inFlight, with: error) }
+        removed?.deliver?(.failure(error))
+    }
+
+    /// Sends the first emit of the retry queue when the namespace is connected and it has no try
+    /// in flight.
+    private func sendNextRetry() {
+        let next = state.withLockedValue { state -> RetryEntry? in
+            guard state.lifecycle.status == .connected, var first = state.retryQueue.first, first.inFlight == nil else { return nil }
+            first.tries += 1
+            first.inFlight = reserveAckIDLocked(&state)
+            state.retryQueue[0] = first
+            return first
+        }
+        guard let next, let id = next.inFlight else { return }
+        let sequence = next.sequence
+        registerAck(id: id, timeout: next.timeout, event: next.event) { [weak self] result in
+            self?.retryAnswered(sequence, result)
+        }
+        do {
+            try submit(SocketIOPacket(type: .event, namespace: namespace, id: id, data: .array(Self.eventData(next.event, next.arguments))))
+        } catch {
+            failAck(id, with: RealtimeError.wrap(error))
+        }
+    }
+
+    /// The outcome of a try: the ack ends the entry; a timeout or a drop sends it again while tries
+    /// are left; anything else ends it with that error.
+    private func retryAnswered(_ sequence: Int, _ result: Result<[JSONValue], RealtimeError>) {
+        let limit = retries
+        let finished = state.withLockedValue { state -> (RetryEntry, Result<[JSONValue], RealtimeError>)? in
+            guard var first = state.retryQueue.first, first.sequence == sequence else { return nil }
+            first.inFlight = nil
+            switch result {
+            case .failure(let error) where (error.code == .timeout || error.code == .connectionClosed) && first.tries <= limit:
+                state.retryQueue[0] = first
+                return nil
+            case .failure(let error) where error.code == .notConnected && first.deliver == nil:
+                // The app disconnected: a plain emit waits for the next connect, as queued emits do.
+                state.retryQueue[0] = first
+                return nil
+            default:
+                state.retryQueue.removeFirst()
+                return (first, result)
+            }
+        }
+        if let (entry, result) = finished { finishRetry(entry, result) }
+        sendNextRetry()
+    }
+
+    private func finishRetry(_ entry: RetryEntry, _ result: Result<[JSONValue], RealtimeError>) {
+        if let deliver = entry.deliver { return deliver(result) }
+        guard case .failure(let error) = result else { return }
+        state.withLockedValue { $0.droppedEmits += 1 }
+        manager?.metrics.dropped(reason: "retries")
+        let description: JSONValue = ["event": .string(entry.event), "data": .array(entry.arguments), "tries": .integer(Int64(entry.tries))]
+        fire(.dropped, [description])
+        fire(.error, [.string("\(entry.event) was not acknowledged after \(entry.tries) tries: \(error)")])
+    }
+
+    /// The app disconnected or the manager stopped: every emitWithAck waiting on the retry queue
+    /// ends with `error` (plain emits stay for the next connect).
+    private func failWaitingRetries(with error: RealtimeError) {
+        let (waiting, inFlight) = state.withLockedValue { state -> ([RetryEntry], [Int]) in
+            var waiting: [RetryEntry] = []
+            var inFlight: [Int] = []
+            var kept: Deque<RetryEntry> = []
+            for entry in state.retryQueue {
+                if entry.deliver == nil { kept.append(entry); continue }
+                if let id = entry.inFlight { inFlight.append(id); kept.append(entry) } else { waiting.append(entry) }
+            }
+            state.retryQueue = kept
+            return (waiting, inFlight)
+        }
+        for id in inFlight { failAck(id, with: error) }
+        for entry in waiting { entry.deliver?(.failure(error)) }
     }
 }

@@ -26,6 +26,16 @@ public struct SocketIOConfiguration: Sendable {
     /// What an emit does when the offline queue is full: refused (the default) or the oldest
     /// queued emit dropped.
     public var offlineQueueOverflow: OverflowPolicy = .rejectNewest
+    /// The ack timeout of an `emitWithAck` that names none, and of each try with ``retries``.
+    /// Default 10 s. (The JavaScript client's `ackTimeout`.)
+    public var ackTimeout: Duration = .seconds(10)
+    /// Above 0, every emit of a socket goes through its retry queue, as with the JavaScript
+    /// client's `retries` (socket.io-client 4.6): one emit in flight per socket, in order, each with
+    /// an ack asked for; a try that gets no ack within ``ackTimeout`` (or is cut by a drop) is sent
+    /// again, up to `retries` more times. Delivered at least once: the server may see an emit more
+    /// than once. An `emitWithAck` gets the last try's outcome; an `emit` that runs out of tries is
+    /// reported by the `dropped` and `error` events. Default 0: emits go out at once, no retry.
+    public var retries: Int = 0
     /// Threads, HTTP client, logger and clock.
     public var runtime: RealtimeRuntime = .shared
     /// The `client` dimension of this manager's metrics (Docs/Metrics.md). Default `default`.

@@ -5,8 +5,7 @@ import SocketIOEngine
 
 func Sources_SocketIOEngine_SocketIOEngine_docc_SocketIOGuide_md_182() async throws {
 
-    var legacy = SocketIOConfiguration()
-    legacy.version = .v2
-    let manager = SocketManager(url: "https://legacy.example.com", configuration: legacy)
-    try await manager.defaultSocket.connect(timeout: .seconds(10))
+    var configuration = SocketIOConfiguration()
+    configuration.engine.headersProvider = { ["Authorization": "Bearer \(try await tokenStore.freshToken())"] }
+    let rotating = SocketManager(url: "https://chat.example.com", configuration: configuration)
 }

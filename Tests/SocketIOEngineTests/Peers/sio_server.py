@@ -18,6 +18,8 @@ Namespace "/":
   size         acks with the length of its first argument (str or bytes)
   big_numbers  acks with 2^53 + 1, 2^63 - 1, -2^63, 2^64 - 1, 1e300, -0.0, 0.1
   is_exactly   acks with whether its first argument is the int its second (decimal text) names
+  flaky        flaky(key, n): counts its arrivals per key; acks with the count from the n-th on, and
+               leaves the tries before unanswered (the handler sleeps); flaky_count(key) acks the count
 Namespace "/chat": refuses unless auth is {"token": "secret"}; echo as above; "whoami" acks the auth.
 Any other namespace is refused by python-socketio with a plain-string CONNECT_ERROR.
 """
@@ -125,6 +127,23 @@ async def seq_report(sid):
 async def seq_reset(sid):
     arrivals.clear()
     return True
+
+
+flaky_arrivals = {}
+
+
+@sio.event
+async def flaky(sid, key, n):
+    flaky_arrivals[key] = flaky_arrivals.get(key, 0) + 1
+    count = flaky_arrivals[key]
+    if count < n:
+        await asyncio.sleep(60)
+    return count
+
+
+@sio.event
+async def flaky_count(sid, key):
+    return flaky_arrivals.get(key, 0)
 
 
 @sio.event

@@ -1,0 +1,144 @@
+import Foundation
+import RealtimeCore
+import RealtimeTesting
+import SocketIOEngine
+import Testing
+
+/// What JavaScript socket.io 4 users reach for beside `emit`: volatile emits, a default ack
+/// timeout with `retries` (socket.io-client 4.6's semantics), and `onAnyOutgoing`; against
+/// python-socketio 5 and our in-process server.
+@Suite(.serialized, .timeLimit(.minutes(3)))
+struct SocketIOEmitOptionsTests {
+    static func retrying(_ retries: Int, ackTimeout: Duration) -> SocketIOConfiguration {
+        var configuration = SocketIOConfiguration.testing([.websocket])
+        configuration.retries = retries
+        configuration.ackTimeout = ackTimeout
+        return configuration
+    }
+
+    @Test("volatile emits: sent when connected, dropped (never queued) when not", arguments: ServerUnderTest.allCases)
+    func volatileEmits(server: ServerUnderTest) async throws {
+        let peer = try await server.start()
+        defer { Task { await peer.stop() } }
+        let manager = SocketManager(url: peer.url, configuration: .testing([.websocket]))
+        defer { manager.disconnect() }
+        let socket = manager.defaultSocket
+        let echoed = Recorder<[JSONValue]>()
+        socket.on("echoed") { echoed.append($0.arguments) }
+        #expect(try socket.volatile.emit("echo_event", "early") == false)
+        #expect(socket.queuedEmitCount == 0)
+        try await socket.connect(timeout: .seconds(30))
+        #expect(try socket.volatile.emit("echo_event", "live") == true)
+        #expect(try await socket.emitWithAck("echo", "sync", timeout: .seconds(30)) == ["sync"])
+        #expect(await echoed.wait(for: 1) == [["live"]])
+        // Had "early" been queued, it would have gone out first, on connect.
+        #expect(try await socket.emitWithAck("echo", "sync again", timeout: .seconds(30)) == ["sync again"])
+        #expect(echoed.values == [["live"]])
+    }
+
+    @Test("retries: a try left unanswered is sent again until acked", arguments: ServerUnderTest.allCases)
+    func retriedUntilAcked(server: ServerUnderTest) async throws {
+        let peer = try await server.start()
+        defer { Task { await peer.stop() } }
+        let manager = SocketManager(url: peer.url, configuration: Self.retrying(3, ackTimeout: .milliseconds(300)))
+        defer { manager.disconnect() }
+        let socket = manager.defaultSocket
+        try await socket.connect(timeout: .seconds(30))
+        let key = UUID().uuidString
+        // The server answers from the third arrival on: two tries time out, the third is acked.
+        #expect(try await socket.emitWithAck("flaky", key, 3) == [3])
+        #expect(try await socket.emitWithAck("flaky_count", key) == [3])
+    }
+
+    @Test("retries: out of tries, emitWithAck fails with the timeout and a plain emit is reported dropped", arguments: ServerUnderTest.allCases)
+    func outOfTries(server: ServerUnderTest) async throws {
+        let peer = try await server.start()
+        defer { Task { await peer.stop() } }
+        let manager = SocketManager(url: peer.url, configuration: Self.retrying(2, ackTimeout: .milliseconds(200)))
+        defer { manager.disconnect() }
+        let socket = manager.defaultSocket
+        let dropped = Recorder<[JSONValue]>()
+        socket.on(clientEvent: .dropped) { dropped.append($0.arguments) }
+        try await socket.connect(timeout: .seconds(30))
+        let key = UUID().uuidString
+        await #expect {
+            _ = try await socket.emitWithAck("flaky", key, 100)
+        } throws: { error in
+            (error as? RealtimeError)?.code == .timeout
+        }
+        // One try and two retries reached the server.
+        #expect(try await socket.emitWithAck("flaky_count", key) == [3])
+
+        let plain = UUID().uuidString
+        try socket.emit("flaky", arguments: [.string(plain), 100])
+        let report = await dropped.wait(for: 1, limit: .seconds(20))
+        #expect(report.first == [["event": "flaky", "data": [.string(plain), 100], "tries": 3]])
+        #expect(socket.droppedEmitCount == 1)
+        #expect(try await socket.emitWithAck("flaky_count", plain) == [3])
+    }
+
+    @Test("retries: one emit in flight per socket, in order", arguments: ServerUnderTest.allCases)
+    func oneInFlightInOrder(server: ServerUnderTest) async throws {
+        let peer = try await server.start()
+        defer { Task { await peer.stop() } }
+        let manager = SocketManager(url: peer.url, configuration: Self.retrying(3, ackTimeout: .milliseconds(300)))
+        defer { manager.disconnect() }
+        let socket = manager.defaultSocket
+        try await socket.connect(timeout: .seconds(30))
+        let key = UUID().uuidString
+        // A plain emit that needs two tries, then a count: the count waits for the emit's ack.
+        try socket.emit("flaky", arguments: [.string(key), 2])
+        #expect(try await socket.emitWithAck("flaky_count", key) == [2])
+    }
+
+    /// A try the connection drop cut (written, no ack yet) is sent again after the reconnect: it
+    /// counts as a try, and the server sees it twice.
+    @Test("retries: a try cut by a drop is sent again after the reconnect")
+    func triesSurviveADrop() async throws {
+        let server = try await SocketIOTestServer.start()
+        defer { Task { await server.stop() } }
+        let manager = SocketManager(url: server.url, configuration: Self.retrying(2, ackTimeout: .seconds(20)))
+        defer { manager.disconnect() }
+        let socket = manager.defaultSocket
+        let connects = Recorder<Int>()
+        socket.on(clientEvent: .connect) { _ in connects.append(1) }
+        try await socket.connect(timeout: .seconds(30))
+        let key = UUID().uuidString
+        let started = ContinuousClock.now
+        async let answer = socket.emitWithAck("flaky", key, 2)
+        try await waitUntil("the first try reached the server") { server.receivedEvents.contains { $0.name == "flaky" } }
+        server.dropAllConnections()
+        #expect(try await answer == [2])
+        // Sent again at the reconnect, not after the 20 s ack timeout.
+        #expect(ContinuousClock.now - started < .seconds(15))
+        #expect(connects.values.count == 2)
+    }
+
+    @Test("onAnyOutgoing: every event as it goes to the connection, queued ones when flushed, acks not")
+    func anyOutgoing() async throws {
+        let server = try await SocketIOTestServer.start()
+        defer { Task { await server.stop() } }
+        let manager = SocketManager(url: server.url, configuration: .testing([.websocket]))
+        defer { manager.disconnect() }
+        let socket = manager.defaultSocket
+        let outgoing = Recorder<[JSONValue]>()
+        let id = socket.onAnyOutgoing { outgoing.append([.string($0.event)] + $0.arguments) }
+        socket.on("question") { $0.ack("answered") }
+        let answers = Recorder<[JSONValue]>()
+        socket.on("answer") { answers.append($0.arguments) }
+        try socket.emit("record", arguments: ["queued", .binary(Data([7]))])
+        #expect(outgoing.values.isEmpty, "a queued emit is not out yet")
+        try await socket.connect(timeout: .seconds(30))
+        try await waitUntil("the queued emit went out") { outgoing.values.count == 1 }
+        try socket.emit("ask", arguments: ["q"])
+        _ = await answers.wait(for: 1)
+        #expect(try socket.volatile.emit("record", "volatile"))
+        #expect(try await socket.emitWithAck("echo", 1) == [1])
+        // The queued emit with its binary attachment in place; the ack to "question" is not an event.
+        #expect(outgoing.values == [["record", "queued", .binary(Data([7]))], ["ask", "q"], ["record", "volatile"], ["echo", 1]])
+        socket.off(id: id)
+        try socket.emit("record", arguments: ["after off"])
+        #expect(try await socket.emitWithAck("echo", 2) == [2])
+        #expect(outgoing.values.count == 4)
+    }
+}
