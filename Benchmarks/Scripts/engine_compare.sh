@@ -24,10 +24,8 @@ fi
 server_bin=${binaries[${#binaries[@]}-1]}
 : > "$out"
 pids=()
-cleanup() {
-  for p in "${pids[@]}"; do pkill -P "$p" 2>/dev/null || true; kill "$p" 2>/dev/null || true; done
-  pkill -f "$server_bin serve" 2>/dev/null || true
-}
+source Scripts/kill_tree.sh
+cleanup() { for p in "${pids[@]}"; do kill_tree "$p"; done; }
 trap cleanup EXIT
 
 # start NAME COMMAND...: runs a server that prints its port on its first line; sets PORT.

@@ -27,7 +27,8 @@ fi
 ulimit -n "$(ulimit -Hn)"
 work=$(mktemp -d)
 pids=()
-cleanup() { for p in "${pids[@]}"; do pkill -P "$p" 2>/dev/null || true; kill "$p" 2>/dev/null || true; done; rm -rf "$work"; }
+source Scripts/kill_tree.sh
+cleanup() { for p in "${pids[@]}"; do kill_tree "$p"; done; rm -rf "$work"; }
 trap cleanup EXIT
 fifo=$work/port; mkfifo "$fifo"
 case $proto in

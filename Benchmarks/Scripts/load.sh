@@ -20,7 +20,8 @@ ulimit -n "$(ulimit -Hn)"
 export IDLE_SECONDS=${IDLE_SECONDS:-40}
 echo "[load.sh] $count connections per protocol, descriptor limit $(ulimit -n), idle CPU over ${IDLE_SECONDS} s, $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 pids=()
-cleanup() { for p in "${pids[@]}"; do pkill -P "$p" 2>/dev/null || true; kill "$p" 2>/dev/null || true; done; pkill -f "$bin serve" 2>/dev/null || true; }
+source Scripts/kill_tree.sh
+cleanup() { for p in "${pids[@]}"; do kill_tree "$p"; done; }
 trap cleanup EXIT
 # server NAME COMMAND...: starts a server that prints its port first; sets PORT.
 server() {

@@ -14,7 +14,8 @@ struct SSECommand: AsyncParsableCommand {
               realtime sse https://example.com/events
               realtime sse https://example.com/events --json --last-event-id 41
               realtime sse http://127.0.0.1:8000/ --count 200000 --quiet --stats
-            --stats prints one line when the command stops (--count reached, the stream closed for
+
+            --stats prints one line when the command stops (--count reached, the stream closed for \
             good, or Ctrl-C): events, bytes, seconds, events per second.
             """)
 

@@ -9,9 +9,10 @@ struct SignalRCommand: AsyncParsableCommand {
         abstract: "Connect to a SignalR hub: invoke a method, read a stream, or print the invocations of client methods.",
         discussion: """
             Examples:
-              realtime signalr http://localhost:5000/chat --invoke SendMessage '["me","hi"]'
-              realtime signalr http://localhost:5000/chat --stream Counter '[10, 100]' --json
+              realtime signalr http://localhost:5000/chat --invoke Send '["me","hi"]'
+              realtime signalr http://localhost:5000/chat --stream Counter '[10]' --json
               realtime signalr http://localhost:5000/chat --on ReceiveMessage --count 5
+
             Without --invoke or --stream it listens until --count invocations arrived (or forever).
             """)
 

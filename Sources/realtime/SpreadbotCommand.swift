@@ -12,11 +12,12 @@ struct SpreadbotCommand: AsyncParsableCommand {
             Examples:
               realtime spreadbot https://bot.example.com --path prices --count 10
               realtime spreadbot https://bot.example.com --path chat --send hello --json
-              realtime spreadbot https://bot.example.com --get account/profile --access-token T
-            With --path it prints the stream's messages until --count arrived (or forever), after
-            sending --send. Each --send waits until it went out: written to the WebSocket (a cut right
-            after may lose it; the command cannot know), or, with --acknowledged, answered 2xx by the
-            server's POST (the server has it; a cut re-sends it without a duplicate). --get prints the
+              realtime spreadbot https://bot.example.com --get profile --access-token T
+
+            With --path it prints the stream's messages until --count arrived (or forever), after \
+            sending --send. Each --send waits until it went out: written to the WebSocket (a cut right \
+            after may lose it; the command cannot know), or, with --acknowledged, answered 2xx by the \
+            server's POST (the server has it; a cut re-sends it without a duplicate). --get prints the \
             REST reply's body. The transport in use and every error go to standard error.
             """)
 
