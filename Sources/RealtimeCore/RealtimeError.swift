@@ -117,7 +117,7 @@ public struct RealtimeError: Error, Sendable, CustomStringConvertible {
         if let status { text += " (HTTP \(status.code))" }
         if let closeCode { text += " (close code \(closeCode))" }
         if let serverMessage, !serverMessage.isEmpty { text += " server said: \(serverMessage)" }
-        if let underlying { text += " caused by: \(Redaction.describe(underlying))" }
+        if let underlying { text += " caused by: \(ErrorReasons.reason(underlying) ?? Redaction.describe(underlying))" }
         return text
     }
 }

@@ -1,10 +1,19 @@
 /// Removes credentials from text that may reach logs or error descriptions.
 package enum Redaction {
-    /// Query parameter names that are never printed even in redacted form (all query values are
-    /// hidden anyway; this list is what the logger's metadata hides when it prints a query).
     static let placeholder = "<redacted>"
 
-    /// A URL with its user info and every query value replaced by `<redacted>`.
+    /// The query parameters of the protocols here, printed as they are (`EIO`, `transport`,
+    /// `negotiateVersion`...). Every other value is redacted: a parameter of the application's own
+    /// cannot tell by its name whether it is a secret (`?t=...` may be a token), and the
+    /// connection tokens of the protocols (SignalR's `id`, Engine.IO's `sid`) are secrets too.
+    static let protocolParameters: Set<String> = ["eio", "transport", "b64", "negotiateversion", "clientprotocol", "connectiondata"]
+
+    static func isSecret(queryName name: Substring) -> Bool {
+        !protocolParameters.contains(name.lowercased())
+    }
+
+    /// A URL with its user info, its fragment and every query value but the protocols' own
+    /// parameters (``protocolParameters``) replaced by `<redacted>`.
     package static func url(_ url: String) -> String {
         var text = Substring(url)
         var result = ""
@@ -28,7 +37,7 @@ package enum Redaction {
         let fragmentStart = queryAndFragment.firstIndex(of: "#") ?? queryAndFragment.endIndex
         let pairs = queryAndFragment[..<fragmentStart].split(separator: "&", omittingEmptySubsequences: false)
         result += pairs.map { pair in
-            guard let eq = pair.firstIndex(of: "=") else { return String(pair) }
+            guard let eq = pair.firstIndex(of: "="), isSecret(queryName: pair[..<eq]) else { return String(pair) }
             return pair[..<eq] + "=" + placeholder
         }.joined(separator: "&")
         if fragmentStart < queryAndFragment.endIndex { result += "#" + placeholder }
@@ -37,7 +46,7 @@ package enum Redaction {
 
     /// Describes an underlying error without letting a URL inside it leak a query string.
     package static func describe(_ error: any Error) -> String {
-        let text = String(describing: error)
+        let text = ErrorReasons.withoutSourcePaths(String(describing: error))
         guard text.contains("://") else { return text }
         return text.split(separator: " ", omittingEmptySubsequences: false).map { word in
             word.contains("://") ? url(String(word)) : String(word)

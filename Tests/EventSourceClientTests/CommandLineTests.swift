@@ -36,6 +36,58 @@ import Testing
         #expect(wrong.status == 64, "\(wrong.stderr)")
     }
 
+    /// As curl: a first connection that fails ends the command at once, in plain words.
+    @Test func sseFailsFastOnAClosedPort() async throws {
+        let closed = try RefusingPort()
+        let started = ContinuousClock.now
+        let (status, stderr) = try await run(["sse", "http://127.0.0.1:\(closed.port)/"])
+        #expect(status == 1)
+        #expect(ContinuousClock.now - started < .seconds(20), "no reconnects before the first connection")
+        #expect(stderr.contains("connection refused (errno 111)"), "\(stderr)")
+        #expect(stderr.filter { $0 == "(" }.count == stderr.filter { $0 == ")" }.count, "balanced: \(stderr)")
+        #expect(!stderr.contains("(reconnecting)"), "\(stderr)")
+    }
+
+    /// `--retry 2`: the first connection is tried twice more (through a proxy whose target refuses,
+    /// which counts the attempts).
+    @Test func sseRetriesTheFirstConnectionWhenAsked() async throws {
+        let closed = try RefusingPort()
+        let proxy = try await FaultProxy.start(targetPort: closed.port)
+        defer { Task { await proxy.stop() } }
+        let (status, stderr) = try await run(["sse", "http://127.0.0.1:\(proxy.port)/", "--retry", "2"])
+        #expect(status == 1)
+        #expect(proxy.statistics.connectionsAccepted == 3, "\(proxy.statistics)")
+        #expect(stderr.components(separatedBy: "(reconnecting)").count - 1 == 2, "\(stderr)")
+    }
+
+    /// A self-signed certificate: "certificate not trusted", without a path of the machine
+    /// swift-nio-ssl was built on.
+    @Test func sseSaysCertificateNotTrusted() async throws {
+        let certificates = try await TestCertificates.make()
+        defer { certificates.remove() }
+        let tls = TLSConfiguration.makeServerConfiguration(
+            certificateChain: try NIOSSLCertificate.fromPEMFile(certificates.selfSigned.certificatePath).map { .certificate($0) },
+            privateKey: .privateKey(try NIOSSLPrivateKey(file: certificates.selfSigned.keyPath, format: .pem)))
+        let server = try await ScriptedHTTPServer.start(tls: tls)
+        defer { Task { await server.stop() } }
+        let (status, stderr) = try await run(["sse", "https://localhost:\(server.port)/events"])
+        #expect(status == 1)
+        #expect(stderr.contains("certificate not trusted"), "\(stderr)")
+        #expect(!stderr.contains(".cc:") && !stderr.contains("/checkouts/"), "\(stderr)")
+    }
+
+    @Test func sseStatsAsJSON() async throws {
+        let server = try await ScriptedHTTPServer.start()
+        defer { Task { await server.stop() } }
+        server.route("/events") { _ in .init(headers: sseHeaders, body: .bytes(ByteBuffer(string: "data: one\n\n"))) }
+        let result = try await RealtimeCommandLine.run(["sse", server.baseURL + "/events", "--count", "1", "--quiet", "--stats", "--json"])
+        #expect(result.status == 0, "\(result.stderr)")
+        let stats = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any]
+        #expect(stats?["events"] as? Int == 1, "\(result.stdout)")
+        // A rate from the elapsed time: one event in well under a second is more than 1 per second.
+        #expect((stats?["eventsPerSecond"] as? Double ?? 0) > 1, "\(result.stdout)")
+    }
+
     @Test func sseReportsABadStatusAndExitsNonZero() async throws {
         let server = try await ScriptedHTTPServer.start()
         defer { Task { await server.stop() } }

@@ -5,6 +5,10 @@ import Testing
 @Suite struct RedactionTests {
     @Test(arguments: [
         ("https://api.example.com/hub?access_token=SECRET123&x=1", "https://api.example.com/hub?access_token=<redacted>&x=<redacted>"),
+        // Protocol parameters stay readable; connection tokens and keys do not.
+        ("https://h/hub/negotiate?negotiateVersion=1&id=CONNTOKEN", "https://h/hub/negotiate?negotiateVersion=1&id=<redacted>"),
+        ("http://h/socket.io/?EIO=4&transport=polling&sid=S1&api_key=K", "http://h/socket.io/?EIO=4&transport=polling&sid=<redacted>&api_key=<redacted>"),
+        ("https://s3/x?X-Amz-Signature=abc&X-Amz-Credential=c", "https://s3/x?X-Amz-Signature=<redacted>&X-Amz-Credential=<redacted>"),
         ("wss://user:SECRET123@host:8443/ws", "wss://<redacted>@host:8443/ws"),
         ("http://host/path", "http://host/path"),
         ("http://host/p?token=SECRET123#frag", "http://host/p?token=<redacted>#<redacted>"),
