@@ -50,15 +50,15 @@ public enum SocketIOClientOption: @unchecked Sendable {
     /// Accept a self-signed certificate (turns certificate checking off).
     case selfSigned(Bool)
     /// The server's Socket.IO generation: `.two` for socket.io 2.x servers (Engine.IO 3),
-    /// `.three` for 3.x and 4.x (the default). Sets ``SocketIOConfiguration/version``.
+    /// `.three` for 3.x and 4.x (the default). Sets `SocketIOConfiguration.version`.
     case version(SocketIOVersionOption)
 }
 
 /// socket.io-client-swift's `SocketIOVersion`: which servers the client speaks to.
 public enum SocketIOVersionOption: Int, Sendable {
-    /// socket.io 2.x servers: ``SocketIOVersion/v2``.
+    /// socket.io 2.x servers: `SocketIOVersion.v2`.
     case two = 2
-    /// socket.io 3.x and 4.x servers: ``SocketIOVersion/v3``.
+    /// socket.io 3.x and 4.x servers: `SocketIOVersion.v3`.
     case three = 3
 }
 
