@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import NIOConcurrencyHelpers
 import RealtimeCore
 import SocketIOEngine
 
@@ -19,7 +20,10 @@ struct SocketIOCommand: AsyncParsableCommand {
     @Option(name: .long, help: "The ack timeout in seconds.") var ackTimeout: Double = 10
     @Option(name: .long, help: "Transports: polling, websocket, or both (polling then upgrade).") var transport: String = "both"
     @Option(name: .long, help: "Exit after this many seconds (default: run until interrupted).") var duration: Double?
-    @Option(name: .long, help: "Give up after this many consecutive failed reconnects.") var reconnectAttempts: Int = 3
+    @Option(name: .long, help: "Once connected, give up after this many consecutive failed reconnects (default 3).")
+    var reconnectAttempts: Int?
+    @Option(name: .long, help: "Try a first connection that fails this many more times, as curl's --retry (default: exit at once, unless --reconnect-attempts is given).")
+    var retry: Int?
     @Option(name: .long, help: "The server's Engine.IO protocol: 4 (socket.io 3.x and 4.x) or 3 (socket.io 2.x).") var eio: Int = 4
 
     func run() async throws {
@@ -34,7 +38,7 @@ struct SocketIOCommand: AsyncParsableCommand {
 
     private func session() async throws {
         var configuration = SocketIOConfiguration()
-        configuration.reconnectionAttempts = reconnectAttempts
+        configuration.reconnectionAttempts = max(reconnectAttempts ?? 3, retry ?? 0)
         switch eio {
         case 3: configuration.version = .v2
         case 4: break
@@ -52,11 +56,13 @@ struct SocketIOCommand: AsyncParsableCommand {
         configuration.engine.path = path
         configuration.runtime = connection.runtime
         let authValue = try auth.map { try JSONValue(parsing: $0) }
+        let gaveUp = FirstConnectionWatch()
         let manager = SocketManager(url: url, configuration: configuration)
         let socket = manager.socket(forNamespace: namespace, auth: authValue.map { .value($0) })
         let json = connection.json
         socket.onAny { event in
             if event.event == SocketClientEvent.error.rawValue {
+                gaveUp.record(event.arguments.first?.stringValue)
                 printError("realtime socketio: error \(JSONValue.array(event.arguments).jsonString)")
             } else if json {
                 say("{\"event\":\(JSONText.quote(event.event)),\"arguments\":\(JSONValue.array(event.arguments).jsonString)}")
@@ -64,7 +70,35 @@ struct SocketIOCommand: AsyncParsableCommand {
                 say("\(event.event) \(JSONValue.array(event.arguments).jsonString)")
             }
         }
-        try await socket.connect(timeout: .seconds(30))
+        // A first connection that fails ends the command, as curl does, unless retries were asked
+        // for: the manager's reconnects before the first connection are cut short.
+        let firstRetries = retry ?? reconnectAttempts ?? 0
+        let watch = Task {
+            // The manager is disconnected until the connect below starts it.
+            var started = false
+            for await state in manager.connectionState.updates() {
+                switch state {
+                case .connecting: started = true
+                case .connected: return
+                case .reconnecting(let attempt) where attempt > firstRetries:
+                    gaveUp.set()
+                    manager.disconnect()
+                    return
+                case .reconnecting: started = true
+                case .disconnected: if started { return }
+                }
+            }
+        }
+        defer { watch.cancel() }
+        do {
+            try await socket.connect(timeout: .seconds(30))
+        } catch {
+            if gaveUp.value {
+                let retries = firstRetries == 0 ? "no --retry given" : "after \(firstRetries) retries"
+                throw RealtimeError(.connectFailed, "could not connect to \(url) (\(retries))\(gaveUp.lastError.map { ": \($0)" } ?? "")")
+            }
+            throw error
+        }
         printError("realtime socketio: connected to \(namespace) (sid \(socket.sid ?? "?"), transport \(manager.transport?.rawValue ?? "?"))")
         if let event = emit.first {
             let arguments = try emit.dropFirst().first.map { try JSONValue(parsing: $0) }?.arrayValue ?? []
@@ -84,4 +118,13 @@ struct SocketIOCommand: AsyncParsableCommand {
         manager.disconnect()
         await manager.waitUntilStopped()
     }
+}
+
+/// Whether the first connection gave up, and the last error the socket reported.
+final class FirstConnectionWatch: Sendable {
+    private let box = NIOLockedValueBox<(gaveUp: Bool, lastError: String?)>((false, nil))
+    func set() { box.withLockedValue { $0.gaveUp = true } }
+    func record(_ error: String?) { box.withLockedValue { $0.lastError = error ?? $0.lastError } }
+    var value: Bool { box.withLockedValue { $0.gaveUp } }
+    var lastError: String? { box.withLockedValue { $0.lastError } }
 }

@@ -48,6 +48,26 @@ import Testing
         #expect(!stderr.contains("(reconnecting)"), "\(stderr)")
     }
 
+    @Test func socketioFailsFastOnAClosedPort() async throws {
+        let closed = try RefusingPort()
+        let started = ContinuousClock.now
+        let (status, stderr) = try await run(["socketio", "http://127.0.0.1:\(closed.port)", "--transport", "websocket"])
+        #expect(status == 1)
+        #expect(ContinuousClock.now - started < .seconds(20), "no reconnects before the first connection")
+        #expect(stderr.contains("could not connect") && stderr.contains("no --retry given"), "\(stderr)")
+        #expect(stderr.contains("connection refused (errno 111)"), "\(stderr)")
+    }
+
+    @Test func socketioRetriesTheFirstConnectionWhenAsked() async throws {
+        let closed = try RefusingPort()
+        let proxy = try await FaultProxy.start(targetPort: closed.port)
+        defer { Task { await proxy.stop() } }
+        let (status, stderr) = try await run(["socketio", "http://127.0.0.1:\(proxy.port)", "--transport", "websocket", "--retry", "2"])
+        #expect(status == 1)
+        #expect(stderr.contains("after 2 retries"), "\(stderr)")
+        #expect(proxy.statistics.connectionsAccepted == 3, "\(proxy.statistics)")
+    }
+
     /// `--retry 2`: the first connection is tried twice more (through a proxy whose target refuses,
     /// which counts the attempts).
     @Test func sseRetriesTheFirstConnectionWhenAsked() async throws {
