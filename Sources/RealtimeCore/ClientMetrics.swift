@@ -1,4 +1,4 @@
-public import CoreMetrics
+import CoreMetrics
 import NIOConcurrencyHelpers
 
 /// The metrics every client reports (swift-metrics), with the dimensions `protocol` (`sse`,

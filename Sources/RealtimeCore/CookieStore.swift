@@ -4,7 +4,7 @@ import FoundationEssentials
 import Foundation
 #endif
 import NIOConcurrencyHelpers
-public import NIOHTTP1
+package import NIOHTTP1
 
 /// An opt-in cookie jar shared by the HTTP and WebSocket transports (RFC 6265, the parts a client
 /// of one backend needs).

@@ -6,7 +6,7 @@ import Foundation
 #endif
 import Logging
 import NIOConcurrencyHelpers
-public import NIOCore
+import NIOCore
 import NIOHTTP1
 
 /// What an event stream does with the response head (see ``EventStream/run(_:runtime:options:onHead:onOutputs:)``).

@@ -1,4 +1,4 @@
-public import AsyncHTTPClient
+import AsyncHTTPClient
 public import NIOCore
 public import NIOHTTP1
 package import ServiceContextModule

@@ -1,4 +1,4 @@
-public import AsyncHTTPClient
+import AsyncHTTPClient
 public import NIOCore
 import NIOConcurrencyHelpers
 import NIOHTTP1

@@ -6,7 +6,7 @@ import Foundation
 #endif
 import NIOCore
 import NIOTLS
-public import NIOSSL
+package import NIOSSL
 
 /// Checks a server's public key against ``TLSOptions/pinnedPublicKeySHA256`` on the connection's
 /// own handshake: WebSocket connections through ``TLSPinGate``, HTTP connections through

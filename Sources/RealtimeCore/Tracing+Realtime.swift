@@ -1,4 +1,4 @@
-public import Tracing
+package import Tracing
 import Dispatch
 import NIOConcurrencyHelpers
 

@@ -1,6 +1,6 @@
 import Foundation
 import NIOConcurrencyHelpers
-public import NIOCore
+import NIOCore
 import NIOPosix
 
 #if canImport(Glibc)

@@ -1,6 +1,6 @@
 import DequeModule
 import NIOConcurrencyHelpers
-public import NIOCore
+import NIOCore
 public import NIOSSL
 
 /// A long-polling endpoint on loopback: `GET /poll` waits up to `holdTime` for messages the test

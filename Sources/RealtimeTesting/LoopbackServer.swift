@@ -2,7 +2,7 @@ public import Hummingbird
 public import HummingbirdCore
 public import Logging
 import NIOConcurrencyHelpers
-public import NIOCore
+import NIOCore
 import ServiceLifecycle
 
 /// A Hummingbird application bound to 127.0.0.1 on an ephemeral port, started and stopped by a test.

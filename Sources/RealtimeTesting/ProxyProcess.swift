@@ -20,6 +20,8 @@ import Darwin
 /// ``log`` is the proxy's own log, where each tunnel or request names its target: a test reads it
 /// to assert from the proxy's side that a connection went through it. Fails with instructions when
 /// the program is missing; it never skips silently.
+// @unchecked Sendable: every stored property is a `let` set in init; `Process` (not Sendable in
+// Foundation) is only terminated and waited on, which it allows from any thread.
 public final class ProxyProcess: @unchecked Sendable {
     /// Which proxy.
     public enum Kind: Sendable, Hashable, CustomStringConvertible {

@@ -1,5 +1,5 @@
-public import Hummingbird
-public import HTTPTypes
+import Hummingbird
+import HTTPTypes
 import HummingbirdCore
 import HummingbirdTLS
 import NIOConcurrencyHelpers

@@ -1,4 +1,4 @@
-public import Hummingbird
+import Hummingbird
 import HummingbirdCore
 import HummingbirdWebSocket
 import HTTPTypes
@@ -372,7 +372,7 @@ public final class SignalRTestServer: Sendable {
         }
         guard !options.failingTransports.contains("LongPolling") else { return Response(status: .notFound) }
         guard let entry = httpConnection(request, opening: .poll) else { return Response(status: .notFound) }
-        guard case .poll = await entry.connection.outbox.sink else { return Response(status: .badRequest) }
+        guard case .poll = entry.connection.outbox.sink else { return Response(status: .badRequest) }
         guard let bytes = await entry.connection.outbox.poll(timeout: options.pollTimeout) else { return Response(status: .noContent) }
         if bytes.isEmpty { state.withLockedValue { $0.emptyPolls += 1 } }
         var headers = HTTPFields()

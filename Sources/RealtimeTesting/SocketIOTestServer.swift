@@ -1,6 +1,6 @@
 import DequeModule
 import Foundation
-public import Hummingbird
+import Hummingbird
 import HummingbirdCore
 import HTTPTypes
 import HummingbirdWebSocket

@@ -1,5 +1,5 @@
 import Foundation
-public import Hummingbird
+import Hummingbird
 import HummingbirdCore
 import HummingbirdTLS
 public import NIOSSL
@@ -8,7 +8,7 @@ import HTTPTypes
 import NIOConcurrencyHelpers
 import NIOCore
 import OrderedCollections
-public import RealtimeCore
+import RealtimeCore
 
 /// A Spreadbot server on loopback implementing Sources/SpreadbotClient/SpreadbotClient.docc/SpreadbotGuide.md: the stream over WebSocket, SSE
 /// and polling on any path, POST sends, REST resources, and OAuth token refresh at ``authPath``,

@@ -1,5 +1,5 @@
-public import Hummingbird
-public import HummingbirdCore
+import Hummingbird
+import HummingbirdCore
 import HTTPTypes
 import HummingbirdTLS
 import HummingbirdWebSocket

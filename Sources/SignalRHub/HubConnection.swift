@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 public import ServiceLifecycle
 import Tracing
 package import Logging
@@ -115,6 +115,36 @@ public final class HubConnection: Service, Sendable {
     enum Dispatched: Sendable {
         case invocation(HubInvocation)
         case reconnected
+    }
+
+    /// What `Handler.run` calls for a typed handler: an existential, so the closure holds the
+    /// argument types inside the value. A closure that used the generic types itself would capture
+    /// their metatypes, which Swift 6 cannot prove `Sendable` for every `Decodable` type.
+    protocol TypedHandling: Sendable {
+        func run(_ arguments: [JSONValue]) async throws -> JSONValue?
+    }
+
+    /// A typed handler and the argument types it binds.
+    struct TypedHandler<each Argument: Decodable>: TypedHandling {
+        let method: String
+        let handler: @Sendable (repeat each Argument) async -> Void
+
+        func run(_ arguments: [JSONValue]) async throws -> JSONValue? {
+            let values = try HubArgumentBinder.bind(arguments, target: method, as: repeat (each Argument).self)
+            await handler(repeat each values)
+            return nil
+        }
+    }
+
+    /// ``TypedHandler`` for a handler whose value answers a client result.
+    struct TypedResultHandler<each Argument: Decodable, Result: Encodable>: TypedHandling {
+        let method: String
+        let handler: @Sendable (repeat each Argument) async throws -> Result
+
+        func run(_ arguments: [JSONValue]) async throws -> JSONValue? {
+            let values = try HubArgumentBinder.bind(arguments, target: method, as: repeat (each Argument).self)
+            return try HubValueCoding.encode(try await handler(repeat each values))
+        }
     }
 
     struct Handler: Sendable {
@@ -308,7 +338,7 @@ public final class HubConnection: Service, Sendable {
     public func run() async throws {
         if currentState == .stopped { try await start() }
         // Returns when the connection closed, or (cancelled) at the graceful shutdown.
-        try? await cancelWhenGracefulShutdown { await self.waitUntilClosed() }
+        await cancelWhenGracefulShutdown { await self.waitUntilClosed() }
         await stop()
     }
 
@@ -526,11 +556,8 @@ public final class HubConnection: Service, Sendable {
     public func on<each Argument: Decodable>(
         _ method: String, handler: @escaping @Sendable (repeat each Argument) async -> Void
     ) {
-        addHandler(method, Handler(run: { arguments in
-            let values = try HubArgumentBinder.bind(arguments, target: method, as: repeat (each Argument).self)
-            await handler(repeat each values)
-            return nil
-        }, returnsResult: false))
+        let typed: any TypedHandling = TypedHandler(method: method, handler: handler)
+        addHandler(method, Handler(run: { arguments in try await typed.run(arguments) }, returnsResult: false))
     }
 
     /// Registers a handler whose return value answers the server's invocation (a client result).
@@ -538,10 +565,8 @@ public final class HubConnection: Service, Sendable {
     public func on<each Argument: Decodable, Result: Encodable>(
         _ method: String, handler: @escaping @Sendable (repeat each Argument) async throws -> Result
     ) {
-        addHandler(method, Handler(run: { arguments in
-            let values = try HubArgumentBinder.bind(arguments, target: method, as: repeat (each Argument).self)
-            return try HubValueCoding.encode(try await handler(repeat each values))
-        }, returnsResult: true))
+        let typed: any TypedHandling = TypedResultHandler(method: method, handler: handler)
+        addHandler(method, Handler(run: { arguments in try await typed.run(arguments) }, returnsResult: true))
     }
 
     /// Registers a handler that receives the arguments as they came, any count.

@@ -1,5 +1,5 @@
 public import Foundation
-public import NIOHTTP1
+import NIOHTTP1
 public import RealtimeCore
 
 /// Everything a ``HubConnection`` is configured with. ``HubConnectionBuilder`` fills it the way the

@@ -1,5 +1,5 @@
-public import Foundation
-public import RealtimeCore
+import Foundation
+import RealtimeCore
 
 /// The hub protocol a connection speaks: `json` (text, messages end with 0x1E) or `messagePack`
 /// (binary, each message prefixed with its VarInt length). The handshake is JSON for both. The

@@ -1,4 +1,4 @@
-public import RealtimeCore
+import RealtimeCore
 import NIOConcurrencyHelpers
 
 /// A client-to-server stream argument: pass one among an invocation's arguments and its items go to

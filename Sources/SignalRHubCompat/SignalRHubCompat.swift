@@ -203,12 +203,13 @@ extension HubConnection {
         method: String, arguments: [any Encodable], resultType: T.Type, invocationDidComplete: @escaping @Sendable (T?, (any Error)?) -> Void
     ) {
         let values = Result { try arguments.map { try HubValueCoding.encode($0) } }
+        let completion: any InvocationCompleting = TypedCompletion(callback: invocationDidComplete)
         background {
             do {
                 let value = try await self.invokeRaw(method: method, arguments: try values.get())
-                invocationDidComplete(try HubValueCoding.decode(value ?? .null, as: T.self), nil)
+                completion.complete(.success(value ?? .null))
             } catch {
-                invocationDidComplete(nil, error)
+                completion.complete(.failure(error))
             }
         }
     }
@@ -269,13 +270,32 @@ extension HubConnection {
 
     /// The older client's typed handler.
     public func on<each Argument: Decodable>(method: String, callback: @escaping @Sendable (repeat each Argument) -> Void) {
-        on(method, handler: { (arguments: repeat each Argument) async in callback(repeat each arguments) })
+        on(method, handler: callback)
     }
 
 }
 
 /// Runs one call of the older client's callback API. Unstructured on purpose: those calls return at
 /// once and report through a callback or the delegate, so no caller waits that could own the work.
+/// Reports an invocation's result to a typed callback. The task holds it as an existential, so the
+/// task's closure does not use `T` itself: that would capture `T`'s metatype, which Swift 6 cannot
+/// prove `Sendable` for every `Decodable` type.
+protocol InvocationCompleting: Sendable {
+    func complete(_ result: Result<JSONValue, any Error>)
+}
+
+struct TypedCompletion<T: Decodable>: InvocationCompleting {
+    let callback: @Sendable (T?, (any Error)?) -> Void
+
+    func complete(_ result: Result<JSONValue, any Error>) {
+        do {
+            callback(try HubValueCoding.decode(try result.get(), as: T.self), nil)
+        } catch {
+            callback(nil, error)
+        }
+    }
+}
+
 func background(_ body: @escaping @Sendable () async -> Void) {
     Task { await body() }
 }

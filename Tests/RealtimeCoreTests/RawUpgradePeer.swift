@@ -113,7 +113,10 @@ final class RawUpgradePeer: Sendable {
                 // Record what the client sends; its close frame ends the connection (as a server does).
                 let bytes = Array(unwrapInboundIn(data).readableBytesView)
                 let all = received.withLockedValue { $0.append(contentsOf: bytes); return $0 }
-                if RawUpgradePeer.frames(in: all).contains(where: { $0.opcode == 8 }) { context.eventLoop.scheduleTask(in: .milliseconds(20)) { context.close(promise: nil) } }
+                if RawUpgradePeer.frames(in: all).contains(where: { $0.opcode == 8 }) {
+                    let channel = context.channel
+                    context.eventLoop.scheduleTask(in: .milliseconds(20)) { channel.close(promise: nil) }
+                }
                 return
             }
             if upgraded {

@@ -111,8 +111,8 @@ import Testing
     }
 
     func pins() throws -> (right: String, other: String) {
-        let right = try TLSPinning.spkiSHA256(of: try NIOSSLCertificate(file: certificates.server.certificatePath, format: .pem))
-        let other = try TLSPinning.spkiSHA256(of: try NIOSSLCertificate(file: certificates.otherCA.certificatePath, format: .pem))
+        let right = try TLSPinning.spkiSHA256(of: try NIOSSLCertificate.fromPEMFile(certificates.server.certificatePath)[0])
+        let other = try TLSPinning.spkiSHA256(of: try NIOSSLCertificate.fromPEMFile(certificates.otherCA.certificatePath)[0])
         #expect(right != other)
         return (right, other)
     }

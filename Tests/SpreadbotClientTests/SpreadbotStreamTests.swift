@@ -114,7 +114,7 @@ struct SpreadbotStreamTests {
         configuration.messageBufferCapacity = 4
         let client = Spreadbot(configuration: configuration)
         let recorder = Recorder(client)
-        var iterator = client.messages().makeAsyncIterator()
+        let iterator = client.messages().makeAsyncIterator()
         client.establishConnection(path: "burst")
         await eventually("connected") { client.state == .connected }
         for index in 1...50 { server.publish("m\(index)", to: "burst") }
