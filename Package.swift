@@ -311,7 +311,9 @@ let package = Package(
         ),
         .testTarget(
             name: "SocketIOCompatTests",
-            dependencies: ["SocketIOCompat", "SocketIOEngine", "RealtimeCore", "RealtimeTesting"],
+            // EventSourceCompat and SignalRHubCompat: MigrationDiagnosticsTests type-checks their
+            // samples against the built modules.
+            dependencies: ["SocketIOCompat", "SocketIOEngine", "RealtimeCore", "RealtimeTesting", "EventSourceCompat", "SignalRHubCompat"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

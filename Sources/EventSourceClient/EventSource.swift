@@ -4,7 +4,7 @@ public import FoundationEssentials
 public import Foundation
 #endif
 import Logging
-package import NIOConcurrencyHelpers
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
 @_spi(RealtimeEngine) public import RealtimeCore
@@ -212,7 +212,7 @@ public final class EventSource: Service, Sendable {
         driver.start { [weak self] event in
             guard let self else { return }
             switch event {
-            case .connect: self.connect()
+            case .connect: self.openConnection()
             case .failed(let error, let willRetry): self.failed(error, willRetry: willRetry)
             case .finished(let error): self.finished(error)
             }
@@ -259,7 +259,7 @@ public final class EventSource: Service, Sendable {
 
     // The driver's callbacks.
 
-    private func connect() {
+    private func openConnection() {
         if state.withLockedValue({ $0.closed }) { return }
         setReadyState(.connecting)
         guard let provider = configuration.headersProvider else { return openStream() }
