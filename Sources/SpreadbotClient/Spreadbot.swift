@@ -36,6 +36,7 @@ public final class Spreadbot: Service, Sendable {
     let http: SpreadbotHTTP
     let outbox: SpreadbotOutbox
     let metrics: ClientMetrics
+    private let driver: ReconnectDriver
     private let stateBox = StateBroadcaster<SpreadbotState>(.disconnected)
     private let transportBox = StateBroadcaster<SpreadbotTransport?>(nil)
     private let handlers = NIOLockedValueBox(Handlers())
@@ -71,6 +72,7 @@ public final class Spreadbot: Service, Sendable {
         self.rest = SpreadbotREST(auth: auth)
         self.outbox = SpreadbotOutbox(offlineCapacity: configuration.offlineQueueCapacity, connectedCapacity: configuration.maxPendingSends)
         self.metrics = ClientMetrics.shared(protocol: "spreadbot", client: configuration.clientLabel, runtime: configuration.runtime)
+        self.driver = Self.makeDriver(configuration, metrics: metrics)
     }
 
     /// The seed's form (see ``SpreadbotConfiguration/init(dictionary:runtime:)``).
@@ -82,6 +84,10 @@ public final class Spreadbot: Service, Sendable {
 
     /// connecting, connected or disconnected.
     public var state: SpreadbotState { stateBox.current }
+    /// The reconnect loop's state, current and as a sequence of changes: `connecting`, `connected`,
+    /// `reconnecting(attempt:)` (failed attempts so far, counting a first connection that failed)
+    /// and `disconnected` with the error that ended it, as every client of this package reports it.
+    public var connectionState: StateBroadcaster<ConnectionState> { driver.state }
     /// The current state, then every change.
     public func stateUpdates() -> AsyncStream<SpreadbotState> { stateBox.updates() }
     /// The transport in use, nil while not connected.
@@ -274,7 +280,6 @@ public final class Spreadbot: Service, Sendable {
     /// The connection's life: its frame lives as long as the connection, so the driver is made and
     /// the end handled in synchronous functions.
     private func runConnection(path: String, generation: Int) async {
-        let driver = makeDriver()
         let finalError = await driver.run({ context in
             try await self.session(path: path, context: context, generation: generation)
         }, onFailure: { error, willRetry in
@@ -290,7 +295,9 @@ public final class Spreadbot: Service, Sendable {
         report(error)
     }
 
-    private func makeDriver() -> ReconnectDriver {
+    /// One driver for the client's life: the runs of successive ``establishConnection(path:)``
+    /// calls follow each other (each waits for the previous one to end).
+    private static func makeDriver(_ configuration: SpreadbotConfiguration, metrics: ClientMetrics) -> ReconnectDriver {
         let policy = ReconnectPolicy(
             backoff: .exponential(
                 initial: configuration.reconnectDelay, maximum: configuration.maxReconnectDelay,

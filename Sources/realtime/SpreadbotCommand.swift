@@ -34,6 +34,10 @@ struct SpreadbotCommand: AsyncParsableCommand {
     @Option(name: .long, help: "A refresh token, used at --auth-url on a 401.") var refreshToken: String?
     @Option(name: .long, help: "The OAuth token endpoint.") var authURL: String?
     @Option(name: .long, help: "base64(client_id:client_secret) for the token endpoint.") var credentials: String?
+    @Option(name: .long, help: "Once connected, give up after this many consecutive failed reconnects (default 3).")
+    var reconnectAttempts: Int?
+    @Option(name: .long, help: "Try a first connection that fails this many more times, as curl's --retry (default: exit at once, unless --reconnect-attempts is given).")
+    var retry: Int?
 
     var json: Bool { connection.json }
 
@@ -65,8 +69,13 @@ struct SpreadbotCommand: AsyncParsableCommand {
         configuration.acknowledgedSends = acknowledged
         configuration.headers = try connection.headers
         configuration.runtime = connection.runtime
+        configuration.maxReconnectAttempts = max(reconnectAttempts ?? 3, retry ?? 0)
         let client = Spreadbot(configuration: configuration)
-        client.onError { error in printError("realtime spreadbot: \(error)") }
+        let firstConnection = FirstConnectionWatch()
+        client.onError { error in
+            firstConnection.record("\(error)")
+            printError("realtime spreadbot: \(error)")
+        }
         client.onTokensRefreshed { _ in printError("realtime spreadbot: the access token was refreshed") }
         if let get {
             do {
@@ -80,21 +89,40 @@ struct SpreadbotCommand: AsyncParsableCommand {
         }
         guard let path else { return }
         let messages = client.messages().makeAsyncIterator()
+        // A first connection that fails ends the command, as curl does, unless retries were asked
+        // for: the client's reconnects before the first connection are cut short.
+        let firstRetries = retry ?? reconnectAttempts ?? 0
+        let states = client.connectionState.updates()
         client.establishConnection(path: path)
-        // establishConnection set the state to connecting; it goes on to connected, or to
-        // disconnected when every attempt failed.
-        // Awaited just below.
-        let opened = Task {
-            for await state in client.stateUpdates() where state != .connecting {
-                return state == .connected
+        var opened = false
+        var started = false
+        watching: for await state in states {
+            switch state {
+            case .connecting: started = true
+            case .connected:
+                opened = true
+                break watching
+            case .reconnecting(let attempt) where attempt > firstRetries:
+                firstConnection.set()
+                break watching
+            case .reconnecting: started = true
+            case .disconnected: if started { break watching }
             }
-            return false
         }
-        guard await opened.value else {
-            printError("realtime spreadbot: could not connect: \(client.lastError.map { "\($0)" } ?? "closed")")
+        guard opened else {
+            let cause = client.lastError.map { "\($0)" } ?? firstConnection.lastError ?? "closed"
+            client.closeConnection()
+            let retries = firstRetries == 0 ? "no --retry given" : "after \(firstRetries) retries"
+            printError("realtime spreadbot: could not connect (\(retries)): \(cause)")
             throw ExitCode.failure
         }
-        printError("realtime spreadbot: connected over \(client.transport.map { "\($0)" } ?? "?")")
+        // The reconnect loop says connected as the transport opens; the client names it just after.
+        var transport: SpreadbotTransport?
+        for await current in client.transportUpdates() where current != nil {
+            transport = current
+            break
+        }
+        printError("realtime spreadbot: connected over \(transport.map { "\($0)" } ?? "?")")
         let messageIterator = MessageIteratorBox(messages)
         let (texts, limit, command) = (send, count, self)
         do {

@@ -68,6 +68,28 @@ import Testing
         #expect(proxy.statistics.connectionsAccepted == 3, "\(proxy.statistics)")
     }
 
+    @Test func spreadbotFailsFastOnAClosedPort() async throws {
+        let closed = try RefusingPort()
+        let started = ContinuousClock.now
+        let (status, stderr) = try await run(["spreadbot", "http://127.0.0.1:\(closed.port)", "--path", "prices", "--transport", "websocket"])
+        #expect(status == 1)
+        #expect(ContinuousClock.now - started < .seconds(20), "no reconnects before the first connection")
+        #expect(stderr.contains("could not connect (no --retry given)"), "\(stderr)")
+        #expect(stderr.contains("connection refused (errno 111)"), "\(stderr)")
+    }
+
+    /// Every transport is tried once per attempt: one attempt, then two retries, is three
+    /// connections per transport.
+    @Test func spreadbotRetriesTheFirstConnectionWhenAsked() async throws {
+        let closed = try RefusingPort()
+        let proxy = try await FaultProxy.start(targetPort: closed.port)
+        defer { Task { await proxy.stop() } }
+        let (status, stderr) = try await run(["spreadbot", "http://127.0.0.1:\(proxy.port)", "--path", "prices", "--transport", "sse", "--retry", "2"])
+        #expect(status == 1)
+        #expect(stderr.contains("could not connect (after 2 retries)"), "\(stderr)")
+        #expect(proxy.statistics.connectionsAccepted == 3, "\(proxy.statistics)")
+    }
+
     /// `--retry 2`: the first connection is tried twice more (through a proxy whose target refuses,
     /// which counts the attempts).
     @Test func sseRetriesTheFirstConnectionWhenAsked() async throws {

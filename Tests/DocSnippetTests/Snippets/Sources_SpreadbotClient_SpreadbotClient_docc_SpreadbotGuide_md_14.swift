@@ -28,6 +28,7 @@ func Sources_SpreadbotClient_SpreadbotClient_docc_SpreadbotGuide_md_14() async t
     for try await message in spreadbot.messages() { print(message) }   // bounded, with backpressure
     for await state in spreadbot.stateUpdates() { print(state) }          // connecting, connected, disconnected
     for await transport in spreadbot.transportUpdates() { print(transport as Any) }  // nil while down
+    for await state in spreadbot.connectionState.updates() { print(state) }  // the reconnect loop: reconnecting(attempt:) too
 
     let profile = try await spreadbot.rest.getData(path: "account/profile")   // shares the tokens
     let me: Profile = try profile.decode()
