@@ -197,6 +197,19 @@ public final class SignalRTestServer: Sendable {
         finishHTTPConnections()
     }
 
+    /// Closes every WebSocket with this close code and reason (1008 policy violation, 1009 message
+    /// too big, 1011 internal error...). `lingering` (as ASP.NET Core does): the close frame, then the
+    /// socket stays open until the client's close frame, which is the last thing the client sends,
+    /// so the TCP connection ends cleanly. Without it (as swift-websocket's server does): the close
+    /// frame, then the socket closes at once; a client still sending gets a TCP reset, which can
+    /// reach it before it read the close frame. Connections on other transports are dropped.
+    public func closeWebSockets(code: UInt16, reason: String? = nil, lingering: Bool = true) async {
+        for connection in state.withLockedValue({ Array($0.connections.values) }) {
+            await connection.closeSocket(code: code, reason: reason, lingering: lingering)
+        }
+        finishHTTPConnections()
+    }
+
     private func finishHTTPConnections() {
         for entry in state.withLockedValue({ Array($0.httpConnections.values) }) { entry.inbound.finish() }
     }
@@ -616,7 +629,9 @@ final class ServerHubConnection: Sendable {
         await writer.close()
     }
 
-    func closeSocket() async { await writer.close() }
+    func closeSocket(code: UInt16 = 1000, reason: String? = nil, lingering: Bool = false) async {
+        await writer.close(code: code, reason: reason, lingering: lingering)
+    }
 
     /// A stateful connection's new WebSocket: Sequence, then the unacknowledged messages.
     func reattach(_ outbound: WebSocketOutboundWriter) async throws {
@@ -982,11 +997,20 @@ actor ServerOutbox {
         waitingPoll = nil
     }
 
-    func close() async {
+    /// Closes the transport. On a WebSocket: `lingering` sends the close frame and leaves the socket
+    /// open until the client answers it (the WebSocket layer then closes), as an RFC 6455 server
+    /// does; without it, the close frame is sent and the socket closed at once, and a client still
+    /// sending then gets a TCP reset.
+    func close(code: UInt16 = 1000, reason: String? = nil, lingering: Bool = false) async {
         guard !closed else { return }
         closed = true
         switch sink {
-        case .webSocket(let outbound): try? await outbound.close(.normalClosure, reason: nil)
+        case .webSocket(let outbound) where lingering:
+            var payload = ByteBuffer()
+            payload.writeInteger(code)
+            if let reason { payload.writeString(reason) }
+            try? await outbound.write(.custom(WebSocketFrame(fin: true, opcode: .connectionClose, data: payload)))
+        case .webSocket(let outbound): try? await outbound.close(WebSocketErrorCode(codeNumber: Int(code)), reason: reason)
         case .eventStream(let continuation): continuation.finish()
         case .poll:
             waitingPoll?.resume(returning: nil)
