@@ -203,6 +203,13 @@ public final class SocketIOTestServer: Sendable {
         for session in sessions { session.terminate(dropped: true) }
     }
 
+    /// Ends every session; a WebSocket closes with this close code and reason (1008 policy violation,
+    /// 1009 message too big, 1011 internal error...), without an Engine.IO close packet.
+    public func closeWebSockets(code: UInt16, reason: String? = nil) {
+        let sessions = state.withLockedValue { Array($0.sessions.values) }
+        for session in sessions { session.terminate(dropped: true, closeCode: (code, reason)) }
+    }
+
     /// Sends a raw Engine.IO message packet (`4<text>`) to every session: for malformed-input tests.
     public func injectRawMessage(_ text: String) {
         let sessions = state.withLockedValue { Array($0.sessions.values) }
@@ -369,8 +376,9 @@ public final class SocketIOTestServer: Sendable {
                     case .binary(let data): try await outbound.write(.binary(ByteBuffer(data: data)))
                     }
                 }
-                // The session ended: close the socket (no close frame for a simulated drop).
-                try? await outbound.close(.normalClosure, reason: nil)
+                // The session ended: close the socket with its close code (1000 unless one was named).
+                let (code, reason) = session.closeCode
+                try? await outbound.close(WebSocketErrorCode(codeNumber: Int(code)), reason: reason)
             }
             while let message = try await iterator.next() {
                 switch message {

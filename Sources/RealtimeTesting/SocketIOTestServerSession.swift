@@ -20,6 +20,8 @@ final class ServerEngineSession: Sendable {
         var closed = false
         /// Ended by a simulated crash: a pending GET fails instead of getting a close packet.
         var dropped = false
+        /// The WebSocket close code and reason to end with (nil: 1000).
+        var closeCode: (code: UInt16, reason: String?)?
         var pongSeen = true
         var sockets: [String: ServerSocket] = [:]
         var decoder = SocketIOPacketDecoder()
@@ -152,11 +154,14 @@ final class ServerEngineSession: Sendable {
 
     /// Ends the session. With `dropped`, as a crash would: no Engine.IO close packet anywhere (a
     /// pending GET fails with 400, a WebSocket just closes). Otherwise a pending GET gets a close packet.
-    func terminate(dropped: Bool = false) {
+    func terminate(dropped: Bool = false, closeCode: (code: UInt16, reason: String?)? = nil) {
         let (waiter, webSocket, heartbeat, acks, wasClosed) = state.withLockedValue { state in
             let wasClosed = state.closed
             state.closed = true
-            if !wasClosed { state.dropped = dropped }
+            if !wasClosed {
+                state.dropped = dropped
+                state.closeCode = closeCode
+            }
             defer {
                 state.pollWaiter = nil
                 state.acks = [:]
@@ -170,6 +175,10 @@ final class ServerEngineSession: Sendable {
         for ack in acks.values { ack.resume(returning: []) }
         server?.sessionEnded(self)
     }
+
+    /// The code and reason the WebSocket closes with when the session ends (1000 unless
+    /// ``terminate(dropped:closeCode:)`` named one).
+    var closeCode: (code: UInt16, reason: String?) { state.withLockedValue { $0.closeCode } ?? (1000, nil) }
 
     func received(_ packet: EngineIOPacket) async {
         switch packet.type {

@@ -348,8 +348,11 @@ final class EngineIOSession: Sendable {
                 let generation = self.outbox.resume(retireWriter: true)
                 try await self.delegate.engineIOUpgraded()
                 self.runtime.logger.debug("Engine.IO session upgraded to WebSocket")
-                let end = try await self.runWebSocket(connection, inbound: &inbound, generation: generation)
-                result.withLockedValue { $0 = .sessionOver(end) }
+                // nil: the server closed the WebSocket without a close packet; the transport throws
+                // for a close code that says why, and a plain close is reported below.
+                if let end = try await self.runWebSocket(connection, inbound: &inbound, generation: generation) {
+                    result.withLockedValue { $0 = .sessionOver(end) }
+                }
             }
         } catch {
             if upgraded.withLockedValue({ $0 }) { throw error }
@@ -394,8 +397,11 @@ final class EngineIOSession: Sendable {
             // of its own, whose frame is gone once the session is open.
             var inbound = connection.inbound.makeAsyncIterator()
             try await self.openOverWebSocket(&inbound, on: connection, within: connectTimeout)
-            let end = try await self.runWebSocket(connection, inbound: &inbound, generation: self.outbox.generation)
-            result.withLockedValue { $0 = end }
+            // nil: the server closed the WebSocket without a close packet (reported below, or by
+            // the transport with the server's close code).
+            if let end = try await self.runWebSocket(connection, inbound: &inbound, generation: self.outbox.generation) {
+                result.withLockedValue { $0 = end }
+            }
         }
         guard let end = result.withLockedValue({ $0 }) else {
             throw RealtimeError(.connectionClosed, "the WebSocket closed without an Engine.IO close packet")
@@ -425,13 +431,15 @@ final class EngineIOSession: Sendable {
 
     /// Reads and writes over an open WebSocket until the session ends. The outbox is written from
     /// the event loop as frames are queued (no task waits for them), or, on a compressed
-    /// connection, by a writer task.
+    /// connection, by a writer task. Returns nil when the server ended the WebSocket without a close
+    /// packet: the transport then reports how it closed (the server's close code and reason, or
+    /// 1006 without a close frame).
     // The functions on an open connection's path are kept apart (`@inline(never)`) and keep few
     // locals: merged, each frame would hold the locals of all of them for the connection's whole life.
     @inline(never)
     private func runWebSocket(
         _ connection: WebSocketConnection, inbound: inout WebSocketMessages.AsyncIterator, generation: Int
-    ) async throws -> EngineIOSessionEnd {
+    ) async throws -> EngineIOSessionEnd? {
         let writer = try attachWebSocket(connection, generation: generation)
         // No batch is taken once the reader is done. One in flight settles before the WebSocket's
         // connect returns: its channel is closed by then, and closing fails every pending write on
@@ -491,7 +499,7 @@ final class EngineIOSession: Sendable {
     @inline(never)
     private func readAndWriteCompressed(
         _ connection: WebSocketConnection, inbound: inout WebSocketMessages.AsyncIterator, generation: Int
-    ) async throws -> EngineIOSessionEnd {
+    ) async throws -> EngineIOSessionEnd? {
         try await withThrowingTaskGroup(of: ChildEnd.self) { group in
             group.addTask { try await self.webSocketWriter(connection, generation: generation) }
             defer { group.cancelAll() }
@@ -523,7 +531,7 @@ final class EngineIOSession: Sendable {
     @inline(never)
     private func readWebSocket(
         _ connection: WebSocketConnection, inbound: inout WebSocketMessages.AsyncIterator
-    ) async throws -> EngineIOSessionEnd {
+    ) async throws -> EngineIOSessionEnd? {
         while let message = try await inbound.next() {
             if let end = try receive(message) {
                 if end == .closedByServer { try? await connection.close(code: 1000, reason: nil) }
@@ -555,12 +563,14 @@ final class EngineIOSession: Sendable {
         return try handle(packet)
     }
 
-    /// The WebSocket ended without a close packet: closed by the client, or why it failed.
+    /// The WebSocket ended without a close packet: closed by the client, or why it failed; nil when
+    /// the server ended it, so that the transport reports its close code (a 1008 or 1011 is the
+    /// server's word on what happened, not a lost connection).
     @inline(never)
-    private func webSocketEnded() throws -> EngineIOSessionEnd {
+    private func webSocketEnded() throws -> EngineIOSessionEnd? {
         if let failure = state.withLockedValue({ $0.machine.heartbeatFailure }) { throw failure }
         if state.withLockedValue({ $0.machine.closeRequested }) { return .closedByClient }
-        throw RealtimeError(.connectionClosed, "the WebSocket closed without an Engine.IO close packet", closeCode: 1006)
+        return nil
     }
 
     private func webSocketWriter(_ connection: WebSocketConnection, generation: Int) async throws -> ChildEnd {
