@@ -275,8 +275,6 @@ extension HubConnection {
 
 }
 
-/// Runs one call of the older client's callback API. Unstructured on purpose: those calls return at
-/// once and report through a callback or the delegate, so no caller waits that could own the work.
 /// Reports an invocation's result to a typed callback. The task holds it as an existential, so the
 /// task's closure does not use `T` itself: that would capture `T`'s metatype, which Swift 6 cannot
 /// prove `Sendable` for every `Decodable` type.
@@ -296,6 +294,8 @@ struct TypedCompletion<T: Decodable>: InvocationCompleting {
     }
 }
 
+/// Runs one call of the older client's callback API. Unstructured on purpose: those calls return at
+/// once and report through a callback or the delegate, so no caller waits that could own the work.
 func background(_ body: @escaping @Sendable () async -> Void) {
     Task { await body() }
 }

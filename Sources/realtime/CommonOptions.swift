@@ -1,6 +1,7 @@
 import ArgumentParser
 import Dispatch
 import Foundation
+import NIOConcurrencyHelpers
 import NIOHTTP1
 import RealtimeCore
 
@@ -131,4 +132,38 @@ enum Interruption {
         if let signal { throw ExitCode(128 + signal) }
         return try result.get()
     }
+}
+
+/// A first connection that fails ends a command, as curl does, unless retries were asked for: the
+/// client's reconnects before the first connection are cut short. Also keeps the last error the
+/// client reported.
+final class FirstConnectionWatch: Sendable {
+    enum Outcome: Sendable { case connected, gaveUp, ended }
+
+    private let box = NIOLockedValueBox<(gaveUp: Bool, lastError: String?)>((false, nil))
+    func record(_ error: String?) { box.withLockedValue { $0.lastError = error ?? $0.lastError } }
+    var value: Bool { box.withLockedValue { $0.gaveUp } }
+    var lastError: String? { box.withLockedValue { $0.lastError } }
+
+    /// Follows a client's connection state from before its first connect until it connects, ends,
+    /// or fails more than `retries` attempts (then it gave up; the caller stops the client).
+    func watch(_ states: AsyncStream<ConnectionState>, retries: Int) async -> Outcome {
+        // The client is disconnected until it starts connecting.
+        var started = false
+        for await state in states {
+            switch state {
+            case .connecting: started = true
+            case .connected: return .connected
+            case .reconnecting(let attempt) where attempt > retries:
+                box.withLockedValue { $0.gaveUp = true }
+                return .gaveUp
+            case .reconnecting: started = true
+            case .disconnected: if started { return .ended }
+            }
+        }
+        return .ended
+    }
+
+    /// How the error names the retries.
+    static func retries(_ count: Int) -> String { count == 0 ? "no --retry given" : "after \(count) retries" }
 }

@@ -73,29 +73,18 @@ struct SocketIOCommand: AsyncParsableCommand {
         // A first connection that fails ends the command, as curl does, unless retries were asked
         // for: the manager's reconnects before the first connection are cut short.
         let firstRetries = retry ?? reconnectAttempts ?? 0
+        let states = manager.connectionState.updates()
         let watch = Task {
-            // The manager is disconnected until the connect below starts it.
-            var started = false
-            for await state in manager.connectionState.updates() {
-                switch state {
-                case .connecting: started = true
-                case .connected: return
-                case .reconnecting(let attempt) where attempt > firstRetries:
-                    gaveUp.set()
-                    manager.disconnect()
-                    return
-                case .reconnecting: started = true
-                case .disconnected: if started { return }
-                }
-            }
+            if await gaveUp.watch(states, retries: firstRetries) == .gaveUp { manager.disconnect() }
         }
         defer { watch.cancel() }
         do {
             try await socket.connect(timeout: .seconds(30))
         } catch {
             if gaveUp.value {
-                let retries = firstRetries == 0 ? "no --retry given" : "after \(firstRetries) retries"
-                throw RealtimeError(.connectFailed, "could not connect to \(url) (\(retries))\(gaveUp.lastError.map { ": \($0)" } ?? "")")
+                throw RealtimeError(
+                    .connectFailed,
+                    "could not connect to \(url) (\(FirstConnectionWatch.retries(firstRetries)))\(gaveUp.lastError.map { ": \($0)" } ?? "")")
             }
             throw error
         }
@@ -118,13 +107,4 @@ struct SocketIOCommand: AsyncParsableCommand {
         manager.disconnect()
         await manager.waitUntilStopped()
     }
-}
-
-/// Whether the first connection gave up, and the last error the socket reported.
-final class FirstConnectionWatch: Sendable {
-    private let box = NIOLockedValueBox<(gaveUp: Bool, lastError: String?)>((false, nil))
-    func set() { box.withLockedValue { $0.gaveUp = true } }
-    func record(_ error: String?) { box.withLockedValue { $0.lastError = error ?? $0.lastError } }
-    var value: Bool { box.withLockedValue { $0.gaveUp } }
-    var lastError: String? { box.withLockedValue { $0.lastError } }
 }

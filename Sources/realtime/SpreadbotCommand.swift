@@ -94,26 +94,11 @@ struct SpreadbotCommand: AsyncParsableCommand {
         let firstRetries = retry ?? reconnectAttempts ?? 0
         let states = client.connectionState.updates()
         client.establishConnection(path: path)
-        var opened = false
-        var started = false
-        watching: for await state in states {
-            switch state {
-            case .connecting: started = true
-            case .connected:
-                opened = true
-                break watching
-            case .reconnecting(let attempt) where attempt > firstRetries:
-                firstConnection.set()
-                break watching
-            case .reconnecting: started = true
-            case .disconnected: if started { break watching }
-            }
-        }
+        let opened = await firstConnection.watch(states, retries: firstRetries) == .connected
         guard opened else {
             let cause = client.lastError.map { "\($0)" } ?? firstConnection.lastError ?? "closed"
             client.closeConnection()
-            let retries = firstRetries == 0 ? "no --retry given" : "after \(firstRetries) retries"
-            printError("realtime spreadbot: could not connect (\(retries)): \(cause)")
+            printError("realtime spreadbot: could not connect (\(FirstConnectionWatch.retries(firstRetries))): \(cause)")
             throw ExitCode.failure
         }
         // The reconnect loop says connected as the transport opens; the client names it just after.
