@@ -261,6 +261,12 @@ final class WebSocketReadHandler: ChannelDuplexHandler, RemovableChannelHandler 
             context.close(promise: nil)
             return
         }
+        armCloseTimer(timeout, context)
+    }
+
+    /// Our close frame is out: the TCP connection is closed after `timeout` unless the server
+    /// closed it first (a peer, or a proxy, that never answers the close frame).
+    func armCloseTimer(_ timeout: Duration, _ context: ChannelHandlerContext) {
         guard closeTimer == nil else { return }
         let channel = context.channel
         closeTimer = timers.schedule(after: timeout) { channel.close(promise: nil) }
@@ -286,7 +292,8 @@ struct WebSocketLoopReader: Sendable {
     }
 
     /// Starts the closing handshake: returns once our close frame is written (at once if one was).
-    func close(code: UInt16, reason: String?) async throws {
+    /// The TCP connection is closed `timeout` later if the server has not closed it by then.
+    func close(code: UInt16, reason: String?, timeout: Duration) async throws {
         let promise = channel.eventLoop.makePromise(of: Void.self)
         let handler = handler
         channel.eventLoop.execute {
@@ -295,6 +302,7 @@ struct WebSocketLoopReader: Sendable {
                 return
             }
             handler.value.sendClose(code: code, reason: reason, context, promise: promise)
+            handler.value.armCloseTimer(timeout, context)
         }
         try await promise.futureResult.get()
     }

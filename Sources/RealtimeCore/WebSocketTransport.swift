@@ -28,6 +28,14 @@ public struct WebSocketConnection: Sendable {
     /// Writes whole messages on the event loop, beside ``send(_:)``; nil when the connection
     /// negotiated an extension (permessage-deflate), whose frames must go through ``send(_:)``.
     package let loopWriter: WebSocketLoopWriter?
+    /// How long ``close(code:reason:)`` waits for the server's answer before it closes the TCP
+    /// connection (``WebSocketConfiguration/closeTimeout``).
+    let closeTimeout: Duration
+    /// Closes the TCP connection after ``closeTimeout`` (permessage-deflate connections; ours arm
+    /// the read handler's timer).
+    let closeDeadline: (@Sendable () -> Void)?
+    /// Closes the TCP connection at once (permessage-deflate connections).
+    let abortFrames: (@Sendable () -> Void)?
 
     /// Writes the protocol's own keep-alive message (``WebSocketConfiguration/protocolPing``) on the
     /// event loop, without waiting and outside the send order (between two messages); returns false
@@ -61,12 +69,25 @@ public struct WebSocketConnection: Sendable {
     /// Sends a binary frame; returns once it was written to the socket (waits while the socket is full).
     public func send(binary: ByteBuffer) async throws { try await send(.binary(binary)) }
 
-    /// Starts the closing handshake. The inbound sequence ends when the server answers.
+    /// Ends the connection now, from any thread, without waiting for the server: our close frame
+    /// (1000) unless one went out, then the TCP connection closed. The inbound sequence ends.
+    package func abort() {
+        closeRequested.withLockedValue { $0 = true }
+        switch outbound {
+        case .loop(_, let reader): reader.abort()
+        case .frames: abortFrames?()
+        }
+    }
+
+    /// Starts the closing handshake. The inbound sequence ends when the server answers, or after
+    /// ``WebSocketConfiguration/closeTimeout`` when it does not (the TCP connection is closed then).
     public func close(code: UInt16 = 1000, reason: String? = nil) async throws {
         closeRequested.withLockedValue { $0 = true }
         switch outbound {
-        case .loop(_, let reader): try await reader.close(code: code, reason: reason)
-        case .frames(let writer): try await writer.close(WebSocketErrorCode(codeNumber: Int(code)), reason: reason)
+        case .loop(_, let reader): try await reader.close(code: code, reason: reason, timeout: closeTimeout)
+        case .frames(let writer):
+            closeDeadline?()
+            try await writer.close(WebSocketErrorCode(codeNumber: Int(code)), reason: reason)
         }
     }
 }
@@ -334,7 +355,7 @@ public enum WebSocketTransport {
             outbound: .loop(writer, reader), closeRequested: closeRequested, upgradeResponse: opened.response,
             keepAliveCountsBox: channelFactory.keepAliveCounts,
             protocolPingSender: channelFactory.protocolPingSender.withLockedValue { $0 },
-            loopWriter: writer)
+            loopWriter: writer, closeTimeout: channelFactory.configuration.closeTimeout, closeDeadline: nil, abortFrames: nil)
     }
 
     /// A connection with permessage-deflate: swift-websocket's handler runs the frame protocol around
@@ -347,6 +368,12 @@ public enum WebSocketTransport {
     ) async throws -> WebSocketCloseFrame? {
         let (maxMessageSize, validateUTF8) = (channelFactory.configuration.maxMessageSize, channelFactory.configuration.validateUTF8)
         let (handlerConfiguration, context) = handlerSetup(opened, channelFactory: channelFactory, runtime: runtime)
+        let closeTimeout = channelFactory.configuration.closeTimeout
+        let channel = asyncChannel.channel
+        let timers = runtime.timers
+        let closeDeadline: @Sendable () -> Void = {
+            _ = timers.schedule(after: closeTimeout) { channel.close(promise: nil) }
+        }
         return try await withEventLoopPreference(opened.eventLoop) {
             try await WebSocketHandler.handle(
                 type: .client, configuration: handlerConfiguration, asyncChannel: asyncChannel, context: context
@@ -357,7 +384,8 @@ public enum WebSocketTransport {
                     outbound: .frames(outbound), closeRequested: closeRequested, upgradeResponse: opened.response,
                     keepAliveCountsBox: channelFactory.keepAliveCounts,
                     protocolPingSender: channelFactory.protocolPingSender.withLockedValue { $0 },
-                    loopWriter: channelFactory.loopWriter.withLockedValue { $0 })
+                    loopWriter: channelFactory.loopWriter.withLockedValue { $0 },
+                    closeTimeout: closeTimeout, closeDeadline: closeDeadline, abortFrames: { channel.close(promise: nil) })
                 try await body(connection)
             }
         }

@@ -301,8 +301,7 @@ extension HubConnection {
                 // This closure's frame lives as long as the connection: the setup and the reading
                 // are functions of their own.
                 var (pipeline, writer) = try await self.startWebSocketSession(
-                    ws, generation: generation, run: run, ready: ready, resuming: resuming, outbox: outbox, binary: binary,
-                    closeTimeout: configuration.closeTimeout)
+                    ws, generation: generation, run: run, ready: ready, resuming: resuming, outbox: outbox, binary: binary)
                 defer {
                     run.cancelTimers(self.timers)
                     writer.stop()
@@ -319,7 +318,7 @@ extension HubConnection {
     @inline(never)
     private func startWebSocketSession(
         _ ws: WebSocketConnection, generation: Int, run: SessionRun, ready: OneShot<Void>, resuming: Int?, outbox: HubOutbox,
-        binary: Bool, closeTimeout: Duration
+        binary: Bool
     ) async throws -> (InboundPipeline, OutboxWebSocketWriter<HubFrame>) {
         // Written on the event loop as they are queued: 1,000 concurrent invocations go out in a
         // few flushes, with no task per write. A connection with permessage-deflate would have no
@@ -337,8 +336,8 @@ extension HubConnection {
                 // An aborted connection (server timeout) does not wait for a closing
                 // handshake the server will not answer: the session ends now.
                 guard error == nil else { return run.cancelTask() }
-                // A server that never answers the close frame: give up after closeTimeout.
-                timers.schedule(after: closeTimeout) { run.cancelTask() }
+                // A server that never answers the close frame: the transport closes the TCP
+                // connection after closeTimeout, which ends the read.
                 try? await ws.close(code: 1000, reason: nil)
             },
             run: run)
