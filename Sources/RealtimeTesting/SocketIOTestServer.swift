@@ -72,7 +72,9 @@ public final class SocketIOTestServer: Sendable {
         /// (python-engineio also answers any GET during an upgrade with a noop, engine.io repeats
         /// the noop every 100 ms, so they hide that client defect).
         case afterPollAnswered(Duration)
-        /// The noop only; the probe is never answered (a proxy that passes the upgrade but not the data).
+        /// The noop only; the probe is never answered and nothing more is read from that WebSocket,
+        /// not even the client's close frame, until the session ends (a proxy that passes the
+        /// upgrade but not the data: the client's closing handshake runs into its own timeout).
         case never
     }
 
@@ -359,6 +361,11 @@ public final class SocketIOTestServer: Sendable {
                 try await outbound.write(.text("3probe"))
             case .never:
                 existing.flushPollWithNoop()
+                // Not reading is what keeps the close frame unanswered.
+                while !existing.isClosed && !Task.isCancelled {
+                    try? await Task.sleep(for: .milliseconds(20))
+                }
+                return
             }
             guard case .text("5")? = try await iterator.next() else { return }
             session = existing

@@ -134,6 +134,9 @@ final class ServerEngineSession: Sendable {
         }
     }
 
+    /// The session ended (closed by either side or by the server's stop).
+    var isClosed: Bool { state.withLockedValue { $0.closed } }
+
     /// During an upgrade: end the pending GET with a noop.
     func flushPollWithNoop() { send(EngineIOPacket(.noop)) }
 

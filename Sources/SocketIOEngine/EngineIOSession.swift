@@ -330,12 +330,22 @@ final class EngineIOSession: Sendable {
                 // would wait for that one until the server's next ping (a race loopback under load
                 // shows).
                 self.state.withLockedValue { $0.machine.probing() }
-                try await connection.send(text: "2probe")
-                // Polling is held while the probe is out, so an unanswered probe is bounded (and
-                // shorter than the server's pong allowance, so a ping held meanwhile is answered in time).
+                // Polling is held while the probe is out, so an unanswered probe is bounded, its
+                // write included (and shorter than the server's pong allowance, so a ping held
+                // meanwhile is answered in time).
                 let probeTimeout = min(self.options.connectTimeout, handshake.pingTimeout / 2)
-                let (answer, timedOut) = try await self.nextMessage(&inbound, on: connection, within: probeTimeout)
+                let (answer, timedOut): (RealtimeMessage?, Bool)
+                do {
+                    (answer, timedOut) = try await self.nextMessage(&inbound, on: connection, within: probeTimeout, after: "2probe")
+                } catch {
+                    self.resumePollingAfterFailedUpgrade()
+                    throw error
+                }
                 guard answer == .text("3probe") else {
+                    // Polling goes on now, not after the WebSocket's closing handshake: on a busy
+                    // machine that handshake took seconds more, and a hold past pingInterval +
+                    // pingTimeout without a ping ended the session.
+                    self.resumePollingAfterFailedUpgrade()
                     if timedOut { throw RealtimeError.timeout("no answer to the WebSocket probe within \(probeTimeout)") }
                     throw RealtimeError(.protocolViolation, "the server did not answer the WebSocket probe")
                 }
@@ -357,8 +367,7 @@ final class EngineIOSession: Sendable {
         } catch {
             if upgraded.withLockedValue({ $0 }) { throw error }
             // Whatever happened, polling must not stay paused.
-            state.withLockedValue { $0.machine.upgradeFailed() }?.resume(returning: false)
-            outbox.resume(retireWriter: false)
+            resumePollingAfterFailedUpgrade()
             if error is CancellationError || Task.isCancelled { throw CancellationError() }
             runtime.logger.debug("Engine.IO WebSocket upgrade failed; staying on polling", metadata: ["realtime.error": "\(error)"])
             return .keepGoing
@@ -371,18 +380,34 @@ final class EngineIOSession: Sendable {
         return end
     }
 
-    /// The next WebSocket message, waiting at most `limit`: when it passes, the connection is closed
-    /// (which ends the wait) and the answer is nil with `timedOut` set.
+    /// The probe or the upgrade failed: the parked reader polls again and the writer goes on
+    /// (called again by the cleanup, it finds nothing left to resume).
+    private func resumePollingAfterFailedUpgrade() {
+        state.withLockedValue { $0.machine.upgradeFailed() }?.resume(returning: false)
+        outbox.resume(retireWriter: false)
+    }
+
+    /// The next WebSocket message, waiting at most `limit`: when it passes, the connection is
+    /// aborted (which ends the wait at once, whether or not the server would answer a close frame)
+    /// and the answer is nil with `timedOut` set.
+    /// With `request`, that text is written first, within the same limit.
     private func nextMessage(
-        _ inbound: inout WebSocketMessages.AsyncIterator, on connection: WebSocketConnection, within limit: Duration
+        _ inbound: inout WebSocketMessages.AsyncIterator, on connection: WebSocketConnection, within limit: Duration,
+        after request: String? = nil
     ) async throws -> (message: RealtimeMessage?, timedOut: Bool) {
         let timedOut = NIOLockedValueBox(false)
         let timer = runtime.timers.schedule(after: limit) {
             timedOut.withLockedValue { $0 = true }
-            // Only when the deadline passed: closing the WebSocket is async.
-            Task { try? await connection.close(code: 1000, reason: nil) }
+            connection.abort()
         }
         defer { runtime.timers.cancel(timer) }
+        if let request {
+            do {
+                try await connection.send(text: request)
+            } catch where timedOut.withLockedValue({ $0 }) {
+                return (nil, true)
+            }
+        }
         let message = try await inbound.next()
         return (message, message == nil && timedOut.withLockedValue { $0 })
     }
@@ -692,9 +717,9 @@ final class EngineIOSession: Sendable {
         }
         guard case .expired(let error) = verdict else { return }
         heartbeatOutcome.complete(.failure(error))
-        // Unstructured: this runs on the timer queue, which must not wait on a socket's close
-        // handshake; it happens once, for a session that is over.
-        if let webSocket { Task { try? await webSocket.close(code: 1000, reason: nil) } }
+        // The server is presumed gone: no closing handshake to wait for (our close frame, then
+        // the TCP connection closed at once, from the timer queue).
+        webSocket?.abort()
     }
 
     /// The session is over: no deadline fires after this (one already firing finishes), and a
