@@ -275,6 +275,7 @@ let package = Package(
                 .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
             ],
+            exclude: ["Peers"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -46,7 +46,9 @@ if ! swift build --build-tests >"$build_log" 2>&1; then
 fi
 # Our sources build without warnings. A fresh clone (CI) compiles every file, so every warning is
 # seen; an incremental build shows only those of the files it recompiled.
-own_warnings=$(grep -E "^$PWD/(Sources|Tests)/.*: warning:" "$build_log" | sort -u || true)
+# The package's own warnings (files no target handles) name our package by its directory.
+own_warnings=$( (grep -E "^$PWD/(Sources|Tests)/.*: warning:" "$build_log"
+  grep -A1 -E "^warning: '$(basename "$PWD")':" "$build_log") | sort -u || true)
 if [ -n "$own_warnings" ]; then
   echo "$own_warnings"
   log "the build printed warnings in our own sources (above); fix them"
