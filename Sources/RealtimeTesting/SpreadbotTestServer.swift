@@ -7,6 +7,7 @@ import HummingbirdWebSocket
 import HTTPTypes
 import NIOConcurrencyHelpers
 import NIOCore
+import NIOWebSocket
 import OrderedCollections
 import RealtimeCore
 
@@ -77,6 +78,8 @@ public final class SpreadbotTestServer: Sendable {
         var stallWaiters: [CheckedContinuation<Void, Never>] = []
         var history: [String: [Published]] = [:]
         var subscribers: [Int: (path: String, sink: AsyncStream<Published?>.Continuation)] = [:]
+        /// The open WebSockets' ways to close with a code, by subscriber.
+        var webSocketClosers: [Int: @Sendable (UInt16, String?) -> Void] = [:]
         var nextSubscriber = 0
         var received: [String: [Received]] = [:]
         var seenMessageIds: Set<String> = []
@@ -148,6 +151,12 @@ public final class SpreadbotTestServer: Sendable {
             return state.subscribers.values.map(\.sink)
         }
         for sink in sinks { sink.finish() }
+    }
+    /// Closes every open WebSocket stream with a close frame of this code and reason (1008, 1009,
+    /// 1011: a server that ends a session on purpose); event streams are not touched.
+    public func closeWebSockets(code: UInt16, reason: String? = nil) {
+        let sinks = state.withLockedValue { state in state.webSocketClosers.values.map { $0 } }
+        for close in sinks { close(code, reason) }
     }
     /// What `GET <path>` answers (JSON), for REST tests.
     public func setResource(_ path: String, json: String) { state.withLockedValue { $0.resources[path] = json } }
@@ -237,11 +246,25 @@ public final class SpreadbotTestServer: Sendable {
             let (id, replay) = server.subscribe(path: path, sink: sink, replayingAfter: since)
             return .upgrade([:]) { inbound, outbound, _ in
                 defer { server.unsubscribe(id) }
+                // closeWebSockets(code:reason:): the writer, in order after what it was writing,
+                // sends the close frame with that code.
+                let closeCode = NIOLockedValueBox<(UInt16, String?)?>(nil)
+                server.state.withLockedValue {
+                    $0.webSocketClosers[id] = { code, reason in
+                        closeCode.withLockedValue { $0 = (code, reason) }
+                        sink.yield(nil)
+                    }
+                }
                 try await withThrowingTaskGroup(of: Void.self) { group in
                     group.addTask {
                         for message in replay { try await outbound.write(.text(Self.envelope(message, path: path))) }
                         for await message in stream {
-                            guard let message else { continue }
+                            guard let message else {
+                                guard let (code, reason) = closeCode.withLockedValue({ $0 }) else { continue }
+                                // The handler's end waits for the client's close frame.
+                                try await outbound.close(WebSocketErrorCode(codeNumber: Int(code)), reason: reason)
+                                return
+                            }
                             switch message.data {
                             case .text(let text) where message.raw: try await outbound.write(.text(text))
                             case .text: try await outbound.write(.text(Self.envelope(message, path: path)))
@@ -320,7 +343,10 @@ public final class SpreadbotTestServer: Sendable {
     }
 
     private func unsubscribe(_ id: Int) {
-        _ = state.withLockedValue { $0.subscribers.removeValue(forKey: id) }
+        state.withLockedValue {
+            $0.subscribers.removeValue(forKey: id)
+            $0.webSocketClosers.removeValue(forKey: id)
+        }
     }
 
     /// Records a send; false when its message id was seen before (a resend).
