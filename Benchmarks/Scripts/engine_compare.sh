@@ -45,17 +45,25 @@ start_serve() {
   PORT=$(echo "$line" | grep -oE '[0-9]+$')
 }
 
+# The blasters write what real servers write (one message per frame, one write per message or
+# event); their FRAMING=packed twins pack many messages into each write (SignalR: into each frame),
+# which no real server does: the "-packed" workloads are a ceiling, not a user's figure.
 EVENTS=200000 start blaster python3 -u Scripts/sse_blaster.py 0; blaster=$PORT
+EVENTS=200000 FRAMING=packed start blaster python3 -u Scripts/sse_blaster.py 0; blasterpacked=$PORT
 start hold python3 -u Scripts/sse_hold.py 0; hold=$PORT
-# A Socket.IO server faster than any client (pre-encoded frames): what the client costs per event
-# when it, not the server, is the bottleneck.
+# Socket.IO and SignalR servers faster than any client (pre-encoded frames): what the client costs
+# per message when it, not the server, is the bottleneck.
 start siofast python3 -u Scripts/sio_blaster.py 0; siofast=$PORT
+FRAMING=packed start siofast python3 -u Scripts/sio_blaster.py 0; siopacked=$PORT
+start sigfast python3 -u Scripts/signalr_blaster.py 0; sigfast=$PORT
+FRAMING=packed start sigfast python3 -u Scripts/signalr_blaster.py 0; sigpacked=$PORT
 start_serve socketio; sio=$PORT
 start_serve signalr; sig=$PORT
 start_serve spreadbot; bot=$PORT
 
 declare -A args=(
   [sse]="http://127.0.0.1:$blaster/ 200000"
+  [sse-packed]="http://127.0.0.1:$blasterpacked/ 200000"
   [sse-idle]="http://127.0.0.1:$hold/ 2000"
   [socketio-idle]="http://127.0.0.1:$sio ${IDLE_N:-1000}"
   [signalr-idle]="http://127.0.0.1:$sig/hub ${IDLE_N:-1000}"
@@ -64,12 +72,20 @@ declare -A args=(
   [signalr-on]="http://127.0.0.1:$sig/hub 100000"
   [socketio-on]="http://127.0.0.1:$sio 200000"
   [socketio-on-fast]="http://127.0.0.1:$siofast 200000"
+  [socketio-on-packed]="http://127.0.0.1:$siopacked 200000"
+  [signalr-stream-fast]="http://127.0.0.1:$sigfast/hub 100000"
+  [signalr-on-fast]="http://127.0.0.1:$sigfast/hub 100000"
+  [signalr-stream-packed]="http://127.0.0.1:$sigpacked/hub 100000"
+  [signalr-on-packed]="http://127.0.0.1:$sigpacked/hub 100000"
   [socketio-emit]="http://127.0.0.1:$sio 20000 1"
   [signalr-invoke]="http://127.0.0.1:$sig/hub 20000 1"
 )
-workloads=${WORKLOADS:-"sse sse-idle socketio-idle signalr-idle spreadbot-idle signalr-stream signalr-on socketio-on socketio-on-fast socketio-emit signalr-invoke"}
+workloads=${WORKLOADS:-"sse sse-packed sse-idle socketio-idle signalr-idle spreadbot-idle signalr-stream signalr-on signalr-stream-fast signalr-on-fast signalr-stream-packed signalr-on-packed socketio-on socketio-on-fast socketio-on-packed socketio-emit signalr-invoke"}
 # The EngineCompare command of a workload, where its name says which server it runs against.
-declare -A commands=([socketio-on-fast]=socketio-on)
+declare -A commands=(
+  [sse-packed]=sse [socketio-on-fast]=socketio-on [socketio-on-packed]=socketio-on
+  [signalr-stream-fast]=signalr-stream [signalr-on-fast]=signalr-on
+  [signalr-stream-packed]=signalr-stream [signalr-on-packed]=signalr-on)
 # The tree's commit describes a binary built here; a binary given on the command line is named by its path.
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 for workload in $workloads; do

@@ -1,31 +1,39 @@
 # A fast SignalR server for client inbound throughput: JSON hub protocol over WebSocket only. An
 # invocation of `pushMany` with N gets N invocations of `tick` (arguments [i]), written as fast as
-# the socket takes them (records encoded ahead, whole records packed into text frames of up to
-# 64 KiB, one write per frame), then the completion with N; a stream invocation of `countTo` with N
-# gets the items 0..<N the same way (encoded when asked), then its completion. So the server is
-# never what a client waits for (the RealtimeTesting server awaits each message it sends). Answers
-# the negotiate POST (any path ending in /negotiate), the handshake, any other invocation with its
+# the socket takes them, then the completion with N; a stream invocation of `countTo` with N gets
+# the items 0..<N the same way (encoded when asked), then its completion. So the server is never
+# what a client waits for (the RealtimeTesting server awaits each message it sends). Answers the
+# negotiate POST (any path ending in /negotiate), the handshake, any other invocation with its
 # first argument (`echo`, which a client may call to see that it is connected), and nothing else;
 # sends no pings.
 #   python3 signalr_blaster.py [port]   -> prints its port on the first line
+# FRAMING=single (the default) writes what ASP.NET Core and the other real servers write: one
+# message per WebSocket frame, one write per frame. FRAMING=packed packs whole records into text
+# frames of up to 64 KiB, one write each: fewer frames than any real server sends, so figures
+# against it are a ceiling, not what a user sees.
 # EVENTS (default 100,000) is the count of `tick`s encoded at start; another count is encoded when
 # asked.
 import asyncio, json, loopback, os
 from loopback import frame, read_data
 
 EVENTS = int(os.environ.get("EVENTS", "100000"))
+PACKED = os.environ.get("FRAMING", "single") == "packed"
 RS = b"\x1e"
 
 
 
 def ticks(count: int, stream: str | None = None) -> list[bytes]:
-    """`count` invocations of `tick`, or with `stream` the items of that stream invocation."""
+    """`count` invocations of `tick`, or with `stream` the items of that stream invocation: the
+    frames, one write each."""
     frames, current, size = [], [], 0
     for i in range(count):
         if stream is None:
             record = b'{"type":1,"target":"tick","arguments":[%d]}' % i + RS
         else:
             record = b'{"type":2,"invocationId":"%s","item":%d}' % (stream.encode(), i) + RS
+        if not PACKED:
+            frames.append(frame(record))
+            continue
         if size + len(record) > 65536:
             frames.append(frame(b"".join(current)))
             current, size = [], 0
@@ -37,6 +45,16 @@ def ticks(count: int, stream: str | None = None) -> list[bytes]:
 
 
 PRE = ticks(EVENTS)
+
+
+async def write_all(writer, frames):
+    """One write per frame; waits for the socket after every 64 writes (and whenever the
+    transport's buffer is over its high-water mark)."""
+    for index, chunk in enumerate(frames):
+        writer.write(chunk)
+        if index % 64 == 63:
+            await writer.drain()
+    await writer.drain()
 
 
 
@@ -63,17 +81,13 @@ async def hub(reader, writer):
                 writer.write(frame(b"{}" + RS))
             elif message.get("type") == 1 and message.get("target") == "pushMany":
                 count = int(message["arguments"][0])
-                for chunk in (PRE if count == EVENTS else ticks(count)):
-                    writer.write(chunk)
-                    await writer.drain()
+                await write_all(writer, PRE if count == EVENTS else ticks(count))
                 if "invocationId" in message:
                     done = {"type": 3, "invocationId": message["invocationId"], "result": count}
                     writer.write(frame(json.dumps(done).encode() + RS))
             elif message.get("type") == 4 and message.get("target") == "countTo":
                 count, stream = int(message["arguments"][0]), message["invocationId"]
-                for chunk in ticks(count, stream):
-                    writer.write(chunk)
-                    await writer.drain()
+                await write_all(writer, ticks(count, stream))
                 writer.write(frame(json.dumps({"type": 3, "invocationId": stream}).encode() + RS))
             elif message.get("type") == 1 and "invocationId" in message:
                 # Any other method: its first argument back.
