@@ -76,16 +76,20 @@ declare -A args=(
   [signalr-stream-fast]="http://127.0.0.1:$sigfast/hub 100000"
   [signalr-on-fast]="http://127.0.0.1:$sigfast/hub 100000"
   [signalr-stream-packed]="http://127.0.0.1:$sigpacked/hub 100000"
+  [signalr-stream-direct-fast]="http://127.0.0.1:$sigfast/hub 100000"
+  [socketio-events-fast]="http://127.0.0.1:$siofast 200000"
+  [sse-addlistener]="http://127.0.0.1:$blaster/ 200000"
   [signalr-on-packed]="http://127.0.0.1:$sigpacked/hub 100000"
   [socketio-emit]="http://127.0.0.1:$sio 20000 1"
   [signalr-invoke]="http://127.0.0.1:$sig/hub 20000 1"
 )
-workloads=${WORKLOADS:-"sse sse-packed sse-idle socketio-idle signalr-idle spreadbot-idle signalr-stream signalr-on signalr-stream-fast signalr-on-fast signalr-stream-packed signalr-on-packed socketio-on socketio-on-fast socketio-on-packed socketio-emit signalr-invoke"}
+workloads=${WORKLOADS:-"sse sse-packed sse-idle socketio-idle signalr-idle spreadbot-idle signalr-stream signalr-on signalr-stream-fast signalr-stream-direct-fast signalr-on-fast signalr-stream-packed signalr-on-packed socketio-on socketio-on-fast socketio-events-fast socketio-on-packed sse-addlistener socketio-emit signalr-invoke"}
 # The EngineCompare command of a workload, where its name says which server it runs against.
 declare -A commands=(
   [sse-packed]=sse [socketio-on-fast]=socketio-on [socketio-on-packed]=socketio-on
   [signalr-stream-fast]=signalr-stream [signalr-on-fast]=signalr-on
-  [signalr-stream-packed]=signalr-stream [signalr-on-packed]=signalr-on)
+  [signalr-stream-packed]=signalr-stream [signalr-on-packed]=signalr-on
+  [signalr-stream-direct-fast]=signalr-stream-direct [socketio-events-fast]=socketio-events)
 # The tree's commit describes a binary built here; a binary given on the command line is named by its path.
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 for workload in $workloads; do

@@ -25,8 +25,11 @@ import SpreadbotClient
 //   (idle CPU is measured over $IDLE_SECONDS, 10 by default; with $BURST_KIB=n every connection first
 //   receives four n-KiB messages, so the figure is what a connection keeps once a burst is over)
 //   EngineCompare signalr-stream URL N                   a server-to-client stream of N items (countTo)
+//   EngineCompare signalr-stream-direct URL N            the same stream, iterating the HubStream itself
 //   EngineCompare signalr-on URL N                       N server invocations to an `on` handler (pushMany)
 //   EngineCompare socketio-on URL N                      N server events to an `on` handler (count)
+//   EngineCompare socketio-events URL N                  the same events, `for await` over `socket.events(named:)`
+//   EngineCompare sse-addlistener URL [count]            the SSE events to an IKEventSource-style `addEventListener`
 //   EngineCompare socketio-emit URL N [inflight]         N emitWithAck, `inflight` at a time
 //   EngineCompare signalr-invoke URL N [inflight]        N invoke("echo"), `inflight` at a time
 //   EngineCompare socketio-emit-loop URL N [inflight]   the same with the connection and the emitting
@@ -354,6 +357,21 @@ case "signalr-stream":
     report("signalr-stream", count, clock.now - start)
     await connection.stop()
 
+case "signalr-stream-direct":
+    guard let url = argument(1) else { fail("signalr-stream-direct URL N") }
+    let total = number(2, 100_000)
+    let connection = HubConnectionBuilder().withUrl(url: url, transport: .webSockets).build()
+    try await startHub(connection)
+    let start = clock.now
+    let count = try await Task.detached {
+        var count = 0
+        let stream: HubStream<Int> = try await connection.stream(method: "countTo", arguments: total)
+        for try await _ in stream { count += 1 }
+        return count
+    }.value
+    report("signalr-stream-direct", count, clock.now - start)
+    await connection.stop()
+
 case "signalr-on":
     guard let url = argument(1) else { fail("signalr-on URL N") }
     let total = number(2, 100_000)
@@ -389,6 +407,47 @@ case "socketio-on":
     for await _ in done.stream {}
     report("socketio-on", received.withLockedValue { $0 }, clock.now - start)
     manager.disconnect()
+
+case "socketio-events":
+    guard let url = argument(1) else { fail("socketio-events URL N") }
+    let total = number(2, 200_000)
+    var configuration = SocketIOConfiguration()
+    configuration.engine.transports = [.websocket]
+    configuration.reachability = AlwaysReachable()
+    let manager = SocketManager(url: url, configuration: configuration)
+    let socket = manager.defaultSocket
+    // A buffer that holds the whole burst: the figure is the sequence's cost, not its drops.
+    let events = socket.events(named: "tick", bufferSize: total)
+    try await socket.connect(timeout: .seconds(10))
+    let start = clock.now
+    try socket.emit("count", arguments: [.number(Double(total))])
+    let count = await Task.detached {
+        var count = 0
+        for await _ in events {
+            count += 1
+            if count == total { break }
+        }
+        return count
+    }.value
+    report("socketio-events", count, clock.now - start)
+    if events.droppedCount > 0 { fail("socketio-events: \(events.droppedCount) events dropped") }
+    manager.disconnect()
+
+case "sse-addlistener":
+    guard let url = argument(1).flatMap(URL.init(string:)) else { fail("sse-addlistener URL [count]") }
+    let limit = number(2, .max)
+    let source = EventSource(url: url, configuration: EventSourceConfiguration(maxReconnectAttempts: 0, reachability: AlwaysReachable()))
+    let received = NIOLockedValueBox(0)
+    let done = AsyncStream.makeStream(of: Void.self)
+    source.addEventListener("tick") { _, _, _ in
+        if received.withLockedValue({ $0 += 1; return $0 }) == limit { done.continuation.finish() }
+    }
+    source.addEventListener("done") { _, _, _ in done.continuation.finish() }
+    let start = clock.now
+    source.connect()
+    for await _ in done.stream {}
+    report("sse-addlistener", received.withLockedValue { $0 }, clock.now - start)
+    source.close()
 
 case "socketio-emit", "socketio-emit-loop":
     guard let url = argument(1) else { fail("socketio-emit URL N [inflight]") }
