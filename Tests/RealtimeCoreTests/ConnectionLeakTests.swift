@@ -76,8 +76,12 @@ import Testing
         let server = try await WebSocketEchoServer.start(tls: tls)
         defer { Task { await server.stop() } }
         let before = Self.openDescriptors()
+        // A minute to connect: 50 handshakes at a time beside the whole suite and two CPU-burning
+        // loops once took longer than the default 10 s, and a timeout is not the path under test.
         try await failRepeatedly(code: .tlsFailure) { _ in
-            try await WebSocketTransport.connect(to: server.webSocketBaseURL) { _ in }
+            try await WebSocketTransport.connect(
+                to: server.webSocketBaseURL, configuration: WebSocketConfiguration(connectTimeout: .seconds(60))
+            ) { _ in }
         }
         try await expectNoLeak(port: server.port, descriptorsBefore: before)
     }
