@@ -212,6 +212,11 @@ public struct HTTPConnectionOptions: Sendable, Hashable {
     /// one from a full pool). Default 10 s.
     public var connectTimeout: Duration
     /// How long an unused connection stays in the pool. Default 60 s.
+    ///
+    /// This includes a connection whose set-up (TCP connect, proxy tunnel, TLS handshake) was under
+    /// way when its request was cancelled, for example a stream closed while it was connecting:
+    /// the set-up finishes, the connection waits here unused for the next request to that host, and
+    /// is closed after this long.
     public var idleTimeout: Duration
 
     /// Makes options; every parameter is the property of the same name.

@@ -189,18 +189,23 @@ struct StatefulReconnectTests {
                 }
             }
         }
-        // Wait until the count has not moved for 1.5 s (the server would have acknowledged after 1 s):
-        // "no more sends complete" is an absence, so it is sampled, not awaited.
-        var last = -1
+        // Wait until neither count has moved for 1.5 s and 30 samples (the server would have
+        // acknowledged after 1 s): "no more sends complete" is an absence, so it is sampled, not
+        // awaited. Counting samples as well as time keeps a stall of the whole process (a loaded
+        // machine not running this task for a while) from passing for quiet.
+        var last = (-1, -1)
+        var quietSamples = 0
         var stableSince = ContinuousClock.now
         let deadline = ContinuousClock.now + .seconds(30)
         while ContinuousClock.now < deadline {
-            let now = completed.withLockedValue { $0 }
+            let now = (completed.withLockedValue { $0 }, server.receivedTargets.count)
             if now != last {
                 last = now
+                quietSamples = 0
                 stableSince = .now
-            } else if ContinuousClock.now - stableSince > .milliseconds(1_500) {
-                break
+            } else {
+                quietSamples += 1
+                if quietSamples >= 30 && ContinuousClock.now - stableSince > .milliseconds(1_500) { break }
             }
             try await Task.sleep(for: .milliseconds(50))  // sampling an absence (see above)
         }

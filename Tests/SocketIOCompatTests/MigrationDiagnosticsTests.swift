@@ -1,4 +1,5 @@
 import Foundation
+import RealtimeTesting
 import Testing
 
 // Code ported from socket.io-client-swift, IKEventSource or the older SignalR Swift client compiles
@@ -7,7 +8,10 @@ import Testing
 // modules of this build: once importing the main product (every marked line must fail with a message
 // naming the compat product) and once importing the compat product (it must compile cleanly).
 
-@Suite("Migration diagnostics: seed spellings without the compat import name the product")
+// Each type-check is a swiftc process of several seconds: the suite runs them one at a time and
+// waits for each on a thread of its own (BlockingWork), so that the tests running beside it keep
+// the concurrency pool's threads (two on a 2-core machine) and both cores are not taken by compilers.
+@Suite("Migration diagnostics: seed spellings without the compat import name the product", .serialized)
 struct MigrationDiagnosticsTests {
     /// A sample: the lines of a file after its imports; a line ending in `// needs compat` must fail
     /// without the compat import.
@@ -76,9 +80,9 @@ struct MigrationDiagnosticsTests {
     ]
 
     @Test("without the compat import, each marked line's first error names the compat product", arguments: samples)
-    func withoutTheCompatImport(_ sample: Sample) throws {
+    func withoutTheCompatImport(_ sample: Sample) async throws {
         let file = try SwiftTypecheck.write(sample.body, importing: sample.mainModule)
-        let result = try SwiftTypecheck.run(file)
+        let result = try await SwiftTypecheck.run(file)
         #expect(result.status != 0, "the sample compiled without \(sample.compatModule)")
         let firstErrors = result.firstErrorPerLine
         let marked = sample.markedLines(offset: 2)
@@ -95,9 +99,9 @@ struct MigrationDiagnosticsTests {
     }
 
     @Test("with the compat import, the same sample compiles", arguments: samples)
-    func withTheCompatImport(_ sample: Sample) throws {
+    func withTheCompatImport(_ sample: Sample) async throws {
         let file = try SwiftTypecheck.write(sample.body, importing: sample.compatModule)
-        let result = try SwiftTypecheck.run(file)
+        let result = try await SwiftTypecheck.run(file)
         #expect(result.status == 0, "\(result.output)")
     }
 
@@ -106,7 +110,7 @@ struct MigrationDiagnosticsTests {
     /// meaning: in async code the async one, with or without the compat import; in synchronous code
     /// the compat one, and without the import an error that the call is async.
     @Test("connect(), start() and stop(): async in async code, the compat ones in synchronous code")
-    func asyncNamesKeepOneMeaning() throws {
+    func asyncNamesKeepOneMeaning() async throws {
         let socketIO = (sync: """
             func ported(socket: SocketIOClient) {
                 socket.connect()
@@ -139,19 +143,19 @@ struct MigrationDiagnosticsTests {
             """)
         for (main, compat, samples) in [("SocketIOEngine", "SocketIOCompat", socketIO), ("SignalRHub", "SignalRHubCompat", signalR)] {
             // Synchronous code: the compat calls that return at once; without the import, an error.
-            let syncCompat = try SwiftTypecheck.run(try SwiftTypecheck.write(samples.sync, importing: compat))
+            let syncCompat = try await SwiftTypecheck.run(try SwiftTypecheck.write(samples.sync, importing: compat))
             #expect(syncCompat.status == 0, "\(compat): \(syncCompat.output)")
-            let syncMain = try SwiftTypecheck.run(try SwiftTypecheck.write(samples.sync, importing: main))
+            let syncMain = try await SwiftTypecheck.run(try SwiftTypecheck.write(samples.sync, importing: main))
             #expect(syncMain.status != 0)
             #expect(syncMain.firstErrorPerLine[4]?.contains("'async' call in a function that does not support concurrency") == true,
                     "\(main): \(syncMain.output)")
             // Async code: the async ones, both ways; forgetting await is an error both ways.
             for module in [main, compat] {
-                let async = try SwiftTypecheck.run(try SwiftTypecheck.write(samples.async, importing: module))
+                let async = try await SwiftTypecheck.run(try SwiftTypecheck.write(samples.async, importing: module))
                 if module == compat || main == "SignalRHub" {
                     #expect(async.status == 0, "\(module): \(async.output)")
                 }
-                let missing = try SwiftTypecheck.run(try SwiftTypecheck.write(samples.missingAwait, importing: module))
+                let missing = try await SwiftTypecheck.run(try SwiftTypecheck.write(samples.missingAwait, importing: module))
                 let error = missing.firstErrorPerLine[4] ?? ""
                 #expect(error.contains("is 'async' but is not marked with 'await'") || error.contains("call can throw"), "\(module): \(missing.output)")
             }
@@ -200,7 +204,12 @@ enum SwiftTypecheck {
         return file.path
     }
 
-    static func run(_ file: String) throws -> Result {
+    /// Type-checks `file` on a thread of its own (see ``BlockingWork``).
+    static func run(_ file: String) async throws -> Result {
+        try await BlockingWork.run { try runBlocking(file) }
+    }
+
+    static func runBlocking(_ file: String) throws -> Result {
         let build = try buildDirectory()
         var arguments = ["swiftc", "-typecheck", "-swift-version", "6", "-I", build.appendingPathComponent("Modules").path]
         for map in try moduleMaps(build: build) { arguments += ["-Xcc", "-fmodule-map-file=\(map)"] }
