@@ -13,9 +13,28 @@ import NIOPosix
 /// Backpressure: once `limit` elements wait, ``yield(contentsOf:)`` answers `false`; the connection
 /// stops reading and `onDemand` is called when the consumer has taken them. What is held is at most
 /// `limit` plus one read's worth waiting, and as much again in the consumer's batch.
+///
+/// With an ``Overflow`` that drops, the producer is never paused (a reader that must keep answering
+/// the heartbeat): past `limit` waiting elements the oldest or the newest go, counted in
+/// ``droppedCount``.
 package final class InboundBuffer<Element: Sendable>: Sendable {
+    /// What happens when `limit` elements wait.
+    package enum Overflow: Sendable {
+        /// The producer is told to pause (`false` from the producer calls) until the consumer takes.
+        case pause
+        /// The oldest waiting elements go. They are let go in steps (when twice `limit` wait, and
+        /// when the consumer takes), so that a consumer far behind costs no copy per element.
+        case dropOldest
+        /// The new elements go.
+        case dropNewest
+    }
+
     private struct State {
         var items: [Element] = []
+        /// Elements dropped by the overflow rule so far.
+        var dropped = 0
+        /// Times a consumer was resumed or started with elements (one per hand-over, not per element).
+        var wakeUps = 0
         var consumer: CheckedContinuation<[Element]?, any Error>?
         var finished = false
         var failure: (any Error)?
@@ -32,9 +51,57 @@ package final class InboundBuffer<Element: Sendable>: Sendable {
     private let state = NIOLockedValueBox(State())
     /// How many elements may wait before the producer is asked to pause.
     package let limit: Int
+    private let overflow: Overflow
 
-    package init(limit: Int) {
+    package init(limit: Int, overflow: Overflow = .pause) {
         self.limit = max(1, limit)
+        self.overflow = overflow
+    }
+
+    /// Elements dropped by the ``Overflow`` rule so far (those waiting past `limit` included).
+    package var droppedCount: Int {
+        state.withLockedValue { state in
+            state.dropped + (overflow == .dropOldest ? max(0, state.items.count - limit) : 0)
+        }
+    }
+
+    /// How many times a consumer was handed elements: resumed from a wait or started on demand. One
+    /// per batch, however many elements it holds; what tests count to see that a read's messages
+    /// cost one wake-up.
+    package var consumerWakeUps: Int { state.withLockedValue { $0.wakeUps } }
+
+    /// Applies the overflow rule after elements were added (under the lock). Returns whether the
+    /// producer may go on.
+    private func admit(_ state: inout State) -> Bool {
+        switch overflow {
+        case .pause:
+            if state.items.count >= limit {
+                state.producerPaused = true
+                return false
+            }
+        case .dropOldest:
+            if state.items.count >= 2 * limit { Self.dropOldest(&state, keeping: limit) }
+        case .dropNewest:
+            if state.items.count > limit {
+                state.dropped += state.items.count - limit
+                state.items.removeLast(state.items.count - limit)
+            }
+        }
+        return true
+    }
+
+    private static func dropOldest(_ state: inout State, keeping limit: Int) {
+        guard state.items.count > limit else { return }
+        state.dropped += state.items.count - limit
+        state.items.removeFirst(state.items.count - limit)
+    }
+
+    /// What waits, taken for the consumer (under the lock): the newest `limit` with `dropOldest`.
+    private func takeItems(_ state: inout State) -> [Element] {
+        if overflow == .dropOldest { Self.dropOldest(&state, keeping: limit) }
+        let batch = state.items
+        state.items = []
+        return batch
     }
 
     // MARK: Producer
@@ -60,8 +127,7 @@ package final class InboundBuffer<Element: Sendable>: Sendable {
                 state.parked = true
                 return (nil, nil)
             }
-            let batch = state.items
-            state.items = []
+            let batch = takeItems(&state)
             let demand = state.producerPaused ? state.onDemand : nil
             state.producerPaused = false
             return (batch, demand)
@@ -74,6 +140,7 @@ package final class InboundBuffer<Element: Sendable>: Sendable {
     private static func unpark(_ state: inout State) -> (@Sendable () -> Void)? {
         guard state.parked, !state.items.isEmpty, let starter = state.starter else { return nil }
         state.parked = false
+        state.wakeUps += 1
         return starter
     }
 
@@ -100,18 +167,15 @@ package final class InboundBuffer<Element: Sendable>: Sendable {
             if state.finished { return (nil, [], true, nil) }
             if let consumer = state.consumer {
                 state.consumer = nil
-                var batch = state.items
-                state.items = []
-                add(&batch)
-                return (consumer, batch, true, nil)
+                add(&state.items)
+                // A waiting consumer takes it all: the producer is not paused, only a drop rule applies.
+                if overflow == .dropNewest { _ = admit(&state) }
+                state.wakeUps += 1
+                return (consumer, takeItems(&state), true, nil)
             }
             add(&state.items)
-            let start = Self.unpark(&state)
-            if state.items.count >= limit {
-                state.producerPaused = true
-                return (nil, [], false, start)
-            }
-            return (nil, [], true, start)
+            let goOn = admit(&state)
+            return (nil, [], goOn, Self.unpark(&state))
         }
         consumer?.resume(returning: batch)
         start?()
@@ -138,11 +202,7 @@ package final class InboundBuffer<Element: Sendable>: Sendable {
                 state.flushScheduled = true
                 schedule = true
             }
-            if state.items.count >= limit {
-                state.producerPaused = true
-                return (false, schedule)
-            }
-            return (true, schedule)
+            return (admit(&state), schedule)
         }
         if schedule { eventLoop.execute { self.flush() } }
         return goOn
@@ -158,8 +218,8 @@ package final class InboundBuffer<Element: Sendable>: Sendable {
             if let start = Self.unpark(&state) { return (nil, [], start) }
             guard let consumer = state.consumer, !state.items.isEmpty else { return (nil, [], nil) }
             state.consumer = nil
-            let batch = state.items
-            state.items = []
+            state.wakeUps += 1
+            let batch = takeItems(&state)
             let demand = state.producerPaused ? state.onDemand : nil
             state.producerPaused = false
             return (consumer, batch, demand)
@@ -223,8 +283,8 @@ package final class InboundBuffer<Element: Sendable>: Sendable {
         guard let consumer else { return }
         // A parked consumer may wait for a deferred flush: it gets what waits first, the end next.
         let pending = state.withLockedValue { state -> [Element] in
-            defer { state.items = [] }
-            return state.items
+            if !state.items.isEmpty { state.wakeUps += 1 }
+            return takeItems(&state)
         }
         if !pending.isEmpty {
             consumer.resume(returning: pending)
@@ -251,8 +311,7 @@ package final class InboundBuffer<Element: Sendable>: Sendable {
     package func nextBatch(isolation actor: isolated (any Actor)? = #isolation) async throws -> [Element]? {
         func take(_ state: inout State) -> Take {
             if !state.items.isEmpty {
-                let batch = state.items
-                state.items = []
+                let batch = takeItems(&state)
                 let demand = state.producerPaused ? state.onDemand : nil
                 state.producerPaused = false
                 return .batch(batch, demand: demand)

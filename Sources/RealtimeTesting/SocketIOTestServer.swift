@@ -92,6 +92,8 @@ public final class SocketIOTestServer: Sendable {
         var nextOffset = 0
         var recoverable: [String: Recovery] = [:]
         var pingsPaused = false
+        /// Engine.IO packets written to WebSockets (handed to the socket, one frame each).
+        var webSocketPacketsWritten = 0
         var events: [(namespace: String, name: String, arguments: [JSONValue])] = []
         var handshakeQueries: [[String: String]] = []
         var upgradeCookies: [String?] = []
@@ -217,6 +219,10 @@ public final class SocketIOTestServer: Sendable {
         let sessions = state.withLockedValue { Array($0.sessions.values) }
         for session in sessions { session.send(.message(text)) }
     }
+
+    /// Engine.IO packets written to WebSockets so far, each as a frame of its own: a test that holds
+    /// the network back waits for this before letting a burst through.
+    public var webSocketPacketsWritten: Int { state.withLockedValue { $0.webSocketPacketsWritten } }
 
     /// Stops (or resumes) sending pings, so clients see a heartbeat timeout.
     public func pausePings(_ paused: Bool) { state.withLockedValue { $0.pingsPaused = paused } }
@@ -382,6 +388,7 @@ public final class SocketIOTestServer: Sendable {
                     case .text(let text): try await outbound.write(.text(text))
                     case .binary(let data): try await outbound.write(.binary(ByteBuffer(data: data)))
                     }
+                    self.state.withLockedValue { $0.webSocketPacketsWritten += 1 }
                 }
                 // The session ended: close the socket with its close code (1000 unless one was named).
                 let (code, reason) = session.closeCode

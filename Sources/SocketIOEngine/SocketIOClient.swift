@@ -760,7 +760,7 @@ public final class SocketIOClient: Sendable {
             defer { state.streams = [:] }
             return state.streams.values
         }
-        for stream in streams { stream.continuation.finish() }
+        for stream in streams { stream.finish() }
     }
 
     private func reportUnsendable(_ frame: EngineIOFrame, _ error: RealtimeError) {

@@ -1,5 +1,7 @@
 import RealtimeTesting
 import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
 import RealtimeCore
 import Testing
 
@@ -155,5 +157,37 @@ struct TestError: Error {}
         #expect(buffer.takeOrPark() == [1, 2])
         #expect(demanded.withLockedValue { $0 } == 1, "taking the paused batch asks the producer for more")
         #expect(buffer.takeOrPark() == nil)
+    }
+
+    /// Dropping overflow: the producer is never paused; past the limit the oldest (or the newest)
+    /// go, and droppedCount counts exactly those.
+    @Test(arguments: [InboundBuffer<Int>.Overflow.dropOldest, .dropNewest])
+    func droppingOverflowKeepsTheLimitAndCounts(_ overflow: InboundBuffer<Int>.Overflow) async throws {
+        let buffer = InboundBuffer<Int>(limit: 10, overflow: overflow)
+        for value in 1...95 { #expect(buffer.yield(value), "a dropping buffer never pauses its producer") }
+        #expect(buffer.yield(contentsOf: Array(96...100)))
+        #expect(buffer.droppedCount == 90)
+        #expect(try await buffer.nextBatch() == (overflow == .dropOldest ? Array(91...100) : Array(1...10)))
+        #expect(buffer.droppedCount == 90)
+        buffer.yield(101)
+        #expect(try await buffer.nextBatch() == [101])
+        #expect(buffer.droppedCount == 90)
+    }
+
+    /// One event-loop job that appends element by element (a reader handling one read's frames)
+    /// wakes a waiting consumer once, after the job: the hand-over counter says 1, not 500.
+    @Test func appendsInOneEventLoopJobWakeTheConsumerOnce() async throws {
+        let group = MultiThreadedEventLoopGroup.singleton
+        let buffer = InboundBuffer<Int>(limit: 1_000, overflow: .dropOldest)
+        let consumer = Task {
+            var seen: [Int] = []
+            var iterator = InboundBuffer.Iterator(buffer)
+            while seen.count < 500, let value = try await iterator.next() { seen.append(value) }
+            return seen
+        }
+        try await waitUntil { buffer.hasWaitingConsumer }
+        try await group.next().submit { for value in 0..<500 { buffer.append(value) } }.get()
+        #expect(try await consumer.value == Array(0..<500))
+        #expect(buffer.consumerWakeUps == 1)
     }
 }

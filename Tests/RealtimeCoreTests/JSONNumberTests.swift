@@ -51,7 +51,7 @@ import Testing
         #expect(JSONValue.integer(1) == .number(1))
         #expect(JSONValue.unsignedInteger(5) == .integer(5))
         #expect(JSONValue.integer(9_007_199_254_740_993) != .number(9_007_199_254_740_992))
-        #expect(JSONValue.unsignedInteger(.max) != .number(18_446_744_073_709_551_615))
+        #expect(JSONValue.unsignedInteger(.max) != .number(18_446_744_073_709_551_616))  // 2^64, the double nearest to UInt64.max
         #expect(Set<JSONValue>([.integer(1), .number(1), .unsignedInteger(1)]).count == 1)
         #expect(JSONValue.number(-0.0) == .integer(0))
         #expect(JSONValue(integerLiteral: 42) == .integer(42))
