@@ -134,6 +134,10 @@ public final class EventSource: Service, Sendable {
     /// One consumer at a time, across ``events`` and ``updates``.
     public var updates: EventSourceUpdates { EventSourceUpdates(source: self) }
 
+    /// How many times the consumer of ``events`` or ``updates`` was handed what arrived (once per
+    /// batch a read brought), for tests of the hand-over.
+    package var consumerWakeUps: Int { buffer.consumerWakeUps }
+
     /// The WHATWG ready state.
     public var readyState: EventSourceState { state.withLockedValue { $0.readyState } }
 

@@ -155,13 +155,14 @@ final class ProxyConnection: @unchecked Sendable {
         let due = NIODeadline.now() + .nanoseconds(latency.nanoseconds)
         queues[side].append((due, bytes))
         queued[side] += bytes.readableBytes
+        if side == 1 { proxy.noteQueuedForClient(bytes.readableBytes) }
         drain(side)
     }
 
     /// Forwards what is due in direction `direction`, unless it is stalled.
     func drain(_ direction: Int) {
         guard !closed, let destination = channel(1 - direction) else { return }
-        if proxy.conditions(direction: direction).stalled { return }
+        if proxy.conditions(direction: direction).stalled || proxy.isHeld(direction: direction) { return }
         var wrote = false
         while let head = queues[direction].first {
             if head.due > .now() {
@@ -175,6 +176,7 @@ final class ProxyConnection: @unchecked Sendable {
             }
             queues[direction].removeFirst()
             queued[direction] -= head.bytes.readableBytes
+            if direction == 1 { proxy.noteQueuedForClient(-head.bytes.readableBytes) }
             var bytes = head.bytes
             let (allowed, fire) = proxy.consume(bytes.readableBytes, direction: direction, connection: ObjectIdentifier(self))
             if allowed == 0 && fire == nil { continue }
@@ -222,7 +224,9 @@ final class ProxyConnection: @unchecked Sendable {
         guard !closed else { return }
         closed = true
         for timer in drainTimers { timer?.cancel() }
+        if queued[1] > 0 { proxy.noteQueuedForClient(-queued[1]) }
         queues = [[], []]
+        queued = [0, 0]
         for side in 0...1 {
             guard let channel = channel(side) else { continue }
             if mode == .reset, let provider = channel as? any SocketOptionProvider {

@@ -171,6 +171,8 @@ public final class FaultProxy: Sendable {
         public var bytesToTarget = 0
         /// Bytes forwarded from the target to clients.
         public var bytesToClient = 0
+        /// Bytes read from the target and held for clients (``hold(_:)``), not forwarded yet.
+        public var bytesHeldForClients = 0
     }
 
     private init(port: Int, targetHost: String, targetPort: Int, state: NIOLockedValueBox<ProxyState>) {
@@ -321,7 +323,14 @@ public final class FaultProxy: Sendable {
     /// Cuts every open connection now (``Fault/cut(_:)``).
     public func cutAll(_ mode: CutMode = .fin) { inject(.cut(mode)) }
 
-    /// Ends stalls and latency in every direction; held bytes are forwarded in order.
+    /// Reads what comes in `directions` but forwards nothing until ``resume()``, which lets it all
+    /// through at once: a burst the target wrote piece by piece reaches the other side together.
+    /// ``Statistics/bytesHeldForClients`` says how much waits (to know the target's writes are in).
+    public func hold(_ directions: Directions) {
+        state.withLockedValue { $0.held.formUnion(directions) }
+    }
+
+    /// Ends stalls, holds and latency in every direction; held bytes are forwarded in order.
     public func resume() {
         end(stall: .both, latency: .both)
     }
@@ -329,6 +338,7 @@ public final class FaultProxy: Sendable {
     private func end(stall: Directions, latency: Directions) {
         let connections = state.withLockedValue { state in
             state.stalled.subtract(stall)
+            state.held.subtract(stall)
             if latency.contains(.clientToTarget) { state.latency[0] = .zero }
             if latency.contains(.targetToClient) { state.latency[1] = .zero }
             return state.connections.values.map { $0 }
@@ -511,6 +521,16 @@ public final class FaultProxy: Sendable {
         }
     }
 
+    /// Whether bytes in `direction` are read but held (``hold(_:)``).
+    func isHeld(direction: Int) -> Bool {
+        state.withLockedValue { $0.held.contains(direction == 0 ? .clientToTarget : .targetToClient) }
+    }
+
+    /// Bytes for clients came into (positive) or left (negative) a connection's queue.
+    func noteQueuedForClient(_ count: Int) {
+        state.withLockedValue { $0.statistics.bytesHeldForClients += count }
+    }
+
     func fireCut(_ mode: CutMode) {
         cut(state.withLockedValue { state in state.doomed.compactMap { state.connections[$0] } }, mode: mode)
     }
@@ -557,6 +577,8 @@ struct ProxyState {
     /// Connections a fired trigger is cutting: they forward nothing more.
     var doomed: Set<ObjectIdentifier> = []
     var stalled: FaultProxy.Directions = []
+    /// Directions whose bytes are read and queued but not forwarded (``FaultProxy/hold(_:)``).
+    var held: FaultProxy.Directions = []
     /// Index 0: client to target; 1: target to client.
     var latency: [Duration] = [.zero, .zero]
     var refusing = false

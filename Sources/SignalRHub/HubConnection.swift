@@ -586,6 +586,10 @@ public final class HubConnection: Service, Sendable {
         state.withLockedValue { $0.handlers[method.lowercased(), default: []].append(handler) }
     }
 
+    /// How many times the handlers' task was started with invocations (once per batch a read
+    /// brought, when it keeps up), for tests of the hand-over.
+    package var handlerWakeUps: Int { state.withLockedValue { $0.dispatcher }?.consumerWakeUps ?? 0 }
+
     /// The handlers run in one task at a time, in the order the invocations arrived, a batch per
     /// wake-up; the task runs while invocations wait and ends when none does (a quiet connection
     /// keeps no task waiting for them).

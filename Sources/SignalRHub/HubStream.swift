@@ -41,6 +41,10 @@ public struct HubRawStream: AsyncSequence, Sendable {
 
     /// Sends CancelInvocation (when the stream is still running) and ends the sequence.
     public func cancel() async { await cancelAction() }
+
+    /// How many times the reader was handed items (once per batch a read brought), for tests of
+    /// the hand-over.
+    package var consumerWakeUps: Int { buffer.consumerWakeUps }
 }
 
 /// The typed items of a server-to-client stream (``HubConnection/stream(method:arguments:)``): an
@@ -81,4 +85,8 @@ public struct HubStream<Element: Decodable & Sendable>: StreamResult, AsyncSeque
 
     /// Stops the stream: the server is asked to cancel it and iteration ends.
     public func cancel() async { await raw.cancel() }
+
+    /// How many times the reader (of the sequence or of ``stream``) was handed items, for tests of
+    /// the hand-over.
+    package var consumerWakeUps: Int { raw.consumerWakeUps }
 }

@@ -841,6 +841,10 @@ public struct SpreadbotMessages: AsyncSequence, Sendable {
         public mutating func next(isolation actor: isolated (any Actor)?) async throws -> SpreadbotMessage? {
             try await base.next(isolation: actor)
         }
+
+        /// How many times this iterator was handed messages (once per batch a read brought), for
+        /// tests of the hand-over.
+        package var consumerWakeUps: Int { subscription.buffer.consumerWakeUps }
     }
 
     /// Makes an iterator over the sequence.
