@@ -242,9 +242,11 @@ public final class EventSource: Service, Sendable {
     var hasConsumer: Bool { state.withLockedValue { $0.consumers > 0 } }
 
     /// Hands `updates` to the sequences' consumer, if there is one; returns whether to read on.
+    /// On the connection's event loop the consumer is woken once after the current job, so every
+    /// body part of one socket read (a chunk per event, as servers write them) is one hand-over.
     func deliver(_ updates: some Collection<EventSourceUpdate>) -> Bool {
         guard hasConsumer, !updates.isEmpty else { return true }
-        let goOn = buffer.yield(contentsOf: updates)
+        let goOn = buffer.append(contentsOf: updates)
         // The last iterator may have gone between the check and the yield.
         if !hasConsumer {
             buffer.discardBuffered()

@@ -81,6 +81,8 @@ public final class SpreadbotTestServer: Sendable {
         /// The open WebSockets' ways to close with a code, by subscriber.
         var webSocketClosers: [Int: @Sendable (UInt16, String?) -> Void] = [:]
         var nextSubscriber = 0
+        /// Messages written to WebSockets (handed to the socket, one frame each).
+        var webSocketMessagesWritten = 0
         var received: [String: [Received]] = [:]
         var seenMessageIds: Set<String> = []
         var resources: [String: String] = [:]
@@ -171,6 +173,9 @@ public final class SpreadbotTestServer: Sendable {
     public func received(on path: String) -> [Received] { state.withLockedValue { $0.received[Self.normalize(path)] ?? [] } }
     /// One line per request: "GET /p ws", "GET /p sse", "GET /p poll", "POST /p", "POST /oauth/token", with " 401" etc. when refused.
     public var requestLog: [String] { state.withLockedValue { $0.log } }
+    /// Messages written to WebSockets so far, each as a frame of its own: a test that holds the
+    /// network back waits for this before letting a burst through.
+    public var webSocketMessagesWritten: Int { state.withLockedValue { $0.webSocketMessagesWritten } }
     /// Open WebSocket and event-stream subscribers.
     public var streamCount: Int { state.withLockedValue { $0.subscribers.count } }
 
@@ -270,6 +275,7 @@ public final class SpreadbotTestServer: Sendable {
                             case .text: try await outbound.write(.text(Self.envelope(message, path: path)))
                             case .binary(let bytes): try await outbound.write(.binary(ByteBuffer(bytes: bytes)))
                             }
+                            server.state.withLockedValue { $0.webSocketMessagesWritten += 1 }
                         }
                     }
                     group.addTask {

@@ -46,7 +46,8 @@ struct EventSourceHandOverTests {
         var bytes = 0
         for index in 1...total {
             let event = "data: \(index)\n\n"
-            bytes += event.utf8.count
+            // On the wire each write is an HTTP chunk: its size in hex, CRLF, the bytes, CRLF.
+            bytes += String(event.utf8.count, radix: 16).count + 2 + event.utf8.count + 2
             feed.send(event)
         }
         try await waitUntil("the proxy holds the server's writes", limit: .seconds(30)) { proxy.statistics.bytesHeldForClients >= bytes }

@@ -12,7 +12,7 @@ import Testing
 /// their `NIOAsyncChannel` unfinished, which traps the process ("Deinited NIOAsyncWriter without
 /// calling finish()", swift-nio issues 2637 and 3481; it crashed a full test run). A regression of
 /// the second crashes the test run rather than failing one test.
-@Suite("LoopbackServer: stop with idle and arriving connections", .serialized, .timeLimit(.minutes(2)))
+@Suite("LoopbackServer: stop with idle and arriving connections", .serialized, .timeLimit(.minutes(5)))
 struct LoopbackServerStopTests {
     @Test("32 idle connections open, 32 more arriving, then stop, 20 times: stop returns and closes every idle connection")
     func stopWithIdleAndArrivingConnections() async throws {

@@ -35,9 +35,10 @@ struct SpreadbotHandOverTests {
         server.publish("m0", to: "burst")
         try await waitUntil("the first message was handed over", limit: .seconds(30)) { counter.consumerWakeUps >= 1 }
         proxy.hold(.targetToClient)
+        let written = server.webSocketMessagesWritten
         for index in 1...total { server.publish("m\(index)", to: "burst") }
-        try await waitUntil("the proxy holds the server's writes", limit: .seconds(30)) {
-            proxy.statistics.bytesHeldForClients >= total * 10
+        try await waitUntil("the server wrote every message and the proxy holds them", limit: .seconds(30)) {
+            server.webSocketMessagesWritten >= written + total && proxy.statistics.bytesHeldForClients >= total * 10
         }
         let before = counter.consumerWakeUps
         proxy.resume()
