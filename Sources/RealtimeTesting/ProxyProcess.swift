@@ -9,9 +9,6 @@ import Musl
 import Darwin
 #endif
 
-// @unchecked Sendable: every stored property is a `let` set in init; `Process` is safe to
-// terminate and wait on from any thread, and the log is a file read anew on each call.
-
 /// A real proxy server from Debian, started on 127.0.0.1 on a free port with a configuration of its
 /// own in a temporary folder, for tests that must show traffic went through a proxy:
 /// `tinyproxy` (HTTP `CONNECT` and absolute-form requests, optionally with Basic credentials) or
@@ -21,7 +18,8 @@ import Darwin
 /// to assert from the proxy's side that a connection went through it. Fails with instructions when
 /// the program is missing; it never skips silently.
 // @unchecked Sendable: every stored property is a `let` set in init; `Process` (not Sendable in
-// Foundation) is only terminated and waited on, which it allows from any thread.
+// Foundation) is only terminated and waited on, which it allows from any thread, and the log is a
+// file read anew on each call.
 public final class ProxyProcess: @unchecked Sendable {
     /// Which proxy.
     public enum Kind: Sendable, Hashable, CustomStringConvertible {

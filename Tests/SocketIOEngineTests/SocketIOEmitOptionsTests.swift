@@ -90,10 +90,11 @@ struct SocketIOEmitOptionsTests {
         try await socket.connect(timeout: .seconds(30))
         let key = UUID().uuidString
         // A plain emit that needs two tries, then a count: the count goes out only once the emit
-        // was acked, so it sees both tries (a third if the second's ack was late).
+        // was acked, so it sees both tries (more if an ack came after the 1 s ackTimeout, which a
+        // loaded machine does: at most the 4 tries that 3 retries allow).
         try socket.emit("flaky", arguments: [.string(key), 2])
         let count = try await socket.emitWithAck("flaky_count", key, timeout: .seconds(30)).first?.intValue ?? 0
-        #expect(count == 2 || count == 3)
+        #expect((2...4).contains(count), "the count saw \(count) tries")
     }
 
     /// A try the connection drop cut (written, no ack yet) is sent again after the reconnect: it
