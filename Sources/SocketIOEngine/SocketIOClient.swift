@@ -208,19 +208,46 @@ public final class SocketIOClient: Sendable {
 
     /// Sends this namespace's CONNECT packet on a freshly opened session.
     func sendConnect(on session: EngineIOSession) async {
-        if manager?.configuration.version == .v2 { return await sendLegacyConnect(on: session) }
+        // Called on the connection's task, whose async frames stay at their high-water mark for
+        // the connection's life: the waiting (the auth provider) is in a small function of its own
+        // and the packet is built in synchronous ones.
+        if speaksLegacyProtocol { return await sendLegacyConnect(on: session) }
+        let payload = await resolvedAuthPayload()
+        sendConnectPacket(payload, on: session)
+    }
+
+    /// Whether the manager speaks to a socket.io 2.x server (read without copying the whole
+    /// configuration into the caller's async frame).
+    private var speaksLegacyProtocol: Bool {
+        @inline(never) get { manager?.configuration.version == .v2 }
+    }
+
+    /// The auth provider's payload, or nil (with an `error` event) when it fails or is not an object.
+    @inline(never)
+    private func resolvedAuthPayload() async -> JSONValue? {
         let auth = state.withLockedValue { $0.auth }
-        var payload: JSONValue?
+        let payload: JSONValue?
         do {
             payload = try await auth.resolve()
         } catch {
-            fire(.error, [.string("the auth provider failed: \(error)")])
-            payload = nil
+            return invalidAuthPayload("the auth provider failed: \(error)")
         }
         if let value = payload, value.objectValue == nil {
-            fire(.error, [.string("the auth payload must be a JSON object; sending none")])
-            payload = nil
+            return invalidAuthPayload("the auth payload must be a JSON object; sending none")
         }
+        return payload
+    }
+
+    @inline(never)
+    private func invalidAuthPayload(_ message: String) -> JSONValue? {
+        fire(.error, [.string(message)])
+        return nil
+    }
+
+    /// Sends CONNECT with `payload` and, when recovering, the session's pid and offset.
+    @inline(never)
+    private func sendConnectPacket(_ auth: JSONValue?, on session: EngineIOSession) {
+        var payload = auth
         let (pid, offset) = state.withLockedValue { ($0.lifecycle.pid, $0.lifecycle.lastOffset) }
         if let pid {
             // Recovery fields first; the auth members win on a clash (as the JavaScript client does).
@@ -238,14 +265,25 @@ public final class SocketIOClient: Sendable {
 
     /// socket.io 2.x: the server joins `/` by itself at the handshake (its auth went in the
     /// handshake's query); another namespace is joined with `40/chat?<auth as a query>,`.
+    @inline(never)
     private func sendLegacyConnect(on session: EngineIOSession) async {
         guard namespace == "/" else {
-            let query = await legacyAuthQuery()
-            let name = query.isEmpty ? namespace : namespace + "?" + Self.encodeQuery(query)
-            publish(state.withLockedValue { $0.lifecycle.sendingConnect() })
-            session.send(frame(SocketIOPacket(type: .connect, namespace: name), requeue: false))
+            sendLegacyNamespaceConnect(await legacyAuthQuery(), on: session)
             return
         }
+        joinLegacyDefaultNamespace(on: session)
+    }
+
+    @inline(never)
+    private func sendLegacyNamespaceConnect(_ query: [(String, String)], on session: EngineIOSession) {
+        let name = query.isEmpty ? namespace : namespace + "?" + Self.encodeQuery(query)
+        publish(state.withLockedValue { $0.lifecycle.sendingConnect() })
+        session.send(frame(SocketIOPacket(type: .connect, namespace: name), requeue: false))
+    }
+
+    /// The default namespace of a socket.io 2.x server: joined by the server at the handshake.
+    @inline(never)
+    private func joinLegacyDefaultNamespace(on session: EngineIOSession) {
         publish(state.withLockedValue { $0.lifecycle.sendingConnect() })
         switch manager?.claimDefaultNamespace() ?? .wait {
         case .wait: break
@@ -257,6 +295,7 @@ public final class SocketIOClient: Sendable {
     /// socket.io 2.x: the auth payload as query items (strings as they are, other values as JSON
     /// text), in its order. A provider that fails, or a payload that is not an object, is reported
     /// (an `error` event) and nothing is sent, as with a CONNECT payload.
+    @inline(never)
     func legacyAuthQuery() async -> [(String, String)] {
         let auth = state.withLockedValue { $0.auth }
         let payload: JSONValue?

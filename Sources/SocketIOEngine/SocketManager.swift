@@ -387,6 +387,20 @@ final class SessionHandler: EngineIODelegate {
     func markClosed() { state.withLockedValue { $0.closed = true } }
 
     func engineIOOpened(_ handshake: EngineIOHandshake, transport: EngineIOOptions.Transport) async throws {
+        // On the connection's task (its frames stay at their high-water mark for the connection's
+        // life): the bookkeeping is synchronous, only the namespaces' CONNECTs are awaited.
+        guard let opened = opened(handshake, transport: transport) else { return }
+        await Self.sendConnects(opened.sockets, on: opened.session)
+    }
+
+    private static func sendConnects(_ sockets: [SocketIOClient], on session: EngineIOSession) async {
+        for socket in sockets { await socket.sendConnect(on: session) }
+    }
+
+    /// The session is open: the span ends, the manager and the reconnect context learn it; the
+    /// session and the namespaces to join on it (after a reconnect each is told first).
+    @inline(never)
+    private func opened(_ handshake: EngineIOHandshake, transport: EngineIOOptions.Transport) -> (session: EngineIOSession, sockets: [SocketIOClient])? {
         state.withLockedValue { $0.open = true }
         if let span = takeConnectSpan() {
             span.addEvent(SpanEvent(name: "opened", attributes: ["realtime.transport": .string(transport.rawValue)]))
@@ -394,11 +408,12 @@ final class SessionHandler: EngineIODelegate {
         }
         manager.opened(handshake)
         context.connected()
-        guard let session else { return }
-        for socket in manager.sockets where socket.isActive {
-            if context.attempt > 0 { socket.fire(.reconnect, [.number(Double(context.attempt))]) }
-            await socket.sendConnect(on: session)
+        guard let session else { return nil }
+        let sockets = manager.sockets.filter(\.isActive)
+        if context.attempt > 0 {
+            for socket in sockets { socket.fire(.reconnect, [.number(Double(context.attempt))]) }
         }
+        return (session, sockets)
     }
 
     func engineIOReceived(_ payload: EngineIOPacket.Payload) throws {
