@@ -61,6 +61,11 @@ struct SocketIOUpgradeTests {
         socket.on("tick") { ticks.append($0.arguments) }
         socket.on(clientEvent: .disconnect) { disconnects.append($0.arguments) }
         try await socket.connect(timeout: .seconds(30))
+        // Counted from here: on a machine loaded enough to stall the process for seconds, a first
+        // session can miss the server's ping limit before connect() returns (repeat runs beside
+        // CPU burners saw a second CONNECT and no disconnect event, which is how a connect that
+        // succeeds on its second session looks). What is checked is the session once connected.
+        let connects = server.connectCount
         // Sent while polling is held for the probe.
         try socket.emit("count", arguments: [10])
         let received = await ticks.wait(for: 10)
@@ -71,7 +76,7 @@ struct SocketIOUpgradeTests {
         #expect(manager.transport == .polling)
         #expect(socket.status == .connected)
         #expect(disconnects.values.isEmpty, "the session ended: \(disconnects.values)")
-        #expect(server.connectCount == 1)
+        #expect(server.connectCount == connects, "the namespace connected again")
         #expect(try await socket.emitWithAck("echo", arguments: ["still here"], timeout: .seconds(30)) == ["still here"])
         manager.disconnect()
         await manager.waitUntilStopped()
