@@ -469,7 +469,8 @@ public struct OverflowPolicy: Hashable, Sendable {
     @inlinable
     public var generation: Int { state.withLockedValue { $0.writerGeneration } }
 
-    /// Frames were written over a WebSocket: keep the re-sendable ones until confirmed, within the
+    /// Frames were written to a connection (a WebSocket, or a request that failed after it may have
+    /// been read): keep the re-sendable ones until confirmed, within the
     /// window (the oldest leave first, presumed delivered).
     @inlinable
     public func wroteUnconfirmed(_ frames: some Sequence<Message>) {

@@ -38,6 +38,9 @@ struct EngineIOFrame: OutboxMessage {
     var ackID: Int? = nil
     /// A volatile emit: never taken back for the next connection.
     var isVolatile = false
+    /// Written to a connection that then broke before the server confirmed it: the server may have
+    /// it. Sending it again is a re-send; dropping it drops an emit that was possibly delivered.
+    var wasWritten = false
 
     /// A frame of `packets` (at least one), each encoded here.
     init(packets: [EngineIOPacket], requeueNamespace: String?, ackID: Int? = nil) {
@@ -130,8 +133,17 @@ struct EngineIOFrame: OutboxMessage {
 
 extension EngineIOFrame {
     /// The emit this frame carries, as the `dropped` client event reports it:
-    /// `{"event": name, "data": [arguments], "ackId": id}` (`ackId` only for an emit with an ack).
+    /// `{"event": name, "data": [arguments], "ackId": id, "delivery": "notSent" | "possiblySent"}`
+    /// (`ackId` only for an emit with an ack).
     var droppedEmitDescription: JSONValue {
+        guard case .object(var members) = emitDescription else { return emitDescription }
+        members["delivery"] = .string(wasWritten ? SocketIODelivery.possiblySent.rawValue : SocketIODelivery.notSent.rawValue)
+        return .object(members)
+    }
+
+    /// The emit this frame carries: `{"event": name, "data": [arguments], "ackId": id}` (`ackId`
+    /// only for an emit with an ack).
+    var emitDescription: JSONValue {
         var members: OrderedDictionary<String, JSONValue> = [:]
         if case .text(let encoded) = first, encoded.utf8.first == EngineIOPacketType.message.character,
            let (packet, _) = try? SocketIOCodec.decode(text: String(encoded.dropFirst())) {

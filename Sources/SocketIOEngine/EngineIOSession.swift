@@ -231,7 +231,9 @@ final class EngineIOSession: Sendable {
                     throw RealtimeError.badStatus(head.status, url: head.url, body: String(buffer: body))
                 }
             } catch {
-                outbox.requeueFront(frames)
+                // The server may have read the body before the request failed: what it carried is
+                // possibly delivered, like frames written to a WebSocket that broke.
+                outbox.wroteUnconfirmed(frames)
                 outbox.finishedWrite()
                 throw error
             }

@@ -60,7 +60,7 @@ public final class SocketIOClient: Sendable {
         var retryQueue: Deque<RetryEntry> = []
         var nextRetrySequence = 0
         var streams: [UUID: EventStreamEntry] = [:]
-        var droppedEmits = 0
+        var delivery = SocketIODeliveryCounts()
         /// The offline queue: emits made while the namespace is not connected (or while the
         /// session's outbox is full), moved into the session's outbox in order once it can take
         /// them. Made when something must wait, and let go once it is empty: a connected namespace
@@ -120,8 +120,14 @@ public final class SocketIOClient: Sendable {
     }
     /// Emits dropped and reported (an ack failure, or an `error` client event): the offline queue
     /// overflowed while unsent frames were handed back after a drop, or a queued emit turned out
-    /// larger than the server's `maxPayload` once the handshake told it.
-    public var droppedEmitCount: Int { state.withLockedValue { $0.droppedEmits } }
+    /// larger than the server's `maxPayload` once the handshake told it. The sum of
+    /// ``deliveryCounts``' `notSent` and `possiblySent`.
+    public var droppedEmitCount: Int { state.withLockedValue { $0.delivery.notSent + $0.delivery.possiblySent } }
+    /// What became of the emits a connection drop, a full queue or a server limit touched, since the
+    /// socket was made: dropped and never sent, dropped after being written (possibly delivered),
+    /// and sent again. Each is also named, emit by emit, by the ``SocketClientEvent/dropped`` and
+    /// ``SocketClientEvent/resent`` client events.
+    public var deliveryCounts: SocketIODeliveryCounts { state.withLockedValue { $0.delivery } }
     var isActive: Bool { state.withLockedValue { $0.lifecycle.wantsConnection } }
 
     /// Publishes a status change the lifecycle returned (nil: unchanged).
@@ -361,7 +367,7 @@ public final class SocketIOClient: Sendable {
             throw RealtimeError.queueFull(capacity: manager?.configuration.offlineQueueCapacity ?? 0)
         case .droppedOldest(let oldest)?:
             manager?.metrics.dropped(reason: "queue_full")
-            state.withLockedValue { $0.droppedEmits += 1 }
+            state.withLockedValue { $0.delivery.countDropped(oldest) }
             let full = RealtimeError(.queueFull, "the offline queue was full; the oldest queued emit was dropped")
             if let id = oldest.ackID { failAck(id, with: full) }
             runtime.logger.debug("offline queue full, dropped the oldest emit", metadata: ["realtime.namespace": "\(namespace)"])
@@ -683,14 +689,16 @@ public final class SocketIOClient: Sendable {
         let pid = packet.data?["pid"]?.stringValue
         var tooLarge: [(EngineIOFrame, RealtimeError)] = []
         var sent: [EngineIOFrame] = []
+        var resent: [EngineIOFrame] = []
         let connected = state.withLockedValue { state in
             let connected = state.lifecycle.connected(sid: sid, pid: pid)
             // Flush the offline queue before anything else can be sent, in order. Frames queued
             // before this server's limits were known and too large for them are not sent.
-            if let session { tooLarge = flush(into: session, state: &state, sent: &sent) }
+            if let session { tooLarge = flush(into: session, state: &state, sent: &sent, resent: &resent) }
             return connected
         }
         for frame in sent { notifyOutgoing(frame) }
+        reportResent(resent)
         publish(connected.published)
         manager?.reportQueueDepth()
         for (frame, error) in tooLarge { reportUnsendable(frame, error) }
@@ -722,15 +730,20 @@ public final class SocketIOClient: Sendable {
         // Volatile emits are not sent again.
         let unwritten = unwritten.contains(where: \.isVolatile) ? unwritten.filter { !$0.isVolatile } : unwritten
         let (failedAcks, dropped) = state.withLockedValue { state in
-            // Written emits that wait for an ack are reported through the ack, not sent again.
-            let resend = written.filter { $0.ackID == nil && !$0.isVolatile }
+            // Written emits that wait for an ack are reported through the ack, not sent again. The
+            // others are marked: the server may have them.
+            var resend: [EngineIOFrame] = []
+            for var frame in written where frame.ackID == nil && !frame.isVolatile {
+                frame.wasWritten = true
+                resend.append(frame)
+            }
             let dropped = resend.isEmpty && unwritten.isEmpty ? [] : offlineQueue(&state).takeBack(written: resend, unwritten: unwritten)
             var waiting = Set(dropped.compactMap(\.ackID))
             state.offline?.forEachQueued { frame in if let id = frame.ackID { waiting.insert(id) } }
             var failed: [(Int, AckEntry)] = []
             for (id, entry) in state.acks where !waiting.contains(id) { failed.append((id, entry)) }
             for (id, _) in failed { state.acks.removeValue(forKey: id) }
-            state.droppedEmits += dropped.count
+            for frame in dropped { state.delivery.countDropped(frame) }
             return (failed, dropped)
         }
         manager?.metrics.dropped(dropped.count, reason: "queue_full")
@@ -743,9 +756,10 @@ public final class SocketIOClient: Sendable {
         }
         guard !dropped.isEmpty else { return }
         let which = offlineOverflow == .dropOldest ? "oldest" : "newest"
+        let possiblySent = dropped.count { $0.wasWritten }
         let full = RealtimeError(
             .queueFull,
-            "the offline queue (capacity \(offlineCapacity)) could not take back \(dropped.count) unsent emits; those written before the cut went first, then the \(which) of the rest (the dropped event lists them)")
+            "the offline queue (capacity \(offlineCapacity)) could not take back \(dropped.count) emits after the connection dropped: \(possiblySent) written before the cut (possibly delivered) went first, then \(dropped.count - possiblySent) never sent (the \(which)); the dropped event names each")
         for frame in dropped where frame.ackID != nil { failAck(frame.ackID!, with: full) }
         runtime.logger.debug(
             "emits dropped after a disconnect", metadata: ["realtime.namespace": "\(namespace)", "realtime.dropped": "\(dropped.count)"])
@@ -755,9 +769,10 @@ public final class SocketIOClient: Sendable {
 
     /// Moves queued frames into the session's send queue, in order, while it has room. Returns the
     /// frames too large for the server, to report.
-    /// `sent` collects the frames moved when someone listens to outgoing events.
+    /// `sent` collects the frames moved when someone listens to outgoing events; `resent` those
+    /// written to an earlier connection (counted here, named by ``reportResent(_:)``).
     private func flush(
-        into session: EngineIOSession, state: inout State, sent: inout [EngineIOFrame]
+        into session: EngineIOSession, state: inout State, sent: inout [EngineIOFrame], resent: inout [EngineIOFrame]
     ) -> [(EngineIOFrame, RealtimeError)] {
         var tooLarge: [(EngineIOFrame, RealtimeError)] = []
         guard let queue = state.offline else { return [] }
@@ -773,6 +788,10 @@ public final class SocketIOClient: Sendable {
                 queue.requeueFront(Array(frames[index...]))
                 break
             }
+            if frame.wasWritten {
+                state.delivery.resent += 1
+                resent.append(frame)
+            }
             if collect { sent.append(frame) }
         }
         return tooLarge
@@ -781,12 +800,22 @@ public final class SocketIOClient: Sendable {
     /// The session's send queue has room again: move what waited in the offline queue.
     func sendQueueDrained(_ session: EngineIOSession) {
         var sent: [EngineIOFrame] = []
+        var resent: [EngineIOFrame] = []
         let tooLarge = state.withLockedValue { state -> [(EngineIOFrame, RealtimeError)] in
             guard state.lifecycle.status == .connected else { return [] }
-            return flush(into: session, state: &state, sent: &sent)
+            return flush(into: session, state: &state, sent: &sent, resent: &resent)
         }
+        reportResent(resent)
         for (frame, error) in tooLarge { reportUnsendable(frame, error) }
         for frame in sent { notifyOutgoing(frame) }
+    }
+
+    /// Names the emits sent again after a drop (the server may see them twice).
+    private func reportResent(_ frames: [EngineIOFrame]) {
+        guard !frames.isEmpty else { return }
+        runtime.logger.debug(
+            "emits written before a drop sent again", metadata: ["realtime.namespace": "\(namespace)", "realtime.resent": "\(frames.count)"])
+        fire(.resent, frames.map(\.emitDescription))
     }
 
     func addStream(_ id: UUID, _ entry: EventStreamEntry) { state.withLockedValue { $0.streams[id] = entry } }
@@ -807,7 +836,7 @@ public final class SocketIOClient: Sendable {
         if let id = frame.ackID {
             failAck(id, with: error)
         } else {
-            state.withLockedValue { $0.droppedEmits += 1 }
+            state.withLockedValue { $0.delivery.countDropped(frame) }
             fire(.dropped, [frame.droppedEmitDescription])
             fire(.error, [.string(error.description)])
         }
@@ -961,9 +990,13 @@ extension SocketIOClient {
             first.tries += 1
             first.inFlight = reserveAckIDLocked(&state)
             state.retryQueue[0] = first
+            if first.tries > 1 { state.delivery.resent += 1 }
             return first
         }
         guard let next, let id = next.inFlight else { return }
+        if next.tries > 1 {
+            fire(.resent, [["event": .string(next.event), "data": .array(next.arguments), "tries": .integer(Int64(next.tries))]])
+        }
         let sequence = next.sequence
         registerAck(id: id, timeout: next.timeout, event: next.event) { [weak self] result in
             self?.retryAnswered(sequence, result)
@@ -1002,9 +1035,14 @@ extension SocketIOClient {
     private func finishRetry(_ entry: RetryEntry, _ result: Result<[JSONValue], RealtimeError>) {
         if let deliver = entry.deliver { return deliver(result) }
         guard case .failure(let error) = result else { return }
-        state.withLockedValue { $0.droppedEmits += 1 }
+        // A try that went out and got no ack may have been handled.
+        let delivery: SocketIODelivery = entry.tries > 0 ? .possiblySent : .notSent
+        state.withLockedValue { $0.delivery.count(delivery) }
         manager?.metrics.dropped(reason: "retries")
-        let description: JSONValue = ["event": .string(entry.event), "data": .array(entry.arguments), "tries": .integer(Int64(entry.tries))]
+        let description: JSONValue = [
+            "event": .string(entry.event), "data": .array(entry.arguments), "tries": .integer(Int64(entry.tries)),
+            "delivery": .string(delivery.rawValue),
+        ]
         fire(.dropped, [description])
         fire(.error, [.string("\(entry.event) was not acknowledged after \(entry.tries) tries: \(error)")])
     }

@@ -135,8 +135,55 @@ public enum SocketClientEvent: String, Sendable, CaseIterable {
     case statusChange
     /// The transport moved from polling to WebSocket.
     case websocketUpgrade
-    /// Emits were dropped unsent (the offline queue was full); data: one object per emit,
-    /// `{"event": name, "data": [arguments], "ackId": id}`, oldest first (`ackId` only for an
-    /// emit with an ack, whose ack also fails with `queueFull`).
+    /// Emits were dropped (the offline queue was full, a queued emit was over the server's
+    /// `maxPayload`, or, with `retries`, its tries ran out); data: one object per emit,
+    /// `{"event": name, "data": [arguments], "ackId": id, "delivery": "notSent" | "possiblySent"}`,
+    /// oldest first (`ackId` only for an emit with an ack, whose ack also fails with `queueFull`;
+    /// `tries` instead for a `retries` emit). `notSent`: no connection was ever given it, so the
+    /// server does not have it. `possiblySent`: it was written to a connection that broke before
+    /// the server confirmed it (or a try got no ack), so the server may have it.
     case dropped
+    /// Emits written to a connection that broke before the server confirmed them were sent again
+    /// (or, with `retries`, a try was sent again): the server may see them twice. Data: one object
+    /// per emit, `{"event": name, "data": [arguments]}` (`tries` for a `retries` emit), in the
+    /// order they went out again.
+    case resent
+}
+
+/// What may have become of an emit that was dropped, as the ``SocketClientEvent/dropped`` event
+/// names it.
+public enum SocketIODelivery: String, Sendable, Hashable {
+    /// No connection was ever given it: the server does not have it.
+    case notSent
+    /// Written to a connection that broke before the server confirmed it, or (with `retries`) sent
+    /// and never acknowledged: the server may or may not have it.
+    case possiblySent
+}
+
+/// Counts of what became of the emits a connection drop, a full queue or a server limit touched
+/// (``SocketIOClient/deliveryCounts``).
+public struct SocketIODeliveryCounts: Sendable, Hashable {
+    /// Emits dropped that no connection was ever given.
+    public var notSent: Int
+    /// Emits dropped after being written to a connection that broke before the server confirmed
+    /// them (or, with `retries`, after tries that got no ack).
+    public var possiblySent: Int
+    /// Sends of an emit again after it was written to a connection that broke (or, with `retries`,
+    /// every try after the first): each one the server may see a second time.
+    public var resent: Int
+
+    public init(notSent: Int = 0, possiblySent: Int = 0, resent: Int = 0) {
+        self.notSent = notSent
+        self.possiblySent = possiblySent
+        self.resent = resent
+    }
+
+    mutating func count(_ delivery: SocketIODelivery) {
+        switch delivery {
+        case .notSent: notSent += 1
+        case .possiblySent: possiblySent += 1
+        }
+    }
+
+    mutating func countDropped(_ frame: EngineIOFrame) { count(frame.wasWritten ? .possiblySent : .notSent) }
 }
