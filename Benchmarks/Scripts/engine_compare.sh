@@ -9,7 +9,9 @@
 # With pairs (e.g. before=/path/EngineCompare after=.build/release/EngineCompare) it alternates the
 # binaries run by run, so both sides see the same machine. Needs perf (linux-perf) and python3.
 # WORKLOADS (space-separated) picks a subset; sizes below are the documented ones; IDLE_N sets the
-# connections of the WebSocket idle workloads (1,000 by default).
+# connections of the WebSocket idle workloads (1,000 by default). The "-python" workloads (asked for by
+# name in WORKLOADS) run against python-socketio and aiosignalr from the tests' virtual environment
+# (Scripts/prepare.sh). Each run against a server in its own process also records that server's CPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=$(realpath -m "$1"); shift
@@ -28,14 +30,30 @@ source Scripts/kill_tree.sh
 cleanup() { for p in "${pids[@]}"; do kill_tree "$p"; done; }
 trap cleanup EXIT
 
-# start NAME COMMAND...: runs a server that prints its port on its first line; sets PORT.
+# start NAME COMMAND...: runs a server that prints its port on its first line; sets PORT, and
+# PEERPID (the server's process, whose CPU time each run records).
 start() {
   local fifo; fifo=$(mktemp -u); mkfifo "$fifo"
   shift; ( exec "$@" <&- ) > "$fifo" 2>/dev/null &
-  pids+=($!)
+  pids+=($!); PEERPID=$!
   read -r line < "$fifo"; rm -f "$fifo"
   PORT=$(echo "$line" | grep -oE '[0-9]+$')
 }
+# start_held NAME COMMAND...: `start` for the tests' peers, which exit when their stdin closes (it is
+# a pipe that stays open here) and print more lines later (they go to a file, not a closed pipe).
+# PEERPID is the server's own process.
+start_held() {
+  local log sub; log=$(mktemp)
+  shift; ( sleep 100000 | "$@" ) > "$log" 2>/dev/null &
+  sub=$!; pids+=($sub)
+  for _ in $(seq 1 300); do grep -q '^PORT ' "$log" && break; sleep 0.1; done
+  PORT=$(grep -m1 '^PORT ' "$log" | grep -oE '[0-9]+$')
+  PEERPID=$(pgrep -P "$sub" -f "$1" | head -1)
+}
+# cpu_ticks PID: the process's user + system time so far, in clock ticks (0 if there is none).
+cpu_ticks() { [ -n "${1:-}" ] && [ -r "/proc/$1/stat" ] && awk '{print $14 + $15}' "/proc/$1/stat" || echo 0; }
+ticks_per_second=$(getconf CLK_TCK)
+declare -A peer=()
 # `serve` waits for stdin to close: give it a pipe that stays open.
 start_serve() {
   local fifo; fifo=$(mktemp -u); mkfifo "$fifo"
@@ -53,10 +71,23 @@ EVENTS=200000 FRAMING=packed start blaster python3 -u Scripts/sse_blaster.py 0; 
 start hold python3 -u Scripts/sse_hold.py 0; hold=$PORT
 # Socket.IO and SignalR servers faster than any client (pre-encoded frames): what the client costs
 # per message when it, not the server, is the bottleneck.
-start siofast python3 -u Scripts/sio_blaster.py 0; siofast=$PORT
+start siofast python3 -u Scripts/sio_blaster.py 0; siofast=$PORT; peer[socketio-on-fast]=$PEERPID; peer[socketio-events-fast]=$PEERPID
 FRAMING=packed start siofast python3 -u Scripts/sio_blaster.py 0; siopacked=$PORT
 start sigfast python3 -u Scripts/signalr_blaster.py 0; sigfast=$PORT
+peer[signalr-stream-fast]=$PEERPID; peer[signalr-on-fast]=$PEERPID; peer[signalr-stream-direct-fast]=$PEERPID
 FRAMING=packed start sigfast python3 -u Scripts/signalr_blaster.py 0; sigpacked=$PORT
+# Servers users run, from PyPI (the tests' virtual environment, made by Scripts/prepare.sh): the
+# tests' python-socketio 5 server (`count` emits one `tick` per call) and aiosignalr hub (`countTo`
+# yields one item per step). Started only when a "-python" workload is asked for; the server's own
+# CPU per message is recorded beside the client's, since these servers are the bound.
+venv_python="$(cd .. && pwd)/.venv/bin/python"  # not resolved: the link is what makes it the venv
+if [[ " ${WORKLOADS:-} " == *"-python "* ]]; then
+  [ -x "$venv_python" ] || { echo "engine_compare.sh: the -python workloads need $venv_python: run Scripts/prepare.sh" >&2; exit 1; }
+  start_held siopy "$venv_python" -u ../Tests/SocketIOEngineTests/Peers/sio_server.py 0; siopy=$PORT
+  peer[socketio-on-python]=$PEERPID; peer[socketio-events-python]=$PEERPID
+  start_held sigpy "$venv_python" -u ../Tests/SignalRHubTests/Peers/aiosignalr_server.py; sigpy=$PORT
+  peer[signalr-stream-python]=$PEERPID; peer[signalr-stream-direct-python]=$PEERPID
+fi
 start_serve socketio; sio=$PORT
 start_serve signalr; sig=$PORT
 start_serve spreadbot; bot=$PORT
@@ -82,6 +113,10 @@ declare -A args=(
   [signalr-on-packed]="http://127.0.0.1:$sigpacked/hub 100000"
   [socketio-emit]="http://127.0.0.1:$sio 20000 1"
   [signalr-invoke]="http://127.0.0.1:$sig/hub 20000 1"
+  [socketio-on-python]="http://127.0.0.1:${siopy:-0} 50000"
+  [socketio-events-python]="http://127.0.0.1:${siopy:-0} 50000"
+  [signalr-stream-python]="http://127.0.0.1:${sigpy:-0}/hub 50000"
+  [signalr-stream-direct-python]="http://127.0.0.1:${sigpy:-0}/hub 50000"
 )
 workloads=${WORKLOADS:-"sse sse-packed sse-idle socketio-idle signalr-idle spreadbot-idle signalr-stream signalr-on signalr-stream-fast signalr-stream-direct-fast signalr-on-fast signalr-stream-packed signalr-on-packed socketio-on socketio-on-fast socketio-events-fast socketio-on-packed sse-addlistener socketio-emit signalr-invoke"}
 # The EngineCompare command of a workload, where its name says which server it runs against.
@@ -89,19 +124,24 @@ declare -A commands=(
   [sse-packed]=sse [socketio-on-fast]=socketio-on [socketio-on-packed]=socketio-on
   [signalr-stream-fast]=signalr-stream [signalr-on-fast]=signalr-on
   [signalr-stream-packed]=signalr-stream [signalr-on-packed]=signalr-on
-  [signalr-stream-direct-fast]=signalr-stream-direct [socketio-events-fast]=socketio-events)
+  [signalr-stream-direct-fast]=signalr-stream-direct [socketio-events-fast]=socketio-events
+  [socketio-on-python]=socketio-on [socketio-events-python]=socketio-events
+  [signalr-stream-python]=signalr-stream [signalr-stream-direct-python]=signalr-stream-direct)
 # The tree's commit describes a binary built here; a binary given on the command line is named by its path.
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 for workload in $workloads; do
   for run in $(seq 1 "$runs"); do
     for i in "${!binaries[@]}"; do
       stat=$(mktemp)
+      peer_before=$(cpu_ticks "${peer[$workload]:-}")
       # shellcheck disable=SC2086
       line=$(timeout 300 perf stat -x, -e context-switches,task-clock -o "$stat" "${binaries[$i]}" "${commands[$workload]:-$workload}" ${args[$workload]} 2>/dev/null | tail -1 || true)
+      peer_ticks=$(( $(cpu_ticks "${peer[$workload]:-}") - peer_before ))
+      peer_ms=$([ -n "${peer[$workload]:-}" ] && echo $(( peer_ticks * 1000 / ticks_per_second )) || echo "")
       built_here=$([ $# -eq 0 ] && echo "$commit" || echo "")
-      python3 - "$workload" "${labels[$i]}" "$run" "$built_here" "$line" "$stat" "${binaries[$i]}" >> "$out" <<'PY'
+      python3 - "$workload" "${labels[$i]}" "$run" "$built_here" "$line" "$stat" "${binaries[$i]}" "$peer_ms" >> "$out" <<'PY'
 import json, re, sys
-workload, label, run, commit, line, stat, binary = sys.argv[1:8]
+workload, label, run, commit, line, stat, binary, peer_ms = sys.argv[1:9]
 counters = {}
 for row in open(stat):
     parts = row.strip().split(",")
@@ -115,6 +155,8 @@ if m:
     n = int(m.group(1)); record.update(messages=n, seconds=float(m.group(2)), rate=int(m.group(3)))
     if record["context_switches"] is not None: record["switches_per_message"] = record["context_switches"] / n
     if record["task_clock_ms"] is not None: record["cpu_us_per_message"] = record["task_clock_ms"] * 1000 / n
+    # The server's CPU over the run (whole clock ticks, 10 ms each): the peer's cost per message.
+    if peer_ms: record.update(peer_cpu_ms=int(peer_ms), peer_cpu_us_per_message=int(peer_ms) * 1000 / n)
 m = re.search(r"(\d+) idle connections, RSS (\d+) -> (\d+) KiB, ([\d.]+) KiB per connection", line)
 if m: record.update(connections=int(m.group(1)), kib_per_connection=float(m.group(4)))
 m = re.search(r"opened in ([\d.]+) s, idle CPU ([\d.]+) % of a core", line)
