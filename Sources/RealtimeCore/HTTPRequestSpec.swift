@@ -29,6 +29,10 @@ public struct HTTPRequestSpec: Sendable {
     /// The trace context whose propagation headers (W3C `traceparent` with a W3C tracer) the request
     /// carries; nil: the task's current context, when a span is active.
     package var traceContext: ServiceContext?
+    /// A request answered at once and not repeated per message (SignalR's negotiate): it goes
+    /// through a pool that opens at most ``HTTPConnectionOptions/maxConnectingPerHost`` connections
+    /// per host, so a burst of them does not leave a connection per request idle in the pool.
+    package var isSetUp = false
 
     /// Makes a request; every parameter is the property of the same name.
     public init(
@@ -57,7 +61,7 @@ public struct HTTPRequestSpec: Sendable {
     /// and the proxy it goes through.
     func prepare(runtime: RealtimeRuntime) throws -> (HTTPClient, HTTPClientRequest, ProxyServer?) {
         let endpoint = try Endpoint(url, allowedSchemes: ["http", "https"])
-        let (client, proxy) = try runtime.httpClient(for: tls, endpoint: endpoint)
+        let (client, proxy) = try runtime.httpClient(for: tls, endpoint: endpoint, setUp: isSetUp)
         var request = HTTPClientRequest(url: url)
         request.method = method
         request.headers = headers
@@ -75,7 +79,7 @@ public struct HTTPRequestSpec: Sendable {
     /// The same for async-http-client's delegate API, whose callbacks run on the connection's event loop.
     func prepareForDelegate(runtime: RealtimeRuntime) throws -> (HTTPClient, HTTPClient.Request, ProxyServer?) {
         let endpoint = try Endpoint(url, allowedSchemes: ["http", "https"])
-        let (client, proxy) = try runtime.httpClient(for: tls, endpoint: endpoint)
+        let (client, proxy) = try runtime.httpClient(for: tls, endpoint: endpoint, setUp: isSetUp)
         var requestHeaders = headers
         runtime.injectTraceContext(traceContext, into: &requestHeaders)
         cookies?.apply(to: &requestHeaders, url: url)

@@ -25,11 +25,12 @@ public struct RealtimeRuntime: Sendable {
         let tracer: (any Tracer)?
         let httpClients: HTTPClientCache
         let proxy: ProxyConfiguration
+        let setUps: SetUpLimiter
 
         init(
             eventLoopGroup: any EventLoopGroup, httpClient: HTTPClient?, http: HTTPConnectionOptions, logger: Logger,
             clock: any Clock<Duration>, timers: TimerQueue, metricsFactory: (any MetricsFactory)?, tracer: (any Tracer)?,
-            httpClients: HTTPClientCache, proxy: ProxyConfiguration
+            httpClients: HTTPClientCache, proxy: ProxyConfiguration, setUps: SetUpLimiter
         ) {
             self.eventLoopGroup = eventLoopGroup
             self.httpClient = httpClient
@@ -41,6 +42,7 @@ public struct RealtimeRuntime: Sendable {
             self.tracer = tracer
             self.httpClients = httpClients
             self.proxy = proxy
+            self.setUps = setUps
         }
 
         /// A copy with some values replaced.
@@ -53,7 +55,7 @@ public struct RealtimeRuntime: Sendable {
                 eventLoopGroup: eventLoopGroup ?? self.eventLoopGroup, httpClient: httpClient ?? self.httpClient, http: http ?? self.http,
                 logger: logger ?? self.logger, clock: clock ?? self.clock, timers: clock.map { TimerQueue(clock: $0) } ?? timers,
                 metricsFactory: metricsFactory ?? self.metricsFactory, tracer: tracer ?? self.tracer, httpClients: httpClients,
-                proxy: proxy ?? self.proxy)
+                proxy: proxy ?? self.proxy, setUps: setUps)
         }
     }
 
@@ -142,7 +144,7 @@ public struct RealtimeRuntime: Sendable {
         storage = Storage(
             eventLoopGroup: eventLoopGroup, httpClient: httpClient, http: http, logger: logger, clock: clock,
             timers: TimerQueue(clock: clock), metricsFactory: metricsFactory, tracer: tracer,
-            httpClients: HTTPClientCache(eventLoopGroup: eventLoopGroup), proxy: proxy)
+            httpClients: HTTPClientCache(eventLoopGroup: eventLoopGroup), proxy: proxy, setUps: SetUpLimiter())
     }
 
     /// The process-wide runtime: NIO's singleton event loop group, the runtime's own HTTP clients
@@ -167,6 +169,10 @@ public struct RealtimeRuntime: Sendable {
         return capped
     }
 
+    /// Bounds the WebSocket connections being set up at once per host
+    /// (``HTTPConnectionOptions/maxConnectingPerHost``); shared by every copy of the runtime.
+    package var setUpLimiter: SetUpLimiter { storage.setUps }
+
     /// The tracer spans go to: ``tracer``, or the process's (``ProcessTracer``).
     package var activeTracer: any Tracer { tracer ?? ProcessTracer.current }
 
@@ -186,12 +192,14 @@ public struct RealtimeRuntime: Sendable {
 
     /// The HTTP client for a request to `endpoint` with these TLS options, and the proxy it goes
     /// through (nil: none, or the app's own client, which keeps its own proxy setting).
-    func httpClient(for tls: TLSOptions, endpoint: Endpoint) throws -> (HTTPClient, ProxyServer?) {
+    func httpClient(for tls: TLSOptions, endpoint: Endpoint, setUp: Bool = false) throws -> (HTTPClient, ProxyServer?) {
         let secure = endpoint.isSecure
         let pinned = secure && !tls.pinnedPublicKeySHA256.isEmpty
         if let httpClient, !pinned { return (httpClient, nil) }
         let proxyServer = try proxy.server(for: endpoint)
-        return (try httpClients.client(tls: secure ? tls : nil, options: http, proxy: proxyServer), proxyServer)
+        var options = http
+        if setUp { options.maxConnectionsPerHost = min(options.maxConnectionsPerHost, max(1, options.maxConnectingPerHost)) }
+        return (try httpClients.client(tls: secure ? tls : nil, options: options, proxy: proxyServer), proxyServer)
     }
 }
 
@@ -218,12 +226,27 @@ public struct HTTPConnectionOptions: Sendable, Hashable {
     /// the set-up finishes, the connection waits here unused for the next request to that host, and
     /// is closed after this long.
     public var idleTimeout: Duration
+    /// WebSocket connections being set up at once to one host and port (TCP connect, proxy tunnel,
+    /// TLS handshake, upgrade), across every client of the runtime. Default 64. Past it a set-up
+    /// waits its turn, first come first served, and the wait counts toward its connect timeout.
+    ///
+    /// The same bound applies to SignalR's negotiate requests: they go through a pool of at most
+    /// this many connections per host, where a burst of them would otherwise leave one idle
+    /// connection per request in the pool for ``idleTimeout``.
+    ///
+    /// What a set-up allocates is mostly freed once the connection is open, but freed memory
+    /// scattered between thousands of open connections stays with the process.
+    public var maxConnectingPerHost: Int
 
     /// Makes options; every parameter is the property of the same name.
-    public init(maxConnectionsPerHost: Int = 1 << 20, connectTimeout: Duration = .seconds(10), idleTimeout: Duration = .seconds(60)) {
+    public init(
+        maxConnectionsPerHost: Int = 1 << 20, connectTimeout: Duration = .seconds(10), idleTimeout: Duration = .seconds(60),
+        maxConnectingPerHost: Int = 64
+    ) {
         self.maxConnectionsPerHost = maxConnectionsPerHost
         self.connectTimeout = connectTimeout
         self.idleTimeout = idleTimeout
+        self.maxConnectingPerHost = maxConnectingPerHost
     }
 }
 

@@ -287,7 +287,10 @@ public enum WebSocketTransport {
             timeoutError: RealtimeError.timeout(
                 "the WebSocket connection to \(Redaction.url(url))\(channelFactory.proxy.map { " through the proxy \($0)" } ?? "") was not open within \(connectTimeout)")
         ) { () -> OpenedChannel? in
-            let (upgraded, response, extensions) = try await channelFactory.open(on: eventLoop)
+            let target = channelFactory.target
+            let (upgraded, response, extensions) = try await runtime.setUpLimiter.withSlot(
+                host: "\(target.host):\(target.port)", limit: runtime.http.maxConnectingPerHost
+            ) { try await channelFactory.open(on: eventLoop) }
             let abandoned = phase.withLockedValue { phase -> Bool in
                 if phase == .abandoned { return true }
                 phase = .open

@@ -132,6 +132,7 @@ enum Negotiation {
             var request = HTTPRequestSpec(url: negotiateURL, method: .POST, headers: headers, tls: options.tls, headTimeout: options.negotiateTimeout)
             request.maxBodySize = 1 << 20
             request.cookies = options.cookies
+            request.isSetUp = true
             let status: HTTPResponseStatus
             let body: [UInt8]
             if let custom = options.negotiateRequest {

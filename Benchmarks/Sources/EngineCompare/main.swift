@@ -1,6 +1,9 @@
 import EventSourceClient
 import EventSourceCompat  // onMessage: counts the broadcast without a task per stream
 import Foundation
+#if canImport(Glibc)
+import Glibc  // dlsym, for IDLE_TRIM
+#endif
 import NIOConcurrencyHelpers
 import NIOPosix
 import RealtimeCore
@@ -23,7 +26,10 @@ import SpreadbotClient
 //   EngineCompare socketio-idle|signalr-idle|spreadbot-idle URL N   N idle WebSocket clients: RSS growth / N,
 //                                                    time to open, idle CPU, a broadcast to all
 //   (idle CPU is measured over $IDLE_SECONDS, 10 by default; with $BURST_KIB=n every connection first
-//   receives four n-KiB messages, so the figure is what a connection keeps once a burst is over)
+//   receives four n-KiB messages, so the figure is what a connection keeps once a burst is over;
+//   connections open $IDLE_BATCH at a time, 64 by default (IDLE_BATCH=N: all at once); with
+//   $IDLE_CONSUMER=1 the SSE and Socket.IO clients are read the way a user writes a reader, a task per
+//   connection in `for await` over `source.events` or `socket.events(named:)`, not a callback)
 //   EngineCompare signalr-stream URL N                   a server-to-client stream of N items (countTo)
 //   EngineCompare signalr-stream-direct URL N            the same stream, iterating the HubStream itself
 //   EngineCompare signalr-on URL N                       N server invocations to an `on` handler (pushMany)
@@ -79,6 +85,15 @@ func cpuSeconds() -> Double {
 
 /// Counts deliveries of a broadcast across every connection.
 let broadcastsReceived = NIOLockedValueBox(0)
+/// The client in what an idle workload's `open` returned (the client itself, or it and its reader).
+func unwrap<T>(_ value: any Sendable, as type: T.Type) -> T {
+    if let value = value as? T { return value }
+    if let values = value as? [any Sendable], let found = values.lazy.compactMap({ $0 as? T }).first { return found }
+    fail("no \(T.self) in \(value)")
+}
+
+/// $IDLE_CONSUMER=1: a reading task per idle connection (a `for await` loop), as a user writes one.
+let idleConsumerTasks = ProcessInfo.processInfo.environment["IDLE_CONSUMER"] == "1"
 
 /// Opens `count` connections with `open` (64 at a time), then reports RSS growth per connection
 /// once every one is open and the process has settled, how long opening took, the CPU the process
@@ -96,7 +111,7 @@ func idle(_ what: String, count: Int, broadcast: (@Sendable (any Sendable) async
     var next = 0
     let opening = ContinuousClock.now
     while next < count {
-        let batch = min(64, count - next)
+        let batch = min(ProcessInfo.processInfo.environment["IDLE_BATCH"].flatMap(Int.init) ?? 64, count - next)
         let opened = try await withThrowingTaskGroup(of: (any Sendable).self) { group in
             for index in next..<(next + batch) { group.addTask { try await open(index) } }
             var opened: [any Sendable] = []
@@ -107,6 +122,14 @@ func idle(_ what: String, count: Int, broadcast: (@Sendable (any Sendable) async
         next += batch
     }
     let openSeconds = (ContinuousClock.now - opening).seconds
+    // IDLE_TRIM=1 (a diagnosis): glibc gives the free pages inside its heaps back before measuring,
+    // so the figure shows what the connections hold, not what opening them left free.
+    #if canImport(Glibc)
+    if ProcessInfo.processInfo.environment["IDLE_TRIM"] == "1", let trim = dlsym(nil, "malloc_trim") {
+        // malloc.h is not in Glibc's module map.
+        _ = unsafeBitCast(trim, to: (@convention(c) (Int) -> Int32).self)(0)
+    }
+    #endif
     var burstNote = ""
     if let burst, let kib = ProcessInfo.processInfo.environment["BURST_KIB"].flatMap(Int.init) {
         for _ in 0..<4 {
@@ -253,6 +276,19 @@ case "sse-idle":
         _ = try await HTTPTransport.execute(HTTPRequestSpec(url: url.absoluteString + "burst?kib=\(kib)"))
     }) { _ in
         let source = EventSource(url: url, configuration: EventSourceConfiguration(reachability: AlwaysReachable()))
+        if idleConsumerTasks {
+            // The stream's first event says it is open; the task then reads it for its whole life.
+            let first = AsyncStream.makeStream(of: Void.self)
+            let reader = Task {
+                var opened = false
+                for try await event in source.events {
+                    if !opened { opened = true; first.continuation.finish() }
+                    if event.data == "news" || event.data.hasPrefix("bbbb") { broadcastsReceived.withLockedValue { $0 += 1 } }
+                }
+            }
+            for await _ in first.stream {}
+            return [source, reader] as [any Sendable]
+        }
         source.onMessage { _, _, data in
             if data == "news" || data?.hasPrefix("bbbb") == true { broadcastsReceived.withLockedValue { $0 += 1 } }
         }
@@ -292,15 +328,23 @@ case "socketio-idle":
     guard let url = argument(1) else { fail("socketio-idle URL N") }
     try await idle("socketio", count: number(2, 2000), broadcast: { warm in
         // The server's `broadcast` event sends `news` to every socket of the namespace.
-        _ = try await (warm as! SocketManager).defaultSocket.emitWithAck("broadcast", arguments: ["x"], timeout: .seconds(60))
+        _ = try await unwrap(warm, as: SocketManager.self).defaultSocket.emitWithAck("broadcast", arguments: ["x"], timeout: .seconds(60))
     }, burst: { warm, kib in
-        _ = try await (warm as! SocketManager).defaultSocket.emitWithAck(
+        _ = try await unwrap(warm, as: SocketManager.self).defaultSocket.emitWithAck(
             "broadcast", arguments: [.string(String(repeating: "b", count: kib * 1024))], timeout: .seconds(60))
     }) { _ in
         var configuration = SocketIOConfiguration()
         configuration.engine.transports = [.websocket]
         configuration.reachability = AlwaysReachable()
         let manager = SocketManager(url: url, configuration: configuration)
+        if idleConsumerTasks {
+            let news = manager.defaultSocket.events(named: "news")
+            let reader = Task {
+                for await _ in news { broadcastsReceived.withLockedValue { $0 += 1 } }
+            }
+            try await manager.defaultSocket.connect(timeout: .seconds(60))
+            return [manager, reader] as [any Sendable]
+        }
         manager.defaultSocket.on("news") { _ in broadcastsReceived.withLockedValue { $0 += 1 } }
         try await manager.defaultSocket.connect(timeout: .seconds(60))
         return manager

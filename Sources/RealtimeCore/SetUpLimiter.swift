@@ -1,0 +1,106 @@
+import DequeModule
+import NIOConcurrencyHelpers
+
+/// Bounds the connections being set up at once to one host (TCP connect, proxy tunnel, TLS
+/// handshake, WebSocket upgrade): past ``HTTPConnectionOptions/maxConnectingPerHost`` a set-up
+/// waits its turn, first come first served.
+///
+/// What a set-up allocates is mostly given back once the connection is open. Two thousand set-ups
+/// at once leave that much freed memory scattered between the open connections' objects, where the
+/// allocator cannot return it: the process keeps it. A bounded number at a time reuses the same
+/// memory, so an application that opens its connections all at once ends up with the footprint of
+/// one that opens them a few at a time.
+package final class SetUpLimiter: Sendable {
+    private struct Waiter {
+        let id: UInt64
+        let continuation: CheckedContinuation<Void, any Error>
+    }
+
+    private struct Host {
+        var active = 0
+        var waiters: Deque<Waiter> = []
+    }
+
+    private struct State {
+        var nextID: UInt64 = 0
+        var hosts: [String: Host] = [:]
+    }
+
+    private let state = NIOLockedValueBox(State())
+
+    package init() {}
+
+    /// Runs `body` once fewer than `limit` set-ups to `host` run. Waiting ends with
+    /// `CancellationError` when the task is cancelled (a connect deadline passed).
+    package func withSlot<T>(host: String, limit: Int, _ body: () async throws -> T) async throws -> T {
+        try await acquire(host: host, limit: limit)
+        defer { release(host: host, limit: limit) }
+        return try await body()
+    }
+
+    /// Set-ups running and waiting for `host` now (for tests).
+    package func counts(host: String) -> (running: Int, waiting: Int) {
+        state.withLockedValue { state in
+            let entry = state.hosts[host]
+            return (entry?.active ?? 0, entry?.waiters.count ?? 0)
+        }
+    }
+
+    private func acquire(host: String, limit: Int) async throws {
+        let id = state.withLockedValue { state -> UInt64? in
+            if state.hosts[host, default: Host()].active < max(limit, 1) {
+                state.hosts[host, default: Host()].active += 1
+                return nil
+            }
+            state.nextID += 1
+            return state.nextID
+        }
+        guard let id else { return }
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                // Cancelled already: the handler below ran before there was a waiter to find.
+                if Task.isCancelled { return continuation.resume(throwing: CancellationError()) }
+                let enqueued = state.withLockedValue { state -> Bool in
+                    // A slot may have come free since the check above.
+                    if state.hosts[host, default: Host()].active < max(limit, 1) {
+                        state.hosts[host, default: Host()].active += 1
+                        return false
+                    }
+                    state.hosts[host, default: Host()].waiters.append(Waiter(id: id, continuation: continuation))
+                    return true
+                }
+                if !enqueued { continuation.resume() }
+            }
+        } onCancel: {
+            let waiter = state.withLockedValue { state -> Waiter? in
+                guard let index = state.hosts[host]?.waiters.firstIndex(where: { $0.id == id }) else { return nil }
+                return state.hosts[host]?.waiters.remove(at: index)
+            }
+            waiter?.continuation.resume(throwing: CancellationError())
+        }
+        // Cancelled while the slot was being handed over: it is given back.
+        if Task.isCancelled {
+            release(host: host, limit: limit)
+            throw CancellationError()
+        }
+    }
+
+    private func release(host: String, limit: Int) {
+        let next = state.withLockedValue { state -> Waiter? in
+            guard var entry = state.hosts[host] else { return nil }
+            if entry.active <= max(limit, 1), let next = entry.waiters.popFirst() {
+                // The slot passes to the next waiter.
+                state.hosts[host] = entry
+                return next
+            }
+            entry.active -= 1
+            if entry.active == 0 && entry.waiters.isEmpty {
+                state.hosts[host] = nil
+            } else {
+                state.hosts[host] = entry
+            }
+            return nil
+        }
+        next?.continuation.resume()
+    }
+}

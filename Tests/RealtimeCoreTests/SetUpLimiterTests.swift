@@ -1,0 +1,157 @@
+import Foundation
+import NIOConcurrencyHelpers
+import NIOHTTP1
+@testable import RealtimeCore
+import RealtimeTesting
+import Testing
+
+/// `HTTPConnectionOptions.maxConnectingPerHost`: at most that many connections to one host are
+/// being set up at once; the others wait their turn, first come first served, and a waiter whose
+/// task is cancelled (its connect deadline passed) leaves the line.
+@Suite(.timeLimit(.minutes(2)))
+struct SetUpLimiterTests {
+    /// A body that runs until `release` is called for it, and records the order bodies started in.
+    final class Bodies: Sendable {
+        private let state = NIOLockedValueBox<(started: [Int], waiting: [Int: CheckedContinuation<Void, Never>], released: Set<Int>)>(([], [:], []))
+        var started: [Int] { state.withLockedValue { $0.started } }
+
+        func run(_ index: Int) async {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let go = state.withLockedValue { state -> Bool in
+                    state.started.append(index)
+                    if state.released.contains(index) { return true }
+                    state.waiting[index] = continuation
+                    return false
+                }
+                if go { continuation.resume() }
+            }
+        }
+
+        func release(_ index: Int) {
+            state.withLockedValue { state in
+                state.released.insert(index)
+                return state.waiting.removeValue(forKey: index)
+            }?.resume()
+        }
+    }
+
+    @Test("at most `limit` run at once; the rest start in the order they asked")
+    func boundAndOrder() async throws {
+        let limiter = SetUpLimiter()
+        let bodies = Bodies()
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for index in 0..<3 {
+                group.addTask { try await limiter.withSlot(host: "a:1", limit: 3) { await bodies.run(index) } }
+            }
+            try await waitUntil("three run") { bodies.started.count == 3 }
+            // The later ones ask one at a time, so their order is known.
+            for index in 3..<10 {
+                group.addTask { try await limiter.withSlot(host: "a:1", limit: 3) { await bodies.run(index) } }
+                try await waitUntil("\(index) waits") { limiter.counts(host: "a:1").waiting == index - 2 }
+            }
+            // Another host has slots of its own.
+            try await limiter.withSlot(host: "b:1", limit: 3) {}
+            #expect(limiter.counts(host: "a:1") == (3, 7))
+            #expect(Set(bodies.started) == [0, 1, 2])
+            // Each release lets exactly the next one in.
+            for index in 0..<10 {
+                bodies.release(index)
+                if index + 3 < 10 {
+                    try await waitUntil("\(index + 3) started") { bodies.started.count == index + 4 }
+                    #expect(limiter.counts(host: "a:1").running == 3)
+                }
+            }
+            try await group.waitForAll()
+        }
+        #expect(Array(bodies.started.dropFirst(3)) == Array(3..<10))
+        #expect(limiter.counts(host: "a:1") == (0, 0))
+    }
+
+    @Test("a waiter whose task is cancelled leaves the line and takes no slot")
+    func cancelledWaiter() async throws {
+        let limiter = SetUpLimiter()
+        let bodies = Bodies()
+        let holder = Task { try await limiter.withSlot(host: "a:1", limit: 1) { await bodies.run(0) } }
+        try await waitUntil("the slot is taken") { bodies.started == [0] }
+        let waiter = Task { try await limiter.withSlot(host: "a:1", limit: 1) { await bodies.run(1) } }
+        try await waitUntil("the second waits") { limiter.counts(host: "a:1").waiting == 1 }
+        waiter.cancel()
+        await #expect(throws: CancellationError.self) { try await waiter.value }
+        #expect(limiter.counts(host: "a:1") == (1, 0))
+        // A task cancelled before it asks does not wait at all.
+        let early = Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            try await limiter.withSlot(host: "a:1", limit: 1) { await bodies.run(2) }
+        }
+        await #expect(throws: CancellationError.self) { try await early.value }
+        bodies.release(0)
+        try await holder.value
+        #expect(bodies.started == [0])
+        #expect(limiter.counts(host: "a:1") == (0, 0))
+    }
+
+    /// Ten WebSocket connections started at once through a proxy that holds the server's answers:
+    /// with a bound of 3, the proxy sees 3 connections until the upgrades are let through, then all
+    /// ten open.
+    @Test("WebSocket set-ups to one host wait their turn (seen from the proxy)")
+    func webSocketSetUps() async throws {
+        let server = try await WebSocketEchoServer.start()
+        defer { Task { await server.stop() } }
+        let proxy = try await FaultProxy.start(targetPort: server.port)
+        defer { Task { await proxy.stop() } }
+        proxy.hold(.targetToClient)
+        let runtime = RealtimeRuntime(http: HTTPConnectionOptions(maxConnectingPerHost: 3), proxy: .none)
+        let host = "127.0.0.1:\(proxy.port)"
+        let opened = Recorder<Int>()
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for index in 0..<10 {
+                group.addTask {
+                    try await WebSocketTransport.connect(
+                        to: "ws://\(host)/", configuration: WebSocketConfiguration(connectTimeout: .seconds(60)), runtime: runtime
+                    ) { _ in opened.append(index) }
+                }
+            }
+            try await waitUntil("three set-ups reached the proxy") { proxy.statistics.connectionsAccepted == 3 }
+            try await waitUntil("seven wait") { runtime.setUpLimiter.counts(host: host) == (3, 7) }
+            // Sampled: no fourth connection is made while the three are not open.
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(proxy.statistics.connectionsAccepted == 3)
+            proxy.resume()
+            try await group.waitForAll()
+        }
+        #expect(proxy.statistics.connectionsAccepted == 10)
+        #expect(Set(opened.values) == Set(0..<10))
+        #expect(runtime.setUpLimiter.counts(host: host) == (0, 0))
+    }
+
+    /// Set-up requests (SignalR's negotiate) go through a pool of at most `maxConnectingPerHost`
+    /// connections per host: ten at once make two connections, reused, instead of ten left idle.
+    @Test("set-up requests share a pool of maxConnectingPerHost connections (seen from the proxy)")
+    func setUpRequestsSharePool() async throws {
+        let server = try await ScriptedHTTPServer.start()
+        defer { Task { await server.stop() } }
+        server.route("/negotiate") { _ in .text("{}", contentType: "application/json") }
+        let proxy = try await FaultProxy.start(targetPort: server.port)
+        defer { Task { await proxy.stop() } }
+        proxy.hold(.targetToClient)
+        // A queued request waits for a pooled connection at most connectTimeout: a minute, for a
+        // loaded machine.
+        let runtime = RealtimeRuntime(http: HTTPConnectionOptions(connectTimeout: .seconds(60), maxConnectingPerHost: 2), proxy: .none)
+        try await withThrowingTaskGroup(of: Int.self) { group in
+            for _ in 0..<10 {
+                group.addTask {
+                    var request = HTTPRequestSpec(url: proxy.url() + "/negotiate", method: .POST)
+                    request.isSetUp = true
+                    let (head, _) = try await HTTPTransport.execute(request, runtime: runtime)
+                    return Int(head.status.code)
+                }
+            }
+            try await waitUntil("two connections reached the proxy") { proxy.statistics.connectionsAccepted == 2 }
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(proxy.statistics.connectionsAccepted == 2)
+            proxy.resume()
+            for try await status in group { #expect(status == 200) }
+        }
+        #expect(proxy.statistics.connectionsAccepted == 2)
+    }
+}
