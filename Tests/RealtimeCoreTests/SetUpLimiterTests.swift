@@ -147,6 +147,7 @@ struct SetUpLimiterTests {
                 }
             }
             try await waitUntil("two connections reached the proxy") { proxy.statistics.connectionsAccepted == 2 }
+            // Sampled: no third connection is made while the two are busy.
             try await Task.sleep(for: .milliseconds(300))
             #expect(proxy.statistics.connectionsAccepted == 2)
             proxy.resume()
