@@ -107,7 +107,11 @@ struct SetUpLimiterTests {
             for index in 0..<10 {
                 group.addTask {
                     try await WebSocketTransport.connect(
-                        to: "ws://\(host)/", configuration: WebSocketConfiguration(connectTimeout: .seconds(60)), runtime: runtime
+                        // A minute for the set-up and for the closing handshake: a loaded machine
+                        // (the suite beside two CPU-burning loops) once took past the 5 s default
+                        // for the server's close reply, and a close timeout is not under test.
+                        to: "ws://\(host)/", configuration: WebSocketConfiguration(connectTimeout: .seconds(60), closeTimeout: .seconds(60)),
+                        runtime: runtime
                     ) { _ in opened.append(index) }
                 }
             }
