@@ -513,11 +513,12 @@ struct HubConnectionBadInputTests {
         server.route("/hub/negotiate") { _ in .text(negotiateBody, status: negotiateStatus, contentType: negotiateType) }
         server.route("/hub") { _ in .text("", status: sseStatus, contentType: sseType) }
         let connection = HubConnectionBuilder().withUrl(url: server.baseURL + "/hub", transport: .serverSentEvents).build()
-        let started = ContinuousClock.now
+        // The code says it failed on the answer, not after a timeout (that would be `.timeout`); no
+        // clock is read (a repeat run beside two burners took over 10 s for a start that failed
+        // on the answer).
         let error = await #expect(throws: RealtimeError.self, "\(name)") { try await connection.start() }
         #expect(error.map { "\($0.code)" } == code, "\(name): \(String(describing: error))")
         #expect(error.map { "\($0)".contains(fragment) } == true, "\(name): \(String(describing: error))")
-        #expect(ContinuousClock.now - started < .seconds(10), "\(name): failed at once, not after a timeout")
         #expect(connection.currentState == .stopped)
     }
 
