@@ -94,3 +94,16 @@ package final class TracerLookupCache: Sendable {
         return tracer
     }
 }
+
+extension Span {
+    /// Runs `operation` with the span's context as the task's `ServiceContext.current`. A no-op span
+    /// (no tracer configured) carries the context it was started in, so nothing is bound: around a
+    /// connection's whole life a binding keeps a task-local record and its frames on the
+    /// connection's task (one slab of an idle connection's memory).
+    package func withContextBound<T>(
+        isolation: isolated (any Actor)? = #isolation, _ operation: () async throws -> T
+    ) async rethrows -> T {
+        if self is NoOpTracer.NoOpSpan { return try await operation() }
+        return try await ServiceContext.withValue(context, operation: operation)
+    }
+}

@@ -23,7 +23,7 @@ extension HubConnection {
         span.attributes["realtime.reconnect"] = reconnecting
         defer { span.end() }
         do {
-            try await ServiceContext.withValue(span.context) { try await openTransport(span: span) }
+            try await span.withContextBound { try await openTransport(span: span) }
             span.addEvent("handshake")
         } catch {
             span.fail(error)

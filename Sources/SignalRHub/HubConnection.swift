@@ -443,7 +443,7 @@ public final class HubConnection: Service, Sendable {
                 invocationId: id, target: method, arguments: arguments, streamIds: uploads.map(\.id)))
             if let span {
                 // The request that carries it (a POST over SSE or long polling) carries the span's context.
-                try await ServiceContext.withValue(span.context) { try await transmit(invocation, on: session, awaitingWrite: false) }
+                try await span.withContextBound { try await transmit(invocation, on: session, awaitingWrite: false) }
             } else {
                 try await transmit(invocation, on: session, awaitingWrite: false)
             }

@@ -197,13 +197,7 @@ public final class SocketManager: Service, Sendable {
         var failure: RealtimeError?
         var end: EngineIOSessionEnd?
         do {
-            // Without a tracer the span's context is the task's own: binding it again would keep
-            // a task-local binding and its frames on the connection's task for its whole life.
-            if span is NoOpTracer.NoOpSpan {
-                end = try await session.run()
-            } else {
-                end = try await ServiceContext.withValue(span.context) { try await session.run() }
-            }
+            end = try await span.withContextBound { try await session.run() }
         } catch {
             failure = RealtimeError.wrap(error)
         }

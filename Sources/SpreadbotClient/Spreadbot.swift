@@ -343,7 +343,7 @@ public final class Spreadbot: Service, Sendable {
         }
         defer { endSpan(nil) }
         do {
-            return try await ServiceContext.withValue(span.context) {
+            return try await span.withContextBound {
                 try await self.session(path: path, context: context, generation: generation, span: span, opened: { endSpan(nil) })
             }
         } catch {

@@ -98,7 +98,7 @@ public final class SpreadbotREST: Sendable {
         span.attributes["realtime.path"] = path
         defer { span.end() }
         do {
-            let response = try await ServiceContext.withValue(span.context) {
+            let response = try await span.withContextBound {
                 try await self.send(method, path: path, body: body, contentType: contentType)
             }
             span.attributes["http.response.status_code"] = Int(response.status.code)
