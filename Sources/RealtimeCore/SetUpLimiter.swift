@@ -14,6 +14,14 @@ package final class SetUpLimiter: Sendable {
     private struct Waiter {
         let id: UInt64
         let continuation: CheckedContinuation<Void, any Error>
+        /// The timer that ends the wait, once armed (a wait with a time limit).
+        var timer: (queue: TimerQueue, timer: TimerQueue.Timer)?
+
+        /// Resumes the waiter, disarming its timer.
+        func resume(with result: Result<Void, any Error>) {
+            if let timer { timer.queue.cancel(timer.timer) }
+            continuation.resume(with: result)
+        }
     }
 
     private struct Host {
@@ -33,9 +41,23 @@ package final class SetUpLimiter: Sendable {
     /// Runs `body` once fewer than `limit` set-ups to `host` run. Waiting ends with
     /// `CancellationError` when the task is cancelled (a connect deadline passed).
     package func withSlot<T>(host: String, limit: Int, _ body: () async throws -> T) async throws -> T {
-        try await acquire(host: host, limit: limit)
+        try await acquire(host: host, limit: limit, deadline: nil)
         defer { release(host: host, limit: limit) }
         return try await body()
+    }
+
+    /// Waits in the caller's task until fewer than `limit` set-ups to `host` run, for at most
+    /// `timeout` on `timers`; the caller then holds a slot and gives it back with
+    /// ``release(host:limit:)``. Throws `timeoutError` when the time passes first and
+    /// `CancellationError` when the task is cancelled.
+    ///
+    /// A waiter costs a continuation and a timer entry, no task of its own: set-ups asked for by
+    /// the thousand at once allocate no more than `limit` set-ups' worth of transient memory, so
+    /// little of it is left scattered between the open connections' objects.
+    package func acquire(
+        host: String, limit: Int, within timeout: Duration, timers: TimerQueue, timeoutError: RealtimeError
+    ) async throws {
+        try await acquire(host: host, limit: limit, deadline: (timers, timeout, timeoutError))
     }
 
     /// Set-ups running and waiting for `host` now (for tests).
@@ -46,7 +68,9 @@ package final class SetUpLimiter: Sendable {
         }
     }
 
-    private func acquire(host: String, limit: Int) async throws {
+    private func acquire(
+        host: String, limit: Int, deadline: (timers: TimerQueue, after: Duration, error: RealtimeError)?
+    ) async throws {
         let id = state.withLockedValue { state -> UInt64? in
             if state.hosts[host, default: Host()].active < max(limit, 1) {
                 state.hosts[host, default: Host()].active += 1
@@ -69,14 +93,22 @@ package final class SetUpLimiter: Sendable {
                     state.hosts[host, default: Host()].waiters.append(Waiter(id: id, continuation: continuation))
                     return true
                 }
-                if !enqueued { continuation.resume() }
+                guard enqueued else { return continuation.resume() }
+                guard let deadline else { return }
+                // Armed once the waiter is in line, so that the timer finds it there or finds it
+                // gone (it got its slot, or was cancelled).
+                let timer = deadline.timers.schedule(after: deadline.after) { [weak self] in
+                    self?.withdraw(host: host, id: id, error: deadline.error)
+                }
+                let armed = state.withLockedValue { state -> Bool in
+                    guard let index = state.hosts[host]?.waiters.firstIndex(where: { $0.id == id }) else { return false }
+                    state.hosts[host]?.waiters[index].timer = (deadline.timers, timer)
+                    return true
+                }
+                if !armed { deadline.timers.cancel(timer) }
             }
         } onCancel: {
-            let waiter = state.withLockedValue { state -> Waiter? in
-                guard let index = state.hosts[host]?.waiters.firstIndex(where: { $0.id == id }) else { return nil }
-                return state.hosts[host]?.waiters.remove(at: index)
-            }
-            waiter?.continuation.resume(throwing: CancellationError())
+            withdraw(host: host, id: id, error: CancellationError())
         }
         // Cancelled while the slot was being handed over: it is given back.
         if Task.isCancelled {
@@ -85,7 +117,17 @@ package final class SetUpLimiter: Sendable {
         }
     }
 
-    private func release(host: String, limit: Int) {
+    /// Takes waiter `id` out of the line and fails it with `error`; nothing when it is not there.
+    private func withdraw(host: String, id: UInt64, error: any Error) {
+        let waiter = state.withLockedValue { state -> Waiter? in
+            guard let index = state.hosts[host]?.waiters.firstIndex(where: { $0.id == id }) else { return nil }
+            return state.hosts[host]?.waiters.remove(at: index)
+        }
+        waiter?.resume(with: .failure(error))
+    }
+
+    /// Gives back a slot (one taken with ``acquire(host:limit:within:timers:timeoutError:)``).
+    package func release(host: String, limit: Int) {
         let next = state.withLockedValue { state -> Waiter? in
             guard var entry = state.hosts[host] else { return nil }
             if entry.active <= max(limit, 1), let next = entry.waiters.popFirst() {
@@ -101,6 +143,6 @@ package final class SetUpLimiter: Sendable {
             }
             return nil
         }
-        next?.continuation.resume()
+        next?.resume(with: .success(()))
     }
 }

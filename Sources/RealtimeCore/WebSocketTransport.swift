@@ -277,20 +277,29 @@ public enum WebSocketTransport {
         _ channelFactory: WebSocketClientChannel, url: String, runtime: RealtimeRuntime
     ) async throws -> OpenedChannel {
         let connectTimeout = channelFactory.configuration.connectTimeout
+        let timeoutError = RealtimeError.timeout(
+            "the WebSocket connection to \(Redaction.url(url))\(channelFactory.proxy.map { " through the proxy \($0)" } ?? "") was not open within \(connectTimeout)")
+        // The turn among the set-ups to this host is awaited here, under the same time limit, so
+        // that a set-up's task and its memory exist only once it runs (SetUpLimiter).
+        let limiter = runtime.setUpLimiter
+        let host = "\(channelFactory.target.host):\(channelFactory.target.port)"
+        let limit = runtime.http.maxConnectingPerHost
+        let waitStarted = runtime.timers.now
+        try await limiter.acquire(host: host, limit: limit, within: connectTimeout, timers: runtime.timers, timeoutError: timeoutError)
         let eventLoop = runtime.eventLoopGroup.next()
         let phase = NIOLockedValueBox(ConnectPhase.connecting)
         let opened = try await Deadline.run(
-            within: connectTimeout,
+            within: connectTimeout - (runtime.timers.now - waitStarted),
             runtime: runtime,
             isPastDeadlinePhase: { phase.withLockedValue { $0 == .open } },
             abandon: { phase.withLockedValue { $0 = .abandoned } },
-            timeoutError: RealtimeError.timeout(
-                "the WebSocket connection to \(Redaction.url(url))\(channelFactory.proxy.map { " through the proxy \($0)" } ?? "") was not open within \(connectTimeout)")
+            timeoutError: timeoutError
         ) { () -> OpenedChannel? in
-            let target = channelFactory.target
-            let (upgraded, response, extensions) = try await runtime.setUpLimiter.withSlot(
-                host: "\(target.host):\(target.port)", limit: runtime.http.maxConnectingPerHost
-            ) { try await channelFactory.open(on: eventLoop) }
+            // The slot is held until the set-up ends, also when its deadline abandoned it.
+            let (upgraded, response, extensions) = try await {
+                defer { limiter.release(host: host, limit: limit) }
+                return try await channelFactory.open(on: eventLoop)
+            }()
             let abandoned = phase.withLockedValue { phase -> Bool in
                 if phase == .abandoned { return true }
                 phase = .open

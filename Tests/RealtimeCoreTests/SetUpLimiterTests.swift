@@ -90,6 +90,61 @@ struct SetUpLimiterTests {
         #expect(limiter.counts(host: "a:1") == (0, 0))
     }
 
+    @Test("a waiter with a time limit leaves the line with the timeout error; one that got its slot keeps it")
+    func timedWaiter() async throws {
+        let limiter = SetUpLimiter()
+        let clock = ManualClock()
+        let timers = TimerQueue(clock: clock)
+        let timeout = RealtimeError.timeout("not set up within 1 s")
+        try await limiter.acquire(host: "a:1", limit: 1, within: .seconds(1), timers: timers, timeoutError: timeout)
+        let late = Task { try await limiter.acquire(host: "a:1", limit: 1, within: .seconds(1), timers: timers, timeoutError: timeout) }
+        try await waitUntil("the second waits, its timer armed") { limiter.counts(host: "a:1").waiting == 1 && timers.heapCount == 1 }
+        clock.advance(by: .seconds(1))
+        let error = await #expect(throws: RealtimeError.self) { try await late.value }
+        #expect(error?.code == .timeout && error?.detail == "not set up within 1 s")
+        #expect(limiter.counts(host: "a:1") == (1, 0))
+        // A waiter handed the slot before its time passed keeps it: the slot's timer is disarmed.
+        let served = Task { try await limiter.acquire(host: "a:1", limit: 1, within: .seconds(1), timers: timers, timeoutError: timeout) }
+        try await waitUntil("the third waits") { limiter.counts(host: "a:1").waiting == 1 }
+        limiter.release(host: "a:1", limit: 1)
+        try await served.value
+        clock.advance(by: .seconds(2))
+        #expect(limiter.counts(host: "a:1") == (1, 0))
+        limiter.release(host: "a:1", limit: 1)
+        #expect(limiter.counts(host: "a:1") == (0, 0))
+    }
+
+    /// The connect timeout covers the wait for a turn: a connection still in line when it passes
+    /// fails with the timeout and never reaches the server.
+    @Test("a WebSocket connection still waiting its turn at the connect timeout fails with it, unconnected")
+    func webSocketWaiterTimesOut() async throws {
+        let server = try await WebSocketEchoServer.start()
+        defer { Task { await server.stop() } }
+        let proxy = try await FaultProxy.start(targetPort: server.port)
+        defer { Task { await proxy.stop() } }
+        proxy.hold(.targetToClient)
+        let runtime = RealtimeRuntime(http: HTTPConnectionOptions(maxConnectingPerHost: 1), proxy: .none)
+        let host = "127.0.0.1:\(proxy.port)"
+        // The first set-up holds the only slot for a minute (its upgrade answer is held); the
+        // second may wait one second.
+        let first = Task {
+            _ = try await WebSocketTransport.connect(
+                to: "ws://\(host)/", configuration: WebSocketConfiguration(connectTimeout: .seconds(60)), runtime: runtime) { _ in }
+        }
+        try await waitUntil("the first set-up reached the proxy") { proxy.statistics.connectionsAccepted == 1 }
+        let error = await #expect(throws: RealtimeError.self) {
+            _ = try await WebSocketTransport.connect(
+                to: "ws://\(host)/", configuration: WebSocketConfiguration(connectTimeout: .seconds(1)), runtime: runtime) { _ in }
+        }
+        #expect(error?.code == .timeout, "\(String(describing: error))")
+        #expect(error?.detail.contains("was not open within") == true, "\(String(describing: error))")
+        #expect(proxy.statistics.connectionsAccepted == 1)
+        #expect(runtime.setUpLimiter.counts(host: host) == (1, 0))
+        proxy.resume()
+        try await first.value
+        #expect(runtime.setUpLimiter.counts(host: host) == (0, 0))
+    }
+
     /// Ten WebSocket connections started at once through a proxy that holds the server's answers:
     /// with a bound of 3, the proxy sees 3 connections until the upgrades are let through, then all
     /// ten open.
