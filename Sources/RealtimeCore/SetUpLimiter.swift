@@ -13,14 +13,15 @@ import NIOConcurrencyHelpers
 package final class SetUpLimiter: Sendable {
     private struct Waiter {
         let id: UInt64
-        let continuation: CheckedContinuation<Void, any Error>
+        /// Resumes the waiting task, or tells a set-up without a task (``request(host:limit:within:timers:timeoutError:_:)``).
+        let granted: @Sendable (Result<Void, any Error>) -> Void
         /// The timer that ends the wait, once armed (a wait with a time limit).
         var timer: (queue: TimerQueue, timer: TimerQueue.Timer)?
 
-        /// Resumes the waiter, disarming its timer.
+        /// Ends the wait, disarming its timer.
         func resume(with result: Result<Void, any Error>) {
             if let timer { timer.queue.cancel(timer.timer) }
-            continuation.resume(with: result)
+            granted(result)
         }
     }
 
@@ -60,6 +61,44 @@ package final class SetUpLimiter: Sendable {
         try await acquire(host: host, limit: limit, deadline: (timers, timeout, timeoutError))
     }
 
+    /// Asks for a slot for a set-up that runs without a task of its own (an event stream, driven by
+    /// callbacks). `granted` runs once: with success when the slot is the caller's (it gives it
+    /// back with ``release(host:limit:)``), with `timeoutError` when `timeout` on `timers` passes
+    /// first, or with `CancellationError` after ``cancelRequest(host:id:)``. It runs before this
+    /// returns when a slot is free. Returns the request's id.
+    @discardableResult
+    package func request(
+        host: String, limit: Int, within timeout: Duration, timers: TimerQueue, timeoutError: RealtimeError,
+        _ granted: @escaping @Sendable (Result<Void, any Error>) -> Void
+    ) -> UInt64 {
+        let (id, enqueued) = state.withLockedValue { state -> (UInt64, Bool) in
+            state.nextID += 1
+            if state.hosts[host, default: Host()].active < max(limit, 1) {
+                state.hosts[host, default: Host()].active += 1
+                return (state.nextID, false)
+            }
+            state.hosts[host, default: Host()].waiters.append(Waiter(id: state.nextID, granted: granted))
+            return (state.nextID, true)
+        }
+        if enqueued {
+            arm(host: host, id: id, deadline: (timers, timeout, timeoutError))
+        } else {
+            granted(.success(()))
+        }
+        return id
+    }
+
+    /// Withdraws request `id` while it waits: its callback runs with `CancellationError`. Nothing
+    /// when it already has its slot (the caller then gives the slot back).
+    package func cancelRequest(host: String, id: UInt64) {
+        withdraw(host: host, id: id, error: CancellationError())
+    }
+
+    /// Whether request `id` still waits in line.
+    package func isWaiting(host: String, id: UInt64) -> Bool {
+        state.withLockedValue { $0.hosts[host]?.waiters.contains(where: { $0.id == id }) ?? false }
+    }
+
     /// Set-ups running and waiting for `host` now (for tests).
     package func counts(host: String) -> (running: Int, waiting: Int) {
         state.withLockedValue { state in
@@ -90,22 +129,12 @@ package final class SetUpLimiter: Sendable {
                         state.hosts[host, default: Host()].active += 1
                         return false
                     }
-                    state.hosts[host, default: Host()].waiters.append(Waiter(id: id, continuation: continuation))
+                    state.hosts[host, default: Host()].waiters.append(
+                        Waiter(id: id, granted: { continuation.resume(with: $0) }))
                     return true
                 }
                 guard enqueued else { return continuation.resume() }
-                guard let deadline else { return }
-                // Armed once the waiter is in line, so that the timer finds it there or finds it
-                // gone (it got its slot, or was cancelled).
-                let timer = deadline.timers.schedule(after: deadline.after) { [weak self] in
-                    self?.withdraw(host: host, id: id, error: deadline.error)
-                }
-                let armed = state.withLockedValue { state -> Bool in
-                    guard let index = state.hosts[host]?.waiters.firstIndex(where: { $0.id == id }) else { return false }
-                    state.hosts[host]?.waiters[index].timer = (deadline.timers, timer)
-                    return true
-                }
-                if !armed { deadline.timers.cancel(timer) }
+                if let deadline { arm(host: host, id: id, deadline: deadline) }
             }
         } onCancel: {
             withdraw(host: host, id: id, error: CancellationError())
@@ -115,6 +144,20 @@ package final class SetUpLimiter: Sendable {
             release(host: host, limit: limit)
             throw CancellationError()
         }
+    }
+
+    /// Arms the timer of waiter `id`, once it is in line: the timer finds it there, or finds it gone
+    /// (it got its slot, or was withdrawn).
+    private func arm(host: String, id: UInt64, deadline: (timers: TimerQueue, after: Duration, error: RealtimeError)) {
+        let timer = deadline.timers.schedule(after: deadline.after) { [weak self] in
+            self?.withdraw(host: host, id: id, error: deadline.error)
+        }
+        let armed = state.withLockedValue { state -> Bool in
+            guard let index = state.hosts[host]?.waiters.firstIndex(where: { $0.id == id }) else { return false }
+            state.hosts[host]?.waiters[index].timer = (deadline.timers, timer)
+            return true
+        }
+        if !armed { deadline.timers.cancel(timer) }
     }
 
     /// Takes waiter `id` out of the line and fails it with `error`; nothing when it is not there.
@@ -144,5 +187,26 @@ package final class SetUpLimiter: Sendable {
             return nil
         }
         next?.resume(with: .success(()))
+    }
+}
+
+/// A set-up slot taken without a task (``SetUpLimiter/request(host:limit:within:timers:timeoutError:_:)``),
+/// given back once by whichever of its ends comes first (a response head, a failure).
+package final class SetUpSlot: Sendable {
+    private let limiter: SetUpLimiter
+    private let host: String
+    private let limit: Int
+    private let held = NIOLockedValueBox(true)
+
+    package init(limiter: SetUpLimiter, host: String, limit: Int) {
+        self.limiter = limiter
+        self.host = host
+        self.limit = limit
+    }
+
+    /// Gives the slot back; later calls do nothing.
+    package func release() {
+        guard held.withLockedValue({ held in defer { held = false }; return held }) else { return }
+        limiter.release(host: host, limit: limit)
     }
 }
