@@ -15,10 +15,6 @@ extension EventSource {
     /// (204 ends for good, any other status but 200 and any content type but `text/event-stream`
     /// fail), every event handed to the consumer's buffer on the connection's event loop, and the
     /// end reported by a callback (to the reconnect driver, as when the request cannot even start).
-    ///
-    /// The request waits its turn among the set-ups to its host
-    /// (``HTTPConnectionOptions/maxConnectingPerHost``) within the connect timeout, without a task:
-    /// its slot is given back once the response head is decided or the request failed.
     func openStream(attemptHeaders: HTTPHeaders? = nil) {
         var headers = configuration.headers
         for (name, value) in attemptHeaders ?? [:] { headers.replaceOrAdd(name: name, value: value) }
@@ -37,54 +33,12 @@ extension EventSource {
             emitsComments: configuration.onComment != nil || configuration.includeComments,
             lastEventId: lastEventId,
             idleTimeout: configuration.idleTimeout)
-        let prepared = request
-        let limiter = runtime.setUpLimiter
-        let host = "\(url.host ?? ""):\(url.port ?? (url.scheme?.lowercased() == "https" ? 443 : 80))"
-        let limit = runtime.http.maxConnectingPerHost
-        let timeout = configuration.connectTimeout
-        let asked = runtime.timers.now
-        let attempt = state.withLockedValue { state -> UInt64 in
-            state.setUpAttempt += 1
-            return state.setUpAttempt
-        }
-        let id = limiter.request(
-            host: host, limit: limit, within: timeout, timers: runtime.timers,
-            timeoutError: RealtimeError.timeout("no response from \(Redaction.url(url.absoluteString)) within \(timeout)")
-        ) { result in
-            let closed = self.state.withLockedValue { state -> Bool in
-                if state.setUpAttempt == attempt { state.setUpRequest = nil }
-                return state.closed
-            }
-            switch result {
-            case .success:
-                let slot = SetUpSlot(limiter: limiter, host: host, limit: limit)
-                if closed { return slot.release() }
-                // The wait in line counts against the connect timeout.
-                var request = prepared
-                request.headTimeout = max(.milliseconds(1), timeout - (self.runtime.timers.now - asked))
-                self.startStream(request, options: options, span: span, slot: slot)
-            case .failure(let error):
-                span.fail(error)
-                span.end()
-                self.state.withLockedValue { $0.connectSpan = nil }
-                if !closed { self.driver.ended(.dropped(RealtimeError.wrap(error))) }
-            }
-        }
-        // Recorded for close(), unless the slot came already.
-        state.withLockedValue { state in
-            if state.setUpAttempt == attempt, limiter.isWaiting(host: host, id: id) { state.setUpRequest = (host, id) }
-        }
-    }
-
-    /// The request, once it has its set-up slot: the stream is opened and registered.
-    private func startStream(_ request: HTTPRequestSpec, options: EventStreamOptions, span: any Span, slot: SetUpSlot) {
         let urlText = url.absoluteString
         let stream: EventStream
         do {
             stream = try EventStream.open(
                 request, runtime: runtime, options: options, metrics: metrics,
                 onHead: { head in
-                    slot.release()
                     self.state.withLockedValue { $0.lastStatus = Int(head.status.code) }
                     if head.status == .noContent {
                         // The server's way to say "stop reconnecting".
@@ -107,7 +61,6 @@ extension EventSource {
                 },
                 onOutputs: { outputs in self.receive(outputs) })
         } catch {
-            slot.release()
             span.fail(error)
             span.end()
             state.withLockedValue { $0.connectSpan = nil }
@@ -121,10 +74,7 @@ extension EventSource {
         }
         if !registered { stream.cancel() }
         buffer.setOnDemand { stream.resume() }
-        stream.whenFinished { result in
-            slot.release()
-            self.streamEnded(stream, result)
-        }
+        stream.whenFinished { result in self.streamEnded(stream, result) }
     }
 
     /// The head was accepted (on the event loop): open, before any event of this response.

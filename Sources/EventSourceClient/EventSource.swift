@@ -69,10 +69,6 @@ public final class EventSource: Service, Sendable {
         var bytesOfEndedStreams = 0
         /// The span of the connection being opened, ended when its head is accepted or it fails.
         var connectSpan: (any Span)?
-        /// Counts connection attempts, so that a set-up slot's answer finds its own.
-        var setUpAttempt: UInt64 = 0
-        /// The attempt waiting for its set-up slot, so that close() can withdraw it.
-        var setUpRequest: (host: String, id: UInt64)?
     }
 
     /// - Parameters:
@@ -176,16 +172,14 @@ public final class EventSource: Service, Sendable {
 
     /// Closes the connection for good; ``events`` ends normally.
     public func close() {
-        let (started, stream, waiting) = state.withLockedValue { state in
+        let (started, stream) = state.withLockedValue { state -> (Bool, EventStream?) in
             state.closed = true
             state.readyState = .closed
-            defer { state.setUpRequest = nil }
-            return (state.started, state.stream, state.setUpRequest)
+            return (state.started, state.stream)
         }
         // Stopped first: the end of the stream cancelled below is then ignored.
         if started { driver.stop() }
         stream?.cancel()
-        if let waiting { runtime.setUpLimiter.cancelRequest(host: waiting.host, id: waiting.id) }
         buffer.finish()
         ended.complete(.success(()))
     }
@@ -202,8 +196,6 @@ public final class EventSource: Service, Sendable {
                 state.restartRequested = true
                 return .cancel(stream)
             }
-            // Waiting for its set-up slot: the connection it makes is the fresh one asked for.
-            if state.setUpRequest != nil { return .nothing }
             return .now
         }
         switch step {
