@@ -169,7 +169,7 @@ public struct RealtimeRuntime: Sendable {
         return capped
     }
 
-    /// Bounds the WebSocket connections and EventSource streams being set up at once per host
+    /// Bounds the WebSocket connections (and SignalR connects) being set up at once per host
     /// (``HTTPConnectionOptions/maxConnectingPerHost``); shared by every copy of the runtime.
     package var setUpLimiter: SetUpLimiter { storage.setUps }
 
@@ -226,10 +226,11 @@ public struct HTTPConnectionOptions: Sendable, Hashable {
     /// the set-up finishes, the connection waits here unused for the next request to that host, and
     /// is closed after this long.
     public var idleTimeout: Duration
-    /// WebSocket connections and EventSource streams being set up at once to one host and port
-    /// (TCP connect, proxy tunnel, TLS handshake, upgrade or response head), across every client of
-    /// the runtime. Default 64. Past it a set-up waits its turn, first come first served, and the
-    /// wait counts toward its connect timeout; a waiting set-up holds no task.
+    /// WebSocket connections being set up at once to one host and port (TCP connect, proxy tunnel,
+    /// TLS handshake, upgrade), across every client of the runtime. Default 64. Past it a set-up
+    /// waits its turn, first come first served, and the wait counts toward its connect timeout; a
+    /// waiting set-up holds no task. A SignalR connect takes its turn before its negotiate and
+    /// keeps it through the handshake, waiting at most ``connectTimeout``.
     ///
     /// The same bound applies to SignalR's negotiate requests: they go through a pool of at most
     /// this many connections per host, where a burst of them would otherwise leave one idle

@@ -61,11 +61,43 @@ package final class SetUpLimiter: Sendable {
         try await acquire(host: host, limit: limit, deadline: (timers, timeout, timeoutError))
     }
 
-    /// Asks for a slot for a set-up that runs without a task of its own (an event stream, driven by
-    /// callbacks). `granted` runs once: with success when the slot is the caller's (it gives it
-    /// back with ``release(host:limit:)``), with `timeoutError` when `timeout` on `timers` passes
-    /// first, or with `CancellationError` after ``cancelRequest(host:id:)``. It runs before this
-    /// returns when a slot is free. Returns the request's id.
+    /// The host whose set-up slot the current task holds (``withSlot(host:limit:within:timers:timeoutError:waiting:_:)``):
+    /// a set-up nested in it (a WebSocket opened by a SignalR start) does not ask again.
+    @TaskLocal package static var heldHost: String?
+
+    /// Runs `body` holding a slot for `host`, waited for in the caller's task within `timeout`.
+    /// While it waits, `waiting` gets the request's id, so that the owner can withdraw it
+    /// (``cancelRequest(host:id:)``, which fails the wait with `CancellationError`), and nil when
+    /// the wait is over. A task that holds this host's slot already runs `body` at once.
+    package func withSlot<T>(
+        host: String, limit: Int, within timeout: Duration, timers: TimerQueue, timeoutError: RealtimeError,
+        waiting: @escaping @Sendable (UInt64?) -> Void, _ body: () async throws -> T
+    ) async throws -> T {
+        if Self.heldHost == host { return try await body() }
+        let asked = NIOLockedValueBox<UInt64?>(nil)
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                let id = request(host: host, limit: limit, within: timeout, timers: timers, timeoutError: timeoutError) { result in
+                    waiting(nil)
+                    continuation.resume(with: result)
+                }
+                asked.withLockedValue { $0 = id }
+                if isWaiting(host: host, id: id) { waiting(id) }
+                // Cancelled before the id was known: the handler found nothing to withdraw.
+                if Task.isCancelled { cancelRequest(host: host, id: id) }
+            }
+        } onCancel: {
+            if let id = asked.withLockedValue({ $0 }) { cancelRequest(host: host, id: id) }
+        }
+        defer { release(host: host, limit: limit) }
+        return try await Self.$heldHost.withValue(host) { try await body() }
+    }
+
+    /// Asks for a slot without waiting in a task. `granted` runs once: with success when the slot
+    /// is the caller's (it gives it back with ``release(host:limit:)``), with `timeoutError` when
+    /// `timeout` on `timers` passes first, or with `CancellationError` after
+    /// ``cancelRequest(host:id:)``. It runs before this returns when a slot is free. Returns the
+    /// request's id.
     @discardableResult
     package func request(
         host: String, limit: Int, within timeout: Duration, timers: TimerQueue, timeoutError: RealtimeError,
@@ -187,26 +219,5 @@ package final class SetUpLimiter: Sendable {
             return nil
         }
         next?.resume(with: .success(()))
-    }
-}
-
-/// A set-up slot taken without a task (``SetUpLimiter/request(host:limit:within:timers:timeoutError:_:)``),
-/// given back once by whichever of its ends comes first (a response head, a failure).
-package final class SetUpSlot: Sendable {
-    private let limiter: SetUpLimiter
-    private let host: String
-    private let limit: Int
-    private let held = NIOLockedValueBox(true)
-
-    package init(limiter: SetUpLimiter, host: String, limit: Int) {
-        self.limiter = limiter
-        self.host = host
-        self.limit = limit
-    }
-
-    /// Gives the slot back; later calls do nothing.
-    package func release() {
-        guard held.withLockedValue({ held in defer { held = false }; return held }) else { return }
-        limiter.release(host: host, limit: limit)
     }
 }

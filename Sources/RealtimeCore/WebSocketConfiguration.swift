@@ -36,6 +36,10 @@ public struct WebSocketConfiguration: Sendable {
     public var tls: TLSOptions
     /// A protocol's keep-alive messages, handled on the event loop (SignalR, Engine.IO).
     package var protocolPing: WebSocketProtocolPing?
+    /// The set-up slot for the server's host is held already, by the connect that opens this
+    /// connection (a SignalR start holds it through negotiate and handshake): the connection does
+    /// not wait for one again.
+    package var setUpSlotHeld = false
 
     /// Makes a configuration; every parameter is the property of the same name.
     public init(

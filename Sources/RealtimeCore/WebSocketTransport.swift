@@ -285,7 +285,11 @@ public enum WebSocketTransport {
         let host = "\(channelFactory.target.host):\(channelFactory.target.port)"
         let limit = runtime.http.maxConnectingPerHost
         let waitStarted = runtime.timers.now
-        try await limiter.acquire(host: host, limit: limit, within: connectTimeout, timers: runtime.timers, timeoutError: timeoutError)
+        // A set-up that holds this host's slot already (a SignalR start) does not wait again.
+        let nested = channelFactory.configuration.setUpSlotHeld || SetUpLimiter.heldHost == host
+        if !nested {
+            try await limiter.acquire(host: host, limit: limit, within: connectTimeout, timers: runtime.timers, timeoutError: timeoutError)
+        }
         let eventLoop = runtime.eventLoopGroup.next()
         let phase = NIOLockedValueBox(ConnectPhase.connecting)
         let opened = try await Deadline.run(
@@ -297,7 +301,7 @@ public enum WebSocketTransport {
         ) { () -> OpenedChannel? in
             // The slot is held until the set-up ends, also when its deadline abandoned it.
             let (upgraded, response, extensions) = try await {
-                defer { limiter.release(host: host, limit: limit) }
+                defer { if !nested { limiter.release(host: host, limit: limit) } }
                 return try await channelFactory.open(on: eventLoop)
             }()
             let abandoned = phase.withLockedValue { phase -> Bool in

@@ -15,7 +15,29 @@ extension HubConnection {
     /// Binary, so never Server-Sent Events). When one fails to connect, the next is tried after a
     /// new negotiate (the failed attempt may have used up the connection token), as the reference
     /// clients do. A refused handshake or negotiate ends the start without trying others.
+    ///
+    /// The whole connect (negotiate, transport, handshake) first waits its turn among the set-ups to
+    /// the hub's host (``HTTPConnectionOptions/maxConnectingPerHost``, within the HTTP connect
+    /// timeout): thousands of connections started at once then set up a bounded number at a time,
+    /// and the memory a connect uses while under way is reused instead of left scattered between
+    /// the open connections. `stop()` withdraws a waiting connect.
     func openTransport() async throws {
+        let runtime = options.runtime
+        guard let endpoint = try? Endpoint(options.url, allowedSchemes: ["http", "https", "ws", "wss"]) else {
+            return try await openTransportNow()
+        }
+        let host = "\(endpoint.host):\(endpoint.port)"
+        let limit = runtime.http.maxConnectingPerHost
+        let timeout = runtime.http.connectTimeout
+        try await runtime.setUpLimiter.withSlot(
+            host: host, limit: limit, within: timeout, timers: runtime.timers,
+            timeoutError: RealtimeError.timeout(
+                "the connection to \(Redaction.url(options.url)) did not get its turn to set up within \(timeout) (\(limit) set-ups to that host were under way)"),
+            waiting: { [weak self] id in self?.state.withLockedValue { $0.setUpWait = id.map { (host, $0) } } }
+        ) { try await openTransportNow() }
+    }
+
+    private func openTransportNow() async throws {
         let reconnecting = state.withLockedValue { if case .reconnecting = $0.machine.state { true } else { false } }
         // One span per connect: negotiate, each transport tried (and the fallbacks) and the handshake
         // are its events; every request it makes carries its propagation headers.
@@ -277,6 +299,11 @@ extension HubConnection {
         var configuration = WebSocketConfiguration(
             headers: headers, cookies: options.cookies, maxMessageSize: options.maximumReceiveMessageSize, autoPing: nil,
             connectTimeout: options.handshakeTimeout, tls: options.tls)
+        // Opened inside a connect that holds the set-up slot for this host (openTransport()): the
+        // connection task that opens the socket does not inherit the mark, so it is passed on.
+        if let held = SetUpLimiter.heldHost, let endpoint = try? Endpoint(wsURL, allowedSchemes: ["ws", "wss"]) {
+            configuration.setUpSlotHeld = held == "\(endpoint.host):\(endpoint.port)"
+        }
         let generation = resuming ?? nextGeneration()
         let ready = OneShot<Void>()
         let run = SessionRun()

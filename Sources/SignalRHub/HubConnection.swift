@@ -70,6 +70,8 @@ public final class HubConnection: Service, Sendable {
         /// The reconnect attempt under way (negotiate, connect, handshake) and its number: `stop()`
         /// cancels it and waits for it, so nothing connects after `stop()` returned.
         var attemptTask: (attempt: Int, task: Task<Void, Never>)?
+        /// A connect waiting its turn among the set-ups to its host: `stop()` withdraws it.
+        var setUpWait: (host: String, id: UInt64)?
     }
 
     enum Pending: Sendable {
@@ -364,9 +366,11 @@ public final class HubConnection: Service, Sendable {
     /// Closes the connection. Pending invocations fail with `cancelled`; `onClosed` is called with nil
     /// and its handlers have returned by the time `stop()` returns.
     public func stop() async {
-        let (actions, session, attempt, resumeAttempt) = state.withLockedValue {
-            ($0.machine.stop(), $0.session, $0.attemptTask?.task, $0.resume?.attempt?.task)
+        let (actions, session, attempt, resumeAttempt, setUpWait) = state.withLockedValue {
+            ($0.machine.stop(), $0.session, $0.attemptTask?.task, $0.resume?.attempt?.task, $0.setUpWait)
         }
+        // A connect still waiting its turn to set up ends now, with the stop.
+        if let setUpWait { options.runtime.setUpLimiter.cancelRequest(host: setUpWait.host, id: setUpWait.id) }
         // A reconnect attempt under way is cancelled (.stopReconnecting) and awaited below, and so
         // is a stateful resume's (.stopResuming). Only when this stop() ended it: an `onClosed`
         // handler that calls stop() runs inside the attempt that gave up, and finds the connection

@@ -141,8 +141,10 @@ struct SetUpLimiterTests {
         #expect(proxy.statistics.connectionsAccepted == 1)
         #expect(runtime.setUpLimiter.counts(host: host) == (1, 0))
         proxy.resume()
-        try await first.value
-        #expect(runtime.setUpLimiter.counts(host: host) == (0, 0))
+        // The first connection opens (its close is not under test: a loaded machine once ended it
+        // with 1006), and its slot is given back.
+        _ = try? await first.value
+        try await waitUntil("the slot is given back") { runtime.setUpLimiter.counts(host: host) == (0, 0) }
     }
 
     /// Ten WebSocket connections started at once through a proxy that holds the server's answers:
