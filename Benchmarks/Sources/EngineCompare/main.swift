@@ -29,7 +29,8 @@ import SpreadbotClient
 //   receives four n-KiB messages, so the figure is what a connection keeps once a burst is over;
 //   connections open $IDLE_BATCH at a time, 64 by default (IDLE_BATCH=N: all at once); with
 //   $IDLE_CONSUMER=1 the SSE and Socket.IO clients are read the way a user writes a reader, a task per
-//   connection in `for await` over `source.events` or `socket.events(named:)`, not a callback)
+//   connection in `for await` over `source.events` or `socket.events(named:)`, not a callback; with
+//   $IDLE_CONSUMER=task that task also opens the connection, and no other task waits for it)
 //   EngineCompare signalr-stream URL N                   a server-to-client stream of N items (countTo)
 //   EngineCompare signalr-stream-direct URL N            the same stream, iterating the HubStream itself
 //   EngineCompare signalr-on URL N                       N server invocations to an `on` handler (pushMany)
@@ -93,7 +94,36 @@ func unwrap<T>(_ value: any Sendable, as type: T.Type) -> T {
 }
 
 /// $IDLE_CONSUMER=1: a reading task per idle connection (a `for await` loop), as a user writes one.
-let idleConsumerTasks = ProcessInfo.processInfo.environment["IDLE_CONSUMER"] == "1"
+/// $IDLE_CONSUMER=task: that task also opens its connection (`Task { connect; for await ... }`), so
+/// no task exists only to open a connection.
+let idleConsumerTasks = ["1", "task"].contains(ProcessInfo.processInfo.environment["IDLE_CONSUMER"])
+let idleConsumerOpens = ProcessInfo.processInfo.environment["IDLE_CONSUMER"] == "task"
+/// $IDLE_GATE=n (a diagnosis): at most n SignalR starts run at once; the others wait before
+/// start() is called, in a shallow frame, as a set-up bound at the top of start() would make them.
+final class IdleGate: Sendable {
+    private let state: NIOLockedValueBox<(free: Int, waiting: [CheckedContinuation<Void, Never>])>
+    init(_ slots: Int) { state = NIOLockedValueBox((slots, [])) }
+    func acquire() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let now = state.withLockedValue { state -> Bool in
+                if state.free > 0 { state.free -= 1; return true }
+                state.waiting.append(continuation)
+                return false
+            }
+            if now { continuation.resume() }
+        }
+    }
+    func release() {
+        state.withLockedValue { state -> CheckedContinuation<Void, Never>? in
+            if state.waiting.isEmpty { state.free += 1; return nil }
+            return state.waiting.removeFirst()
+        }?.resume()
+    }
+}
+let idleGate = ProcessInfo.processInfo.environment["IDLE_GATE"].flatMap(Int.init).map(IdleGate.init)
+
+/// Connections whose reading task opened them ($IDLE_CONSUMER=task).
+let idleOpened = NIOLockedValueBox(0)
 
 /// Opens `count` connections with `open` (64 at a time), then reports RSS growth per connection
 /// once every one is open and the process has settled, how long opening took, the CPU the process
@@ -121,6 +151,15 @@ func idle(_ what: String, count: Int, broadcast: (@Sendable (any Sendable) async
         held += opened
         next += batch
     }
+    if idleConsumerOpens {
+        // The reading tasks open their connections: wait until every one (and the warm-up one) is open.
+        let deadline = ContinuousClock.now + .seconds(240)
+        while idleOpened.withLockedValue({ $0 }) < count + 1, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        let opened = idleOpened.withLockedValue { $0 }
+        if opened < count + 1 { fail("only \(opened) of \(count + 1) connections opened") }
+    }
     let openSeconds = (ContinuousClock.now - opening).seconds
     // IDLE_TRIM=1 (a diagnosis): glibc gives the free pages inside its heaps back before measuring,
     // so the figure shows what the connections hold, not what opening them left free.
@@ -128,6 +167,12 @@ func idle(_ what: String, count: Int, broadcast: (@Sendable (any Sendable) async
     if ProcessInfo.processInfo.environment["IDLE_TRIM"] == "1", let trim = dlsym(nil, "malloc_trim") {
         // malloc.h is not in Glibc's module map.
         _ = unsafeBitCast(trim, to: (@convention(c) (Int) -> Int32).self)(0)
+    }
+    #endif
+    // IDLE_MALLOC_STATS=1 (a diagnosis): glibc prints each arena's size and use to stderr.
+    #if canImport(Glibc)
+    if ProcessInfo.processInfo.environment["IDLE_MALLOC_STATS"] == "1", let stats = dlsym(nil, "malloc_stats") {
+        unsafeBitCast(stats, to: (@convention(c) () -> Void).self)()
     }
     #endif
     var burstNote = ""
@@ -276,6 +321,17 @@ case "sse-idle":
         _ = try await HTTPTransport.execute(HTTPRequestSpec(url: url.absoluteString + "burst?kib=\(kib)"))
     }) { _ in
         let source = EventSource(url: url, configuration: EventSourceConfiguration(reachability: AlwaysReachable()))
+        if idleConsumerOpens {
+            // The stream opens when the task starts reading it; its first event says it is open.
+            let reader = Task {
+                var opened = false
+                for try await event in source.events {
+                    if !opened { opened = true; idleOpened.withLockedValue { $0 += 1 } }
+                    if event.data == "news" || event.data.hasPrefix("bbbb") { broadcastsReceived.withLockedValue { $0 += 1 } }
+                }
+            }
+            return [source, reader] as [any Sendable]
+        }
         if idleConsumerTasks {
             // The stream's first event says it is open; the task then reads it for its whole life.
             let first = AsyncStream.makeStream(of: Void.self)
@@ -337,6 +393,16 @@ case "socketio-idle":
         configuration.engine.transports = [.websocket]
         configuration.reachability = AlwaysReachable()
         let manager = SocketManager(url: url, configuration: configuration)
+        if idleConsumerOpens {
+            let socket = manager.defaultSocket
+            let reader = Task {
+                let news = socket.events(named: "news")
+                try await socket.connect(timeout: .seconds(60))
+                idleOpened.withLockedValue { $0 += 1 }
+                for await _ in news { broadcastsReceived.withLockedValue { $0 += 1 } }
+            }
+            return [manager, reader] as [any Sendable]
+        }
         if idleConsumerTasks {
             let news = manager.defaultSocket.events(named: "news")
             let reader = Task {
@@ -360,6 +426,8 @@ case "signalr-idle":
     }) { _ in
         let connection = HubConnectionBuilder().withUrl(url: url, transport: .webSockets).build()
         connection.on("news") { (_: String) in broadcastsReceived.withLockedValue { $0 += 1 } }
+        if let idleGate { await idleGate.acquire() }
+        defer { idleGate?.release() }
         try await startHub(connection)
         return connection
     }
