@@ -22,6 +22,27 @@ from aiosignalr.errors import HubException
 from aiosignalr.server import Hub, IncomingStream, ServerOptions, SignalRServer
 
 
+def fix_long_polling_idle_timer() -> None:
+    """Counts a long-polling connection's idle time from the end of a poll, as SignalR servers do.
+
+    aiosignalr 0.1.1 starts the idle timer when a poll begins, with the poll's own timeout (15 s):
+    a poll that waits the whole 15 s for data is answered empty at the moment the timer tears the
+    connection down, so the client's next poll, however quick, is answered 404 (seen in a loaded
+    test run; reproduced by polling an idle connection twice). Here the timer allows the poll's
+    timeout plus 15 s, so a connection dies only when no poll follows the last one for 15 s.
+    """
+    async def idle_watch(self, record, ctx):
+        try:
+            await asyncio.wait_for(ctx.wait_closed(), timeout=self.options.long_polling_timeout + 15.0)
+        except TimeoutError:
+            await self._teardown(ctx)
+        except asyncio.CancelledError:
+            pass
+
+    assert hasattr(SignalRServer, "_lp_idle_watch"), "aiosignalr changed: see fix_long_polling_idle_timer"
+    SignalRServer._lp_idle_watch = idle_watch
+
+
 class CopyCounter:
     """Counts, without changing what the server does, the messages aiosignalr 0.1.1 writes twice.
 
@@ -167,6 +188,7 @@ class TestHub(Hub):
 async def main():
     stateful = "stateful" in sys.argv[1:]
     CopyCounter.install()
+    fix_long_polling_idle_timer()
     options = ServerOptions(
         maximum_parallel_invocations=8, maximum_receive_message_size=1 << 20, keep_alive_interval=15.0,
         allow_stateful_reconnects=stateful)
