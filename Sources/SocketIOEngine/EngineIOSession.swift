@@ -51,6 +51,11 @@ final class EngineIOSession: Sendable {
         var pingTimer: TimerQueue.Timer?
     }
 
+    /// How long polling is held for an unanswered probe at most (less when the server's
+    /// pingTimeout / 4 is shorter): a loopback probe is answered in milliseconds, and a server's
+    /// ping must not wait long for a GET to carry it.
+    static let probeHold: Duration = .seconds(2)
+
     let options: EngineIOOptions
     let runtime: RealtimeRuntime
     /// The Engine.IO protocol revision: 4, or 3 (socket.io 2.x servers: the client pings, the
@@ -329,15 +334,20 @@ final class EngineIOSession: Sendable {
                 var inbound = connection.inbound.makeAsyncIterator()
                 // Pause polling first (spec order): no new GET; the server ends the pending one with
                 // a noop once it sees the probe. A reader that had already started the next GET
-                // would wait for that one until the server's next ping (a race loopback under load
-                // shows).
+                // would wait for that one until the server's next ping on a server that sends that
+                // one noop (a race loopback under load shows).
                 self.state.withLockedValue { $0.machine.probing() }
-                // Polling is held while the probe is out, so an unanswered probe is bounded, its
-                // write included (and shorter than the server's pong allowance, so a ping held
-                // meanwhile is answered in time).
+                // The hold is short: a probe that is not answered within it lets polling go on
+                // while it is out, so the server's pings keep arriving (an unanswered probe, e.g.
+                // through a proxy that passes the upgrade and no data, held them for
+                // pingTimeout / 2 before). The probe itself is bounded, its write included.
                 let probeTimeout = min(self.options.connectTimeout, handshake.pingTimeout / 2)
+                let hold = self.runtime.timers.schedule(after: min(probeTimeout, handshake.pingTimeout / 4, Self.probeHold)) {
+                    self.state.withLockedValue { $0.machine.probeHoldEnded() }?.resume(returning: false)
+                }
                 let (answer, timedOut): (RealtimeMessage?, Bool)
                 do {
+                    defer { self.runtime.timers.cancel(hold) }
                     (answer, timedOut) = try await self.nextMessage(&inbound, on: connection, within: probeTimeout, after: "2probe")
                 } catch {
                     self.resumePollingAfterFailedUpgrade()

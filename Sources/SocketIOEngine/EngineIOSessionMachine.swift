@@ -11,7 +11,8 @@ import RealtimeCore
 ///
 /// The upgrade, in the order the protocol asks for it: the probe goes out (`probing`: the polling
 /// reader starts no new GET; the server ends the pending one with a noop once it sees the probe);
-/// the probe is answered (`upgrading`: the upgrade waits until the reader is parked and the pending
+/// a probe not answered within a short hold lets polling go on while it is still out (back to
+/// `polling`: the server's pings must keep arriving); the probe is answered (`upgrading`: the upgrade waits until the reader is parked and the pending
 /// POST is done); the upgrade packet is written (`websocket`: the parked reader is told to stop).
 ///
 /// The heartbeat: the time of the last ping, and one deadline at that time + pingInterval +
@@ -23,7 +24,7 @@ struct EngineIOSessionMachine<ReaderWaiter, PauseWaiter> {
         case opening
         /// Open on polling, no upgrade under way.
         case polling
-        /// The WebSocket probe is out: the polling reader starts no new GET.
+        /// The WebSocket probe is out and its hold has not ended: the polling reader starts no new GET.
         case probing
         /// The probe was answered: polling is paused (the pending GET and POST finish), then the
         /// upgrade packet goes out.
@@ -154,6 +155,15 @@ struct EngineIOSessionMachine<ReaderWaiter, PauseWaiter> {
     /// The probe is about to be sent: the reader starts no new GET from here.
     mutating func probing() {
         if phase == .polling { phase = .probing }
+    }
+
+    /// The probe is still out when its hold ends: polling goes on while it waits for the answer (an
+    /// answer then pauses polling from `polling`). Returns the parked reader, to poll again.
+    mutating func probeHoldEnded() -> ReaderWaiter? {
+        guard phase == .probing else { return nil }
+        phase = .polling
+        defer { parkedReader = nil }
+        return parkedReader
     }
 
     /// The probe was answered: the upgrade waits until the reader is parked.

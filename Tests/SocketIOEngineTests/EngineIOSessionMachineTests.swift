@@ -85,6 +85,28 @@ struct EngineIOSessionMachineTests {
         #expect(resumed(machine.readerParks(2)).map { $0.stop } == false, "a reader that comes late polls at once")
     }
 
+    @Test("a probe still out when its hold ends: polling goes on, and a late answer pauses it again")
+    func probeHoldEnds() {
+        var machine = Machine()
+        _ = machine.opened(Self.handshake, on: .polling, now: .zero)
+        machine.probing()
+        #expect(parked(machine.readerParks(1)) == "nobody")
+        #expect(machine.probeHoldEnded() == 1, "the parked reader is handed back, to poll again")
+        #expect(machine.phase == .polling)
+        #expect(machine.readerStep() == .poll, "GETs go on while the probe is out")
+        #expect(machine.probeHoldEnded() == nil, "a hold ends once")
+
+        // The answer comes while a GET is in flight: the upgrade waits for the reader to park.
+        #expect(proceeds(machine.pausePolling("upgrade")) == nil)
+        #expect(machine.phase == .upgrading)
+        #expect(machine.probeHoldEnded() == nil, "a hold timer that fires after the answer changes nothing")
+        #expect(machine.phase == .upgrading)
+        #expect(machine.readerStep() == .park)
+        #expect(parked(machine.readerParks(2)) == "upgrade")
+        #expect(machine.upgraded() == 2)
+        #expect(machine.phase == .websocket)
+    }
+
     @Test("a reader that offers to park after the outcome is answered at once")
     func lateReader() {
         var machine = Machine()
