@@ -39,14 +39,6 @@ package final class SetUpLimiter: Sendable {
 
     package init() {}
 
-    /// Runs `body` once fewer than `limit` set-ups to `host` run. Waiting ends with
-    /// `CancellationError` when the task is cancelled (a connect deadline passed).
-    package func withSlot<T>(host: String, limit: Int, _ body: () async throws -> T) async throws -> T {
-        try await acquire(host: host, limit: limit, deadline: nil)
-        defer { release(host: host, limit: limit) }
-        return try await body()
-    }
-
     /// Waits in the caller's task until fewer than `limit` set-ups to `host` run, for at most
     /// `timeout` on `timers`; the caller then holds a slot and gives it back with
     /// ``release(host:limit:)``. Throws `timeoutError` when the time passes first and
@@ -58,39 +50,53 @@ package final class SetUpLimiter: Sendable {
     package func acquire(
         host: String, limit: Int, within timeout: Duration, timers: TimerQueue, timeoutError: RealtimeError
     ) async throws {
-        try await acquire(host: host, limit: limit, deadline: (timers, timeout, timeoutError))
+        try await wait(host: host, limit: limit, within: timeout, timers: timers, timeoutError: timeoutError, waiting: nil)
     }
 
-    /// The host whose set-up slot the current task holds (``withSlot(host:limit:within:timers:timeoutError:waiting:_:)``):
-    /// a set-up nested in it (a WebSocket opened by a SignalR start) does not ask again.
+    /// The host whose set-up slot the current task holds (``withSlot(host:limit:within:timers:timeoutError:waiting:_:)``),
+    /// for the set-up nested in it to say so in its configuration
+    /// (``WebSocketConfiguration/setUpSlotHeld``: a WebSocket opened by a SignalR start).
     @TaskLocal package static var heldHost: String?
 
     /// Runs `body` holding a slot for `host`, waited for in the caller's task within `timeout`.
     /// While it waits, `waiting` gets the request's id, so that the owner can withdraw it
     /// (``cancelRequest(host:id:)``, which fails the wait with `CancellationError`), and nil when
-    /// the wait is over. A task that holds this host's slot already runs `body` at once.
+    /// the wait is over.
     package func withSlot<T>(
         host: String, limit: Int, within timeout: Duration, timers: TimerQueue, timeoutError: RealtimeError,
         waiting: @escaping @Sendable (UInt64?) -> Void, _ body: () async throws -> T
     ) async throws -> T {
-        if Self.heldHost == host { return try await body() }
+        try await wait(host: host, limit: limit, within: timeout, timers: timers, timeoutError: timeoutError, waiting: waiting)
+        defer { release(host: host, limit: limit) }
+        return try await Self.$heldHost.withValue(host) { try await body() }
+    }
+
+    /// ``request(host:limit:within:timers:timeoutError:_:)`` awaited: returns holding a slot.
+    /// A task cancelled while it waits leaves the line; one cancelled as the slot is handed over
+    /// gives it back; both throw `CancellationError`.
+    private func wait(
+        host: String, limit: Int, within timeout: Duration, timers: TimerQueue, timeoutError: RealtimeError,
+        waiting: (@Sendable (UInt64?) -> Void)?
+    ) async throws {
         let asked = NIOLockedValueBox<UInt64?>(nil)
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
                 let id = request(host: host, limit: limit, within: timeout, timers: timers, timeoutError: timeoutError) { result in
-                    waiting(nil)
+                    waiting?(nil)
                     continuation.resume(with: result)
                 }
                 asked.withLockedValue { $0 = id }
-                if isWaiting(host: host, id: id) { waiting(id) }
-                // Cancelled before the id was known: the handler found nothing to withdraw.
+                if let waiting, isWaiting(host: host, id: id) { waiting(id) }
+                // Cancelled before the id was known: the handler below found nothing to withdraw.
                 if Task.isCancelled { cancelRequest(host: host, id: id) }
             }
         } onCancel: {
             if let id = asked.withLockedValue({ $0 }) { cancelRequest(host: host, id: id) }
         }
-        defer { release(host: host, limit: limit) }
-        return try await Self.$heldHost.withValue(host) { try await body() }
+        if Task.isCancelled {
+            release(host: host, limit: limit)
+            throw CancellationError()
+        }
     }
 
     /// Asks for a slot without waiting in a task. `granted` runs once: with success when the slot
@@ -113,7 +119,7 @@ package final class SetUpLimiter: Sendable {
             return (state.nextID, true)
         }
         if enqueued {
-            arm(host: host, id: id, deadline: (timers, timeout, timeoutError))
+            arm(host: host, id: id, timers: timers, after: timeout, error: timeoutError)
         } else {
             granted(.success(()))
         }
@@ -139,57 +145,18 @@ package final class SetUpLimiter: Sendable {
         }
     }
 
-    private func acquire(
-        host: String, limit: Int, deadline: (timers: TimerQueue, after: Duration, error: RealtimeError)?
-    ) async throws {
-        let id = state.withLockedValue { state -> UInt64? in
-            if state.hosts[host, default: Host()].active < max(limit, 1) {
-                state.hosts[host, default: Host()].active += 1
-                return nil
-            }
-            state.nextID += 1
-            return state.nextID
-        }
-        guard let id else { return }
-        try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-                // Cancelled already: the handler below ran before there was a waiter to find.
-                if Task.isCancelled { return continuation.resume(throwing: CancellationError()) }
-                let enqueued = state.withLockedValue { state -> Bool in
-                    // A slot may have come free since the check above.
-                    if state.hosts[host, default: Host()].active < max(limit, 1) {
-                        state.hosts[host, default: Host()].active += 1
-                        return false
-                    }
-                    state.hosts[host, default: Host()].waiters.append(
-                        Waiter(id: id, granted: { continuation.resume(with: $0) }))
-                    return true
-                }
-                guard enqueued else { return continuation.resume() }
-                if let deadline { arm(host: host, id: id, deadline: deadline) }
-            }
-        } onCancel: {
-            withdraw(host: host, id: id, error: CancellationError())
-        }
-        // Cancelled while the slot was being handed over: it is given back.
-        if Task.isCancelled {
-            release(host: host, limit: limit)
-            throw CancellationError()
-        }
-    }
-
     /// Arms the timer of waiter `id`, once it is in line: the timer finds it there, or finds it gone
     /// (it got its slot, or was withdrawn).
-    private func arm(host: String, id: UInt64, deadline: (timers: TimerQueue, after: Duration, error: RealtimeError)) {
-        let timer = deadline.timers.schedule(after: deadline.after) { [weak self] in
-            self?.withdraw(host: host, id: id, error: deadline.error)
+    private func arm(host: String, id: UInt64, timers: TimerQueue, after timeout: Duration, error: RealtimeError) {
+        let timer = timers.schedule(after: timeout) { [weak self] in
+            self?.withdraw(host: host, id: id, error: error)
         }
         let armed = state.withLockedValue { state -> Bool in
             guard let index = state.hosts[host]?.waiters.firstIndex(where: { $0.id == id }) else { return false }
-            state.hosts[host]?.waiters[index].timer = (deadline.timers, timer)
+            state.hosts[host]?.waiters[index].timer = (timers, timer)
             return true
         }
-        if !armed { deadline.timers.cancel(timer) }
+        if !armed { timers.cancel(timer) }
     }
 
     /// Takes waiter `id` out of the line and fails it with `error`; nothing when it is not there.

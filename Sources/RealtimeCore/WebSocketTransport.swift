@@ -286,7 +286,7 @@ public enum WebSocketTransport {
         let limit = runtime.http.maxConnectingPerHost
         let waitStarted = runtime.timers.now
         // A set-up that holds this host's slot already (a SignalR start) does not wait again.
-        let nested = channelFactory.configuration.setUpSlotHeld || SetUpLimiter.heldHost == host
+        let nested = channelFactory.configuration.setUpSlotHeld
         if !nested {
             try await limiter.acquire(host: host, limit: limit, within: connectTimeout, timers: runtime.timers, timeoutError: timeoutError)
         }

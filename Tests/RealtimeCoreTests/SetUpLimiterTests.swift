@@ -35,22 +35,31 @@ struct SetUpLimiterTests {
         }
     }
 
+    /// Runs `body` holding a slot of `limiter`, waited for on timers that never fire (a manual
+    /// clock nobody moves).
+    func holding(_ limiter: SetUpLimiter, host: String, limit: Int, _ body: () async -> Void) async throws {
+        try await limiter.acquire(
+            host: host, limit: limit, within: .seconds(1), timers: TimerQueue(clock: ManualClock()), timeoutError: .timeout("never"))
+        defer { limiter.release(host: host, limit: limit) }
+        await body()
+    }
+
     @Test("at most `limit` run at once; the rest start in the order they asked")
     func boundAndOrder() async throws {
         let limiter = SetUpLimiter()
         let bodies = Bodies()
         try await withThrowingTaskGroup(of: Void.self) { group in
             for index in 0..<3 {
-                group.addTask { try await limiter.withSlot(host: "a:1", limit: 3) { await bodies.run(index) } }
+                group.addTask { try await holding(limiter, host: "a:1", limit: 3) { await bodies.run(index) } }
             }
             try await waitUntil("three run") { bodies.started.count == 3 }
             // The later ones ask one at a time, so their order is known.
             for index in 3..<10 {
-                group.addTask { try await limiter.withSlot(host: "a:1", limit: 3) { await bodies.run(index) } }
+                group.addTask { try await holding(limiter, host: "a:1", limit: 3) { await bodies.run(index) } }
                 try await waitUntil("\(index) waits") { limiter.counts(host: "a:1").waiting == index - 2 }
             }
             // Another host has slots of its own.
-            try await limiter.withSlot(host: "b:1", limit: 3) {}
+            try await holding(limiter, host: "b:1", limit: 3) {}
             #expect(limiter.counts(host: "a:1") == (3, 7))
             #expect(Set(bodies.started) == [0, 1, 2])
             // Each release lets exactly the next one in.
@@ -71,9 +80,9 @@ struct SetUpLimiterTests {
     func cancelledWaiter() async throws {
         let limiter = SetUpLimiter()
         let bodies = Bodies()
-        let holder = Task { try await limiter.withSlot(host: "a:1", limit: 1) { await bodies.run(0) } }
+        let holder = Task { try await holding(limiter, host: "a:1", limit: 1) { await bodies.run(0) } }
         try await waitUntil("the slot is taken") { bodies.started == [0] }
-        let waiter = Task { try await limiter.withSlot(host: "a:1", limit: 1) { await bodies.run(1) } }
+        let waiter = Task { try await holding(limiter, host: "a:1", limit: 1) { await bodies.run(1) } }
         try await waitUntil("the second waits") { limiter.counts(host: "a:1").waiting == 1 }
         waiter.cancel()
         await #expect(throws: CancellationError.self) { try await waiter.value }
@@ -81,7 +90,7 @@ struct SetUpLimiterTests {
         // A task cancelled before it asks does not wait at all.
         let early = Task {
             withUnsafeCurrentTask { $0?.cancel() }
-            try await limiter.withSlot(host: "a:1", limit: 1) { await bodies.run(2) }
+            try await holding(limiter, host: "a:1", limit: 1) { await bodies.run(2) }
         }
         await #expect(throws: CancellationError.self) { try await early.value }
         bodies.release(0)
