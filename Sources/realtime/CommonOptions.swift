@@ -98,6 +98,7 @@ func say(_ text: String) {
 /// 128 + the signal (130 for Ctrl-C, 143 for SIGTERM).
 enum Interruption {
     private static let signalled = NSLock()
+    // nonisolated(unsafe): read and written only with `signalled` held.
     nonisolated(unsafe) private static var received: Int32?
 
     /// The signal that ended the work, if one did.
