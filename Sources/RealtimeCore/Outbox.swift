@@ -15,6 +15,16 @@ public import NIOConcurrencyHelpers
     /// An application message: counted toward the limit, and kept in the resend window after it is
     /// written. Control messages (pings, handshakes, close) are neither.
     var isApplicationData: Bool { get }
+    /// The key under which the message is counted when it leaves the resend window unconfirmed
+    /// (``Outbox/evictedUnconfirmed``): a message the protocol would have sent again after a drop,
+    /// which it can no longer name. Nil (the default): not counted.
+    var evictionKey: String? { get }
+}
+
+extension OutboxMessage {
+    /// Not counted when it leaves the resend window.
+    @inlinable
+    public var evictionKey: String? { nil }
 }
 
 /// How many messages written over a connection that gives no receipt (WebSocket) a client keeps
@@ -79,6 +89,9 @@ public struct OverflowPolicy: Hashable, Sendable {
         @usableFromInline var written: Deque<Message> = []
         @usableFromInline var writtenBytes = 0
         @usableFromInline var presumedDelivered = 0
+        /// Messages with an eviction key that left the window since the last confirmation of a
+        /// written message, by key.
+        @usableFromInline var evictedUnconfirmed: [String: Int] = [:]
         /// Bytes (polling size) of the application frames (emits, acks) in `queue`.
         @usableFromInline var boundedBytes = 0
         /// A bounded push was refused: call `onDrain` once the queue has room again.
@@ -488,6 +501,7 @@ public struct OverflowPolicy: Hashable, Sendable {
                 evicted.append(state.written.removeFirst())
                 state.writtenBytes -= oldest.outboxSize
                 state.presumedDelivered += 1
+                if let key = oldest.evictionKey { state.evictedUnconfirmed[key, default: 0] += 1 }
             }
             return evicted
         }
@@ -500,6 +514,8 @@ public struct OverflowPolicy: Hashable, Sendable {
     public func confirm(where matches: (Message) -> Bool) {
         let confirmed = state.withLockedValue { state -> (oldest: Message?, more: [Message]) in
             guard let index = state.written.firstIndex(where: matches) else { return (nil, []) }
+            // Everything written before it arrived, the messages that left the window included.
+            if !state.evictedUnconfirmed.isEmpty { state.evictedUnconfirmed = [:] }
             if index == 0 {
                 // Acks in the order of their emits: the oldest is confirmed alone (no array).
                 let oldest = state.written.removeFirst()
@@ -528,6 +544,7 @@ public struct OverflowPolicy: Hashable, Sendable {
                 bytes += frame.outboxSize
             }
             guard count > 0 else { return ([], 0) }
+            if !state.evictedUnconfirmed.isEmpty { state.evictedUnconfirmed = [:] }
             let confirmed = Array(state.written.prefix(count))
             state.written.removeFirst(count)
             state.writtenBytes -= bytes
@@ -557,6 +574,13 @@ public struct OverflowPolicy: Hashable, Sendable {
 
     /// Frames that left the window unconfirmed since the session started.
     package var presumedDelivered: Int { state.withLockedValue { $0.presumedDelivered } }
+
+    /// Messages that left the window and were not confirmed since (a later message in the window
+    /// confirmed clears them), counted by their ``OutboxMessage/evictionKey``. After a drop, these
+    /// are the messages the server may not have that can no longer be sent again or named. A
+    /// confirmation of a message that had itself left the window is not seen (it is no longer
+    /// held), so the count can include messages that did arrive.
+    package var evictedUnconfirmed: [String: Int] { state.withLockedValue { $0.evictedUnconfirmed } }
 
     /// Closes the outbox: pushes fail from now on; writers stop. The frames stay for ``takeUnsent()``.
     package func close() {

@@ -77,6 +77,10 @@ struct EngineIOFrame: OutboxMessage {
     var outboxParts: Int { 1 + rest.count }
     /// Socket.IO packets (emits, acks) are; Engine.IO control packets and CONNECT are not.
     var isApplicationData: Bool { requeueNamespace != nil }
+    /// What would be sent again after a drop (see `SocketIOClient.sessionEnded`) is counted by
+    /// namespace when it leaves the resend window unconfirmed; an emit with an ack is reported
+    /// through its ack instead.
+    var evictionKey: String? { ackID == nil && !isVolatile ? requeueNamespace : nil }
 
     /// The bytes of its largest WebSocket message.
     var largestWebSocketMessage: Int {

@@ -121,6 +121,8 @@ final class EngineIOSession: Sendable {
 
     /// Frames that left the resend window unconfirmed.
     var presumedDelivered: Int { outbox.presumedDelivered }
+    /// Emits that left the resend window unconfirmed, by namespace (``Outbox/evictedUnconfirmed``).
+    var evictedUnconfirmed: [String: Int] { outbox.evictedUnconfirmed }
 
     /// The server acknowledged `ackID` on `namespace`: frames written up to it arrived.
     func confirmDelivery(namespace: String, ackID: Int) {

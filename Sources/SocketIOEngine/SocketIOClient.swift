@@ -726,7 +726,9 @@ public final class SocketIOClient: Sendable {
     /// (its emit is not sent again). Everything else goes back to the front of the offline queue,
     /// in order, to be sent on the next connection; what does not fit is dropped by the queue's
     /// overflow policy and reported.
-    func sessionEnded(written: [EngineIOFrame], unwritten: [EngineIOFrame]) {
+    /// `leftWindow`: emits written to this session that had left the resend window unconfirmed:
+    /// not sent again and no longer held, so counted and reported, not named.
+    func sessionEnded(written: [EngineIOFrame], unwritten: [EngineIOFrame], leftWindow: Int = 0) {
         // Volatile emits are not sent again.
         let unwritten = unwritten.contains(where: \.isVolatile) ? unwritten.filter { !$0.isVolatile } : unwritten
         let (failedAcks, dropped) = state.withLockedValue { state in
@@ -744,7 +746,14 @@ public final class SocketIOClient: Sendable {
             for (id, entry) in state.acks where !waiting.contains(id) { failed.append((id, entry)) }
             for (id, _) in failed { state.acks.removeValue(forKey: id) }
             for frame in dropped { state.delivery.countDropped(frame) }
+            state.delivery.leftResendWindow += leftWindow
             return (failed, dropped)
+        }
+        if leftWindow > 0 {
+            let error = RealtimeError(
+                .connectionClosed,
+                "\(leftWindow) emits written before the connection dropped had left the resend window (engine.resendWindow) with no ack confirming them since: they are not sent again and the server may not have them")
+            fire(.error, [.string(error.description)])
         }
         manager?.metrics.dropped(dropped.count, reason: "queue_full")
         manager?.reportQueueDepth()

@@ -171,11 +171,18 @@ public struct SocketIODeliveryCounts: Sendable, Hashable {
     /// Sends of an emit again after it was written to a connection that broke (or, with `retries`,
     /// every try after the first): each one the server may see a second time.
     public var resent: Int
+    /// Emits written to a connection that then broke, that had left the resend window
+    /// (``EngineIOOptions/resendWindow``) before the break with no ack confirming them since: not
+    /// sent again, and the server may not have them. They are counted and reported in an `error`
+    /// event, not named (the window no longer held them). An ack of an emit that had itself left
+    /// the window is not seen, so this can count emits that did arrive.
+    public var leftResendWindow: Int
 
-    public init(notSent: Int = 0, possiblySent: Int = 0, resent: Int = 0) {
+    public init(notSent: Int = 0, possiblySent: Int = 0, resent: Int = 0, leftResendWindow: Int = 0) {
         self.notSent = notSent
         self.possiblySent = possiblySent
         self.resent = resent
+        self.leftResendWindow = leftResendWindow
     }
 
     mutating func count(_ delivery: SocketIODelivery) {

@@ -270,6 +270,7 @@ public final class SocketManager: Service, Sendable {
         }
         let unsent = session.collectUnsent()
         let presumed = session.presumedDelivered
+        let evicted = session.evictedUnconfirmed
         let (closing, wasOpen) = state.withLockedValue { state -> (Bool, Bool) in
             state.session = nil
             state.handler = nil
@@ -289,8 +290,12 @@ public final class SocketManager: Service, Sendable {
         let unwritten = Dictionary(grouping: unsent.unwritten.filter { $0.requeueNamespace != nil }, by: { $0.requeueNamespace! })
         // Hand every frame back before telling the sockets: a disconnect handler that emits queues
         // behind them.
+        // A session the client closed delivered what it wrote before its close packet.
+        let leftWindow = end == .closedByClient ? [:] : evicted
         for socket in sockets {
-            socket.sessionEnded(written: written[socket.namespace] ?? [], unwritten: unwritten[socket.namespace] ?? [])
+            socket.sessionEnded(
+                written: written[socket.namespace] ?? [], unwritten: unwritten[socket.namespace] ?? [],
+                leftWindow: leftWindow[socket.namespace] ?? 0)
         }
         for socket in sockets { socket.engineClosed(reason: reason, error: failure) }
         if closing || end == .closedByClient { return .closed }

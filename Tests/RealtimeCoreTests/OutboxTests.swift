@@ -36,6 +36,37 @@ import Testing
         #expect(outbox.takeUnsent().written.map(\.id) == [2, 3])
     }
 
+    /// What leaves the window unconfirmed is counted by key (what the protocol would have re-sent,
+    /// which it can no longer name), until a confirmation of a message still held clears it.
+    @Test func messagesLeavingTheWindowUnconfirmedAreCountedUntilAConfirmation() {
+        struct Keyed: OutboxMessage {
+            var id: Int
+            var key: String?
+            var outboxSize: Int { 10 }
+            var outboxParts: Int { 1 }
+            var isApplicationData: Bool { true }
+            var evictionKey: String? { key }
+        }
+        let outbox = Outbox<Keyed>(window: ResendWindow(frames: 3, bytes: 1 << 20))
+        outbox.wroteUnconfirmed((0..<5).map { Keyed(id: $0, key: $0 == 1 ? nil : ($0.isMultiple(of: 2) ? "/a" : "/b")) })
+        #expect(outbox.evictedUnconfirmed == ["/a": 1], "0 and 1 left; 1 has no key")
+        outbox.wroteUnconfirmed([Keyed(id: 5, key: "/b"), Keyed(id: 6, key: "/a")])
+        #expect(outbox.evictedUnconfirmed == ["/a": 2, "/b": 1], "2 and 3 left too")
+        outbox.confirm { $0.id == 99 }
+        #expect(outbox.evictedUnconfirmed == ["/a": 2, "/b": 1], "a confirmation that matches nothing held clears nothing")
+        outbox.confirm { $0.id == 5 }
+        #expect(outbox.evictedUnconfirmed.isEmpty, "5 arrived, so did everything written before it")
+        outbox.wroteUnconfirmed((7..<10).map { Keyed(id: $0, key: "/a") })
+        #expect(outbox.evictedUnconfirmed == ["/a": 1], "6 left after the confirmation")
+        #expect(outbox.presumedDelivered == 5)
+
+        // The messages a default conformance leaves the window with are not counted.
+        let plain = Outbox<Message>(window: ResendWindow(frames: 1, bytes: 1 << 20))
+        plain.wroteUnconfirmed((0..<10).map { Message(id: $0) })
+        #expect(plain.evictedUnconfirmed.isEmpty)
+        #expect(plain.presumedDelivered == 9)
+    }
+
     @Test func controlMessagesAreNeverKeptOrCounted() {
         let outbox = Outbox<Message>(window: .standard, limit: 20)
         outbox.wroteUnconfirmed([Message(id: 0, control: true), Message(id: 1)])

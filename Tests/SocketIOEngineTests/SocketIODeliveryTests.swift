@@ -231,6 +231,57 @@ struct SocketIODeliveryTests {
         )
     }
 
+    /// Over a WebSocket with a small resend window (20 frames) and with none: a burst of 300 emits
+    /// without an ack, cut part-way. Emits that left the window unconfirmed are not sent again and
+    /// can no longer be named; they are counted (`deliveryCounts.leftResendWindow`) and reported
+    /// in an `error` event. Every emit that never arrived is among them (nothing lost unreported),
+    /// and they are never more than the emits written and not re-sent.
+    @Test("emits that left the resend window before a cut are counted and reported", arguments: [20, 0])
+    func emitsThatLeftTheWindowAreReported(window: Int) async throws {
+        let peer = try await PythonPeer.start(scriptPath: peerScript("sio_server.py"))
+        defer { Task { await peer.stop() } }
+        var totals = (missing: 0, counted: 0)
+        for run in 0..<4 {
+            let proxy = try await FaultProxy.start(targetPort: peer.port)
+            var configuration = SocketIOConfiguration.testing([.websocket], upgrade: false)
+            configuration.offlineQueueCapacity = 2_000
+            configuration.engine.resendWindow = ResendWindow(frames: window, bytes: 1 << 20)
+            let manager = SocketManager(url: proxy.url(), configuration: configuration)
+            let socket = manager.defaultSocket
+            let errors = Recorder<String>()
+            socket.on(clientEvent: .error) { errors.append($0.arguments.first?.stringValue ?? "") }
+            let resent = Recorder<Int>()
+            socket.on(clientEvent: .resent) { event in
+                for emit in event.arguments where emit["event"]?.stringValue == "seq" {
+                    if let index = emit["data"]?.arrayValue?.first?.intValue { resent.append(index) }
+                }
+            }
+            try await socket.connect(timeout: .seconds(30))
+            _ = try await socket.emitWithAck("seq_reset", arguments: [], timeout: .seconds(30))
+            let cutAfter = 600 + run * 900
+            proxy.inject(.cutAfter(bytes: cutAfter, .clientToTarget, run.isMultiple(of: 2) ? .reset : .fin))
+            for index in 0..<300 { try socket.emit("seq", arguments: [.number(Double(index))]) }
+            try await waitUntil("the kept emits flushed", limit: .seconds(30)) { socket.queuedEmitCount == 0 && socket.status == .connected }
+            let arrived = Set(try await report(socket))
+            #expect(proxy.statistics.connectionsCut >= 1, "run \(run): the cut after \(cutAfter) bytes happened")
+            let missing = (0..<300).filter { !arrived.contains($0) }
+            let counts = socket.deliveryCounts
+            #expect(socket.droppedEmitCount == 0)
+            #expect(missing.count <= counts.leftResendWindow, "run \(run): \(missing.count) never arrived, \(counts.leftResendWindow) counted as having left the window")
+            #expect(counts.leftResendWindow + Set(resent.values).count <= 300, "run \(run): counted \(counts.leftResendWindow), re-sent \(Set(resent.values).count)")
+            if counts.leftResendWindow > 0 {
+                #expect(errors.values.contains { $0.contains("\(counts.leftResendWindow) emits written before the connection dropped had left the resend window") }, "\(errors.values)")
+            }
+            totals.missing += missing.count
+            totals.counted += counts.leftResendWindow
+            manager.disconnect()
+            await manager.waitUntilStopped()
+            await proxy.stop()
+        }
+        #expect(totals.missing > 0, "the cuts lost emits that had left the window")
+        print("emitsThatLeftTheWindowAreReported window \(window), 4 runs of 300: \(totals.missing) never arrived, \(totals.counted) counted as having left the window")
+    }
+
     /// disconnect() while a reconnect attempt is under way (its handshake stalled in the network)
     /// ends the attempt too: when the network comes back the client holds no connection and the
     /// namespace does not connect again.
