@@ -28,12 +28,7 @@ struct SocketIODeliveryTests {
             configuration.offlineQueueCapacity = 2_000
             let manager = SocketManager(url: proxy.url(), configuration: configuration)
             let socket = manager.defaultSocket
-            let resent = Recorder<Int>()
-            socket.on(clientEvent: .resent) { event in
-                for emit in event.arguments where emit["event"]?.stringValue == "seq" {
-                    if let index = emit["data"]?.arrayValue?.first?.intValue { resent.append(index) }
-                }
-            }
+            let resent = recordResentSeq(socket)
             try await socket.connect(timeout: .seconds(30))
             _ = try await socket.emitWithAck("seq_reset", arguments: [], timeout: .seconds(30))
 
@@ -250,12 +245,7 @@ struct SocketIODeliveryTests {
             let socket = manager.defaultSocket
             let errors = Recorder<String>()
             socket.on(clientEvent: .error) { errors.append($0.arguments.first?.stringValue ?? "") }
-            let resent = Recorder<Int>()
-            socket.on(clientEvent: .resent) { event in
-                for emit in event.arguments where emit["event"]?.stringValue == "seq" {
-                    if let index = emit["data"]?.arrayValue?.first?.intValue { resent.append(index) }
-                }
-            }
+            let resent = recordResentSeq(socket)
             try await socket.connect(timeout: .seconds(30))
             _ = try await socket.emitWithAck("seq_reset", arguments: [], timeout: .seconds(30))
             let cutAfter = 600 + run * 900
@@ -370,6 +360,17 @@ struct SocketIODeliveryTests {
         let firsts = server.recorded.compactMap { $0.first?.intValue }.filter { seen.insert($0).inserted }
         #expect(firsts == Array(0..<accepted))
         print("stalledPeerBoundsTheSendQueue \(Self.modes[mode].name): \(accepted) emits of 1 kB accepted before queueFull")
+    }
+
+    /// Records the index of every `seq` emit a `resent` event names.
+    private func recordResentSeq(_ socket: SocketIOClient) -> Recorder<Int> {
+        let resent = Recorder<Int>()
+        socket.on(clientEvent: .resent) { event in
+            for emit in event.arguments where emit["event"]?.stringValue == "seq" {
+                if let index = emit["data"]?.arrayValue?.first?.intValue { resent.append(index) }
+            }
+        }
+        return resent
     }
 
     /// Asks the server for what it received; the ask itself may be cut (its ack then fails at once),
