@@ -84,6 +84,9 @@ public final class SpreadbotTestServer: Sendable {
         /// Messages written to WebSockets (handed to the socket, one frame each).
         var webSocketMessagesWritten = 0
         var received: [String: [Received]] = [:]
+        /// What each WebSocket carried, by subscriber id (in the order the connections came), and
+        /// whether its handler has ended.
+        var webSocketReceived: [Int: (path: String, messages: [Received], ended: Bool)] = [:]
         var seenMessageIds: Set<String> = []
         var resources: [String: String] = [:]
         var log: [String] = []
@@ -171,6 +174,17 @@ public final class SpreadbotTestServer: Sendable {
     public var currentAccessToken: String? { state.withLockedValue { $0.accessToken } }
     /// Everything sent to `path` (WebSocket frames and POSTs), in arrival order, without duplicates.
     public func received(on path: String) -> [Received] { state.withLockedValue { $0.received[Self.normalize(path)] ?? [] } }
+
+    /// What each WebSocket to `path` carried, one array per connection in the order they came, and
+    /// whether the server is done with it (its handler ended: nothing more will be added). Messages
+    /// of two connections are stored as each connection's handler reads them, so ``received(on:)``
+    /// can interleave an old connection's last messages, read late, with a new connection's.
+    public func receivedPerWebSocket(on path: String) -> [(messages: [Received], ended: Bool)] {
+        let path = Self.normalize(path)
+        return state.withLockedValue { state in
+            state.webSocketReceived.sorted { $0.key < $1.key }.filter { $0.value.path == path }.map { ($0.value.messages, $0.value.ended) }
+        }
+    }
     /// One line per request: "GET /p ws", "GET /p sse", "GET /p poll", "POST /p", "POST /oauth/token", with " 401" etc. when refused.
     public var requestLog: [String] { state.withLockedValue { $0.log } }
     /// Messages written to WebSockets so far, each as a frame of its own: a test that holds the
@@ -249,8 +263,12 @@ public final class SpreadbotTestServer: Sendable {
             // between the two would be in neither.
             let since = SocketIOTestServer.query(target)["since"].flatMap { Int($0) }
             let (id, replay) = server.subscribe(path: path, sink: sink, replayingAfter: since)
+            server.state.withLockedValue { $0.webSocketReceived[id] = (path, [], false) }
             return .upgrade([:]) { inbound, outbound, _ in
-                defer { server.unsubscribe(id) }
+                defer {
+                    server.unsubscribe(id)
+                    server.state.withLockedValue { $0.webSocketReceived[id]?.ended = true }
+                }
                 // closeWebSockets(code:reason:): the writer, in order after what it was writing,
                 // sends the close frame with that code.
                 let closeCode = NIOLockedValueBox<(UInt16, String?)?>(nil)
@@ -281,8 +299,8 @@ public final class SpreadbotTestServer: Sendable {
                     group.addTask {
                         for try await message in inbound.messages(maxSize: 16 << 20) {
                             switch message {
-                            case .text(let text): server.store(.text(text), path: path, messageId: nil)
-                            case .binary(let buffer): server.store(.binary(Array(buffer: buffer)), path: path, messageId: nil)
+                            case .text(let text): server.store(.text(text), path: path, messageId: nil, webSocket: id)
+                            case .binary(let buffer): server.store(.binary(Array(buffer: buffer)), path: path, messageId: nil, webSocket: id)
                             }
                         }
                     }
@@ -357,10 +375,11 @@ public final class SpreadbotTestServer: Sendable {
 
     /// Records a send; false when its message id was seen before (a resend).
     @discardableResult
-    private func store(_ data: Received, path: String, messageId: String?) -> Bool {
+    private func store(_ data: Received, path: String, messageId: String?, webSocket: Int? = nil) -> Bool {
         state.withLockedValue { state in
             if let messageId, !state.seenMessageIds.insert(messageId).inserted { return false }
             state.received[path, default: []].append(data)
+            if let webSocket { state.webSocketReceived[webSocket]?.messages.append(data) }
             return true
         }
     }
