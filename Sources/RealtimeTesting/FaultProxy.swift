@@ -292,6 +292,7 @@ public final class FaultProxy: Sendable {
     public func refuseConnections(for duration: Duration? = nil) async {
         state.withLockedValue { $0.log.append(.refuse(for: duration)) }
         try? await stopListening()?.get()
+        // As in inject(_:): listening again is async and the timer's action is not.
         if let duration { after(duration) { proxy in Task { try? await proxy.acceptConnections() } } }
     }
 
