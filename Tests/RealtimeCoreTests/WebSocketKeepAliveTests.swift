@@ -143,13 +143,13 @@ import Testing
         let count = 200
         let received = NIOLockedValueBox(0)
         let ended = NIOLockedValueBox(false)
-        let open = NIOLockedValueBox(false)
+        let inbound = NIOLockedValueBox<InboundBuffer<RealtimeMessage>?>(nil)
         let connection = Task {
             defer { ended.withLockedValue { $0 = true } }
             try await WebSocketTransport.connect(
                 to: "ws://127.0.0.1:\(server.port)/", configuration: WebSocketConfiguration(autoPing: .seconds(10)), runtime: runtime
             ) { connection in
-                open.withLockedValue { $0 = true }
+                if case .loop(let buffer) = connection.inbound.source { inbound.withLockedValue { $0 = buffer } }
                 for _ in 0..<count { try await connection.send(text: "!send 65536") }
                 for await _ in reading { break }
                 for try await _ in connection.inbound {
@@ -158,10 +158,14 @@ import Testing
                 }
             }
         }
-        // The clock moves only once the connection is open: its next deadline before that is the
-        // connect timeout's (a loaded repeat run moved past it and the connect failed).
-        try await waitUntil("the connection is open") { open.withLockedValue { $0 } || ended.withLockedValue { $0 } }
         // 200 x 64 KiB is far more than the socket buffers and the channel's inbound buffer hold.
+        // The clock moves only once the channel stopped reading for its consumer: before the
+        // connection is open its next deadline is the connect timeout's (a loaded repeat run moved
+        // past it and the connect failed), and while the echoes are still on their way an interval
+        // of the manual clock can pass with the channel reading and nothing read yet.
+        try await waitUntil("the channel stopped reading for its consumer") {
+            inbound.withLockedValue { $0?.isPaused ?? false } || ended.withLockedValue { $0 }
+        }
         for _ in 0..<6 {
             #expect(try await nextInterval(clock, runtime.timers, ended: { ended.withLockedValue { $0 } }))
         }
