@@ -241,6 +241,9 @@ public final class EventSource: Service, Sendable {
 
     var hasConsumer: Bool { state.withLockedValue { $0.consumers > 0 } }
 
+    /// Updates buffered for the sequences now, not yet taken (for tests).
+    package var bufferedUpdates: Int { buffer.bufferedCount }
+
     /// Hands `updates` to the sequences' consumer, if there is one; returns whether to read on.
     /// On the connection's event loop the consumer is woken once after the current job, so every
     /// body part of one socket read (a chunk per event, as servers write them) is one hand-over.

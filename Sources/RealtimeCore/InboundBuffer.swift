@@ -298,6 +298,9 @@ package final class InboundBuffer<Element: Sendable>: Sendable {
 
     package var isFinished: Bool { state.withLockedValue { $0.finished } }
 
+    /// Elements buffered now, not yet taken by the consumer (for tests).
+    package var bufferedCount: Int { state.withLockedValue { $0.items.count } }
+
     /// Whether the consumer waits for elements now.
     package var hasWaitingConsumer: Bool { state.withLockedValue { $0.consumer != nil } }
 

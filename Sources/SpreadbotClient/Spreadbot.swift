@@ -845,6 +845,8 @@ public struct SpreadbotMessages: AsyncSequence, Sendable {
         /// How many times this iterator was handed messages (once per batch a read brought), for
         /// tests of the hand-over.
         package var consumerWakeUps: Int { subscription.buffer.consumerWakeUps }
+        /// Whether this iterator's loop waits for messages now (for the same tests).
+        package var isWaiting: Bool { subscription.buffer.hasWaitingConsumer }
     }
 
     /// Makes an iterator over the sequence.

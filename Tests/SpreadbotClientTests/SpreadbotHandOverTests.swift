@@ -31,7 +31,11 @@ struct SpreadbotHandOverTests {
             while read.count < total + 1, let message = try await iterator.next() { read.append(message.data.string ?? "") }
             return read
         }
-        // One message first: the loop has been handed something and waits before the burst.
+        // One message first: the loop has been handed something and waits before the burst. A
+        // message already buffered when the loop asks is taken without a wait, so the loop is
+        // waiting before each step (a loaded repeat run's consumer task started after "m0" came,
+        // and no hand-over was counted).
+        try await waitUntil("the loop waits", limit: .seconds(30)) { counter.isWaiting }
         server.publish("m0", to: "burst")
         try await waitUntil("the first message was handed over", limit: .seconds(30)) { counter.consumerWakeUps >= 1 }
         proxy.hold(.targetToClient)
@@ -40,6 +44,7 @@ struct SpreadbotHandOverTests {
         try await waitUntil("the server wrote every message and the proxy holds them", limit: .seconds(30)) {
             server.webSocketMessagesWritten >= written + total && proxy.statistics.bytesHeldForClients >= total * 10
         }
+        try await waitUntil("the loop waits for the burst", limit: .seconds(30)) { counter.isWaiting }
         let before = counter.consumerWakeUps
         proxy.resume()
         #expect(try await consumer.value == (0...total).map { "m\($0)" })
