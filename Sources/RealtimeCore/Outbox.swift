@@ -88,10 +88,11 @@ public struct OverflowPolicy: Hashable, Sendable {
         /// Application messages written and not confirmed yet, oldest first.
         @usableFromInline var written: Deque<Message> = []
         @usableFromInline var writtenBytes = 0
-        @usableFromInline var presumedDelivered = 0
         /// Messages with an eviction key that left the window since the last confirmation of a
-        /// written message, by key.
-        @usableFromInline var evictedUnconfirmed: [String: Int] = [:]
+        /// written message, counted by key. A list searched from the newest key, not a dictionary:
+        /// a burst past the window evicts a message per write, nearly always with the key of the one
+        /// before it, and a comparison of two short strings costs less than hashing one.
+        @usableFromInline var evictedUnconfirmed: [EvictedCount] = []
         /// Bytes (polling size) of the application frames (emits, acks) in `queue`.
         @usableFromInline var boundedBytes = 0
         /// A bounded push was refused: call `onDrain` once the queue has room again.
@@ -111,6 +112,25 @@ public struct OverflowPolicy: Hashable, Sendable {
         @usableFromInline var closed = false
         /// Bumped to retire the current writer (after an upgrade the polling writer stops).
         @usableFromInline var writerGeneration = 0
+
+        @usableFromInline
+        struct EvictedCount: Sendable {
+            @usableFromInline var key: String
+            @usableFromInline var count: Int
+            @usableFromInline init(key: String, count: Int) {
+                self.key = key
+                self.count = count
+            }
+        }
+
+        @inlinable
+        mutating func countEviction(_ key: String) {
+            if let index = evictedUnconfirmed.lastIndex(where: { $0.key == key }) {
+                evictedUnconfirmed[index].count += 1
+            } else {
+                evictedUnconfirmed.append(EvictedCount(key: key, count: 1))
+            }
+        }
     }
 
     @usableFromInline let state = NIOLockedValueBox(State())
@@ -484,7 +504,7 @@ public struct OverflowPolicy: Hashable, Sendable {
 
     /// Frames were written to a connection (a WebSocket, or a request that failed after it may have
     /// been read): keep the re-sendable ones until confirmed, within the
-    /// window (the oldest leave first, presumed delivered).
+    /// window (the oldest leave first; those with an eviction key are counted, ``evictedUnconfirmed``).
     @inlinable
     public func wroteUnconfirmed(_ frames: some Sequence<Message>) {
         // Frames leaving the window are freed after the lock is released: freeing them under it
@@ -500,8 +520,7 @@ public struct OverflowPolicy: Hashable, Sendable {
             {
                 evicted.append(state.written.removeFirst())
                 state.writtenBytes -= oldest.outboxSize
-                state.presumedDelivered += 1
-                if let key = oldest.evictionKey { state.evictedUnconfirmed[key, default: 0] += 1 }
+                if let key = oldest.evictionKey { state.countEviction(key) }
             }
             return evicted
         }
@@ -515,7 +534,7 @@ public struct OverflowPolicy: Hashable, Sendable {
         let confirmed = state.withLockedValue { state -> (oldest: Message?, more: [Message]) in
             guard let index = state.written.firstIndex(where: matches) else { return (nil, []) }
             // Everything written before it arrived, the messages that left the window included.
-            if !state.evictedUnconfirmed.isEmpty { state.evictedUnconfirmed = [:] }
+            if !state.evictedUnconfirmed.isEmpty { state.evictedUnconfirmed = [] }
             if index == 0 {
                 // Acks in the order of their emits: the oldest is confirmed alone (no array).
                 let oldest = state.written.removeFirst()
@@ -544,7 +563,7 @@ public struct OverflowPolicy: Hashable, Sendable {
                 bytes += frame.outboxSize
             }
             guard count > 0 else { return ([], 0) }
-            if !state.evictedUnconfirmed.isEmpty { state.evictedUnconfirmed = [:] }
+            if !state.evictedUnconfirmed.isEmpty { state.evictedUnconfirmed = [] }
             let confirmed = Array(state.written.prefix(count))
             state.written.removeFirst(count)
             state.writtenBytes -= bytes
@@ -572,15 +591,15 @@ public struct OverflowPolicy: Hashable, Sendable {
         }
     }
 
-    /// Frames that left the window unconfirmed since the session started.
-    package var presumedDelivered: Int { state.withLockedValue { $0.presumedDelivered } }
-
     /// Messages that left the window and were not confirmed since (a later message in the window
     /// confirmed clears them), counted by their ``OutboxMessage/evictionKey``. After a drop, these
     /// are the messages the server may not have that can no longer be sent again or named. A
     /// confirmation of a message that had itself left the window is not seen (it is no longer
     /// held), so the count can include messages that did arrive.
-    package var evictedUnconfirmed: [String: Int] { state.withLockedValue { $0.evictedUnconfirmed } }
+    package var evictedUnconfirmed: [String: Int] {
+        let counts = state.withLockedValue { $0.evictedUnconfirmed }
+        return Dictionary(counts.map { ($0.key, $0.count) }, uniquingKeysWith: +)
+    }
 
     /// Closes the outbox: pushes fail from now on; writers stop. The frames stay for ``takeUnsent()``.
     package func close() {

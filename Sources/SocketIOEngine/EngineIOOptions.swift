@@ -45,7 +45,9 @@ public struct EngineIOOptions: Sendable {
     /// Frames written over a WebSocket are kept, up to this window, until the server shows it
     /// received them (an ack for that emit or a later one); after a drop the kept ones are sent
     /// again on the next connection, so a cut loses none of them (the server may see some twice).
-    /// Frames that leave a full window unconfirmed are presumed delivered.
+    /// Emits that leave a full window unconfirmed can no longer be sent again: after a drop they are
+    /// counted in ``SocketIOClient/deliveryCounts`` (`leftResendWindow`) and reported by an `error`
+    /// event, as possibly delivered.
     public var resendWindow: ResendWindow = .standard
     /// The most packets one polling POST carries. python-engineio answers a POST of more than 16
     /// packets with `ok` and drops all of it (`Payload.max_decode_packets`), so 16 is the default;

@@ -119,8 +119,6 @@ final class EngineIOSession: Sendable {
     /// the frames never written.
     func collectUnsent() -> (written: [EngineIOFrame], unwritten: [EngineIOFrame]) { outbox.takeUnsent() }
 
-    /// Frames that left the resend window unconfirmed.
-    var presumedDelivered: Int { outbox.presumedDelivered }
     /// Emits that left the resend window unconfirmed, by namespace (``Outbox/evictedUnconfirmed``).
     var evictedUnconfirmed: [String: Int] { outbox.evictedUnconfirmed }
 

@@ -269,7 +269,6 @@ public final class SocketManager: Service, Sendable {
             span.end()
         }
         let unsent = session.collectUnsent()
-        let presumed = session.presumedDelivered
         let evicted = session.evictedUnconfirmed
         let (closing, wasOpen) = state.withLockedValue { state -> (Bool, Bool) in
             state.session = nil
@@ -281,9 +280,6 @@ public final class SocketManager: Service, Sendable {
         case .closedByClient: "io client disconnect"
         case .closedByServer: "transport close"
         case nil: failure?.code == .timeout && wasOpen ? "ping timeout" : "transport error"
-        }
-        if presumed > 0 {
-            logger.debug("Socket.IO frames left the resend window unconfirmed", metadata: ["realtime.presumed_delivered": "\(presumed)"])
         }
         let sockets = self.sockets
         let written = Dictionary(grouping: unsent.written.filter { $0.requeueNamespace != nil }, by: { $0.requeueNamespace! })
