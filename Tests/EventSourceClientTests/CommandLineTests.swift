@@ -39,10 +39,8 @@ import Testing
     /// As curl: a first connection that fails ends the command at once, in plain words.
     @Test func sseFailsFastOnAClosedPort() async throws {
         let closed = try RefusingPort()
-        let started = ContinuousClock.now
         let (status, stderr) = try await run(["sse", "http://127.0.0.1:\(closed.port)/"])
         #expect(status == 1)
-        #expect(ContinuousClock.now - started < .seconds(20), "no reconnects before the first connection")
         #expect(stderr.contains("connection refused (errno 111)"), "\(stderr)")
         #expect(stderr.filter { $0 == "(" }.count == stderr.filter { $0 == ")" }.count, "balanced: \(stderr)")
         #expect(!stderr.contains("(reconnecting)"), "\(stderr)")
@@ -50,12 +48,16 @@ import Testing
 
     @Test func socketioFailsFastOnAClosedPort() async throws {
         let closed = try RefusingPort()
-        let started = ContinuousClock.now
         let (status, stderr) = try await run(["socketio", "http://127.0.0.1:\(closed.port)", "--transport", "websocket"])
         #expect(status == 1)
-        #expect(ContinuousClock.now - started < .seconds(20), "no reconnects before the first connection")
         #expect(stderr.contains("could not connect") && stderr.contains("no --retry given"), "\(stderr)")
         #expect(stderr.contains("connection refused (errno 111)"), "\(stderr)")
+        // No reconnects before the first connection: one attempt, counted by a proxy in front.
+        let proxy = try await FaultProxy.start(targetPort: closed.port)
+        defer { Task { await proxy.stop() } }
+        let (proxiedStatus, _) = try await run(["socketio", "http://127.0.0.1:\(proxy.port)", "--transport", "websocket"])
+        #expect(proxiedStatus == 1)
+        #expect(proxy.statistics.connectionsAccepted == 1, "\(proxy.statistics)")
     }
 
     @Test func socketioRetriesTheFirstConnectionWhenAsked() async throws {

@@ -40,16 +40,16 @@ struct SocketIOEmitOptionsTests {
     func retriedUntilAcked(server: ServerUnderTest) async throws {
         let peer = try await server.start()
         defer { Task { await peer.stop() } }
-        let manager = SocketManager(url: peer.url, configuration: Self.retrying(3, ackTimeout: .seconds(1)))
+        // Tries to spare: on a loaded machine an answered try's ack can take longer than the ack
+        // timeout, and the next try is sent (the server then saw one more, and its ack says so).
+        let manager = SocketManager(url: peer.url, configuration: Self.retrying(6, ackTimeout: .seconds(1)))
         defer { manager.disconnect() }
         let socket = manager.defaultSocket
         try await socket.connect(timeout: .seconds(30))
         let key = UUID().uuidString
-        // The server answers from the third arrival on: two tries time out, the third is acked
-        // (a fourth only if the third's ack took longer than the ack timeout: the server then saw
-        // four, and the ack says so).
+        // The server answers from the third arrival on: two tries time out, the third is acked.
         let acked = try await socket.emitWithAck("flaky", key, 3).first?.intValue ?? 0
-        #expect(acked == 3 || acked == 4)
+        #expect((3...7).contains(acked))
         #expect(try await socket.emitWithAck("flaky_count", key, timeout: .seconds(30)) == [.integer(Int64(acked))])
     }
 
