@@ -5,6 +5,7 @@ public import NIOPosix
 public import CoreMetrics
 public import Tracing
 package import NIOHTTP1
+import NIOConcurrencyHelpers
 
 /// What every client of this package runs on: threads, HTTP clients, a logger and a clock.
 ///
@@ -26,6 +27,9 @@ public struct RealtimeRuntime: Sendable {
         let httpClients: HTTPClientCache
         let proxy: ProxyConfiguration
         let setUps: SetUpLimiter
+        /// This storage pinned to one of its event loops (``RealtimeRuntime/pinned(to:)``), made once
+        /// per loop: every session that pins its runtime shares them.
+        let pinnedToLoop = NIOLockedValueBox<[ObjectIdentifier: Storage]>([:])
 
         init(
             eventLoopGroup: any EventLoopGroup, httpClient: HTTPClient?, http: HTTPConnectionOptions, logger: Logger,
@@ -60,6 +64,21 @@ public struct RealtimeRuntime: Sendable {
     }
 
     private var storage: Storage
+
+    /// This runtime with `eventLoop` as its whole event loop group: what a connection that keeps to
+    /// one event loop runs on. Made once per event loop and shared, not a copy of the storage per
+    /// connection.
+    package func pinned(to eventLoop: any EventLoop) -> RealtimeRuntime {
+        if storage.eventLoopGroup === eventLoop { return self }
+        var pinned = self
+        pinned.storage = storage.pinnedToLoop.withLockedValue { cache in
+            if let existing = cache[ObjectIdentifier(eventLoop)] { return existing }
+            let made = storage.with(eventLoopGroup: eventLoop)
+            cache[ObjectIdentifier(eventLoop)] = made
+            return made
+        }
+        return pinned
+    }
 
     /// The event loops every connection runs on.
     public var eventLoopGroup: any EventLoopGroup {

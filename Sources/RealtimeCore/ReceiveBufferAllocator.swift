@@ -22,7 +22,7 @@ package struct ReceiveBufferAllocator: RecvByteBufferAllocator {
     private(set) package var nextSize: Int
     private var smallReads = 0
 
-    package init(initial: Int = 2048, maximum: Int = 64 * 1024) {
+    package init(initial: Int = 512, maximum: Int = 64 * 1024) {
         precondition(initial > 0 && maximum >= initial)
         self.initial = initial
         self.maximum = maximum

@@ -2,17 +2,19 @@ import Logging
 import NIOConcurrencyHelpers
 
 /// How one connected session ended, as told by the protocol module that ran it.
+// The error cases are indirect: a session's end is returned into the frame of the task that waits
+// for the session (as large as its largest case, for the connection's life).
 public enum SessionEnd: Sendable {
     /// The user closed it: do not reconnect.
     case closed
     /// The connection dropped and should be re-established. `minimumDelay` lets a protocol raise
     /// the wait (an SSE `retry:` field, a server's reconnect hint).
-    case dropped(RealtimeError?, minimumDelay: Duration? = nil)
+    indirect case dropped(RealtimeError?, minimumDelay: Duration? = nil)
     /// Reconnect at once, without backoff (a reset the user or the server asked for).
     case restart
     /// The connection ended for good with this error: do not reconnect (a server that said not to
     /// come back, a first connection that must not be retried).
-    case failed(RealtimeError)
+    indirect case failed(RealtimeError)
 }
 
 /// The reconnect loop every client runs: connection state, backoff, reachability and attempt
@@ -187,8 +189,9 @@ public final class ReconnectDriver: Sendable {
 
     /// What ``run(_:onFailure:)`` awaits next.
     private enum Step {
-        case finished(RealtimeError?)
-        case report(RealtimeError, willRetry: Bool)
+        // Indirect: the step is kept in the frame of the loop that waits for the session.
+        indirect case finished(RealtimeError?)
+        indirect case report(RealtimeError, willRetry: Bool)
         case connect(attempt: Int)
         case waitForNetwork
         case waitForRetry(Duration)

@@ -14,7 +14,9 @@ import Darwin
 @_spi(WSInternal) import WSCore
 
 /// A live WebSocket connection, valid inside the closure given to ``WebSocketTransport/connect(to:configuration:runtime:_:)``.
-public struct WebSocketConnection: Sendable {
+// A class: the connection is held by every async frame between the connect and the reader of its
+// messages, for the connection's whole life; as a struct each of them kept a copy of its 200 bytes.
+public final class WebSocketConnection: Sendable {
     /// The messages the server sends, reassembled from frames.
     public let inbound: WebSocketMessages
     let outbound: Outbound
@@ -36,6 +38,23 @@ public struct WebSocketConnection: Sendable {
     let closeDeadline: (@Sendable () -> Void)?
     /// Closes the TCP connection at once (permessage-deflate connections).
     let abortFrames: (@Sendable () -> Void)?
+
+    init(
+        inbound: WebSocketMessages, outbound: Outbound, closeRequested: NIOLockedValueBox<Bool>, upgradeResponse: WebSocketUpgradeResponse,
+        keepAliveCountsBox: NIOLockedValueBox<WebSocketKeepAliveCounts>, protocolPingSender: ProtocolPingSender?,
+        loopWriter: WebSocketLoopWriter?, closeTimeout: Duration, closeDeadline: (@Sendable () -> Void)?, abortFrames: (@Sendable () -> Void)?
+    ) {
+        self.inbound = inbound
+        self.outbound = outbound
+        self.closeRequested = closeRequested
+        self.upgradeResponse = upgradeResponse
+        self.keepAliveCountsBox = keepAliveCountsBox
+        self.protocolPingSender = protocolPingSender
+        self.loopWriter = loopWriter
+        self.closeTimeout = closeTimeout
+        self.closeDeadline = closeDeadline
+        self.abortFrames = abortFrames
+    }
 
     /// Writes the protocol's own keep-alive message (``WebSocketConfiguration/protocolPing``) on the
     /// event loop, without waiting and outside the send order (between two messages); returns false
@@ -112,7 +131,9 @@ public struct WebSocketMessages: AsyncSequence, Sendable {
     /// The sequence's iterator.
     public struct AsyncIterator: AsyncIteratorProtocol {
         var loop: InboundBuffer<RealtimeMessage>.Iterator?
-        var frames: FrameReader?
+        // Behind a reference: a connection's task keeps its iterator for the connection's life,
+        // and the frame reader of a compressed connection is four times the size of the other.
+        let frames: FrameReaderBox?
         let url: String
 
         /// The next element, or `nil` once the sequence has ended.
@@ -124,7 +145,7 @@ public struct WebSocketMessages: AsyncSequence, Sendable {
                     throw WebSocketTransport.mapError(error, url: url)
                 }
             }
-            return try await frames?.next()
+            return try await frames?.reader.next()
         }
 
         static func text(_ buffer: ByteBuffer, validate: Bool) -> String? {
@@ -135,6 +156,11 @@ public struct WebSocketMessages: AsyncSequence, Sendable {
             let text = String(buffer: buffer)
             return text.utf8.elementsEqual(buffer.readableBytesView) ? text : nil
         }
+    }
+
+    final class FrameReaderBox {
+        var reader: FrameReader
+        init(_ reader: FrameReader) { self.reader = reader }
     }
 
     /// Reassembles messages from swift-websocket's frames (a connection with permessage-deflate).
@@ -182,7 +208,7 @@ public struct WebSocketMessages: AsyncSequence, Sendable {
             let reader = FrameReader(
                 base: base.makeAsyncIterator(), outbound: outbound,
                 assembler: MessageAssembler(maxMessageSize: maxMessageSize, validateUTF8: validateUTF8), url: url)
-            return AsyncIterator(loop: nil, frames: reader, url: url)
+            return AsyncIterator(loop: nil, frames: FrameReaderBox(reader), url: url)
         }
     }
 }
@@ -272,36 +298,72 @@ public enum WebSocketTransport {
     /// TCP, TLS and the upgrade, under the connect deadline, in a task of its own that is abandoned
     /// when the deadline passes; the open connection then runs in the caller's task, so a
     /// connection costs no second task.
+    ///
+    /// A connection's task keeps its stack at the deepest it has been, and opening is the deepest
+    /// it goes: what the opening needs across its waits lives in an ``OpenAttempt`` (freed once the
+    /// connection is open), not in these frames.
     @inline(never)
     private static func open(
         _ channelFactory: WebSocketClientChannel, url: String, runtime: RealtimeRuntime
     ) async throws -> OpenedChannel {
-        let connectTimeout = channelFactory.configuration.connectTimeout
-        let timeoutError = RealtimeError.timeout(
-            "the WebSocket connection to \(Redaction.url(url))\(channelFactory.proxy.map { " through the proxy \($0)" } ?? "") was not open within \(connectTimeout)")
+        let attempt = OpenAttempt(channelFactory, url: url, runtime: runtime)
         // The turn among the set-ups to this host is awaited here, under the same time limit, so
         // that a set-up's task and its memory exist only once it runs (SetUpLimiter).
-        let limiter = runtime.setUpLimiter
-        let host = "\(channelFactory.target.host):\(channelFactory.target.port)"
-        let limit = runtime.http.maxConnectingPerHost
-        let waitStarted = runtime.timers.now
-        // A set-up that holds this host's slot already (a SignalR start) does not wait again.
-        let nested = channelFactory.configuration.setUpSlotHeld
-        if !nested {
-            try await limiter.acquire(host: host, limit: limit, within: connectTimeout, timers: runtime.timers, timeoutError: timeoutError)
-        }
-        let eventLoop = runtime.eventLoopGroup.next()
+        try await attempt.waitForTurn()
+        return try await attempt.setUp()
+    }
+
+    /// One opening of a connection: what its waits need, on the heap.
+    private final class OpenAttempt: Sendable {
+        let channelFactory: WebSocketClientChannel
+        let runtime: RealtimeRuntime
+        let connectTimeout: Duration
+        let timeoutError: RealtimeError
+        let host: String
+        let limit: Int
+        let waitStarted: Duration
+        /// A set-up that holds this host's slot already (a SignalR start) does not wait again.
+        let nested: Bool
         let phase = NIOLockedValueBox(ConnectPhase.connecting)
-        let opened = try await Deadline.run(
-            within: connectTimeout - (runtime.timers.now - waitStarted),
-            runtime: runtime,
-            isPastDeadlinePhase: { phase.withLockedValue { $0 == .open } },
-            abandon: { phase.withLockedValue { $0 = .abandoned } },
-            timeoutError: timeoutError
-        ) { () -> OpenedChannel? in
-            // The slot is held until the set-up ends, also when its deadline abandoned it.
+
+        init(_ channelFactory: WebSocketClientChannel, url: String, runtime: RealtimeRuntime) {
+            self.channelFactory = channelFactory
+            self.runtime = runtime
+            let connectTimeout = channelFactory.configuration.connectTimeout
+            self.connectTimeout = connectTimeout
+            self.timeoutError = RealtimeError.timeout(
+                "the WebSocket connection to \(Redaction.url(url))\(channelFactory.proxy.map { " through the proxy \($0)" } ?? "") was not open within \(connectTimeout)")
+            self.host = "\(channelFactory.target.host):\(channelFactory.target.port)"
+            self.limit = runtime.http.maxConnectingPerHost
+            self.waitStarted = runtime.timers.now
+            self.nested = channelFactory.configuration.setUpSlotHeld
+        }
+
+        @inline(never)
+        func waitForTurn() async throws {
+            if nested { return }
+            try await runtime.setUpLimiter.acquire(
+                host: host, limit: limit, within: connectTimeout, timers: runtime.timers, timeoutError: timeoutError)
+        }
+
+        @inline(never)
+        func setUp() async throws -> OpenedChannel {
+            let opened = try await Deadline.run(
+                within: connectTimeout - (runtime.timers.now - waitStarted),
+                runtime: runtime,
+                isPastDeadlinePhase: { self.phase.withLockedValue { $0 == .open } },
+                abandon: { self.phase.withLockedValue { $0 = .abandoned } },
+                timeoutError: timeoutError
+            ) { () -> OpenedChannel? in try await self.connect(on: self.runtime.eventLoopGroup.next()) }
+            guard let opened else { throw CancellationError() }
+            return opened
+        }
+
+        /// The set-up's own task: the slot is held until the set-up ends, also when its deadline
+        /// abandoned it.
+        private func connect(on eventLoop: any EventLoop) async throws -> OpenedChannel? {
             let (upgraded, response, extensions) = try await {
-                defer { if !nested { limiter.release(host: host, limit: limit) } }
+                defer { if !nested { runtime.setUpLimiter.release(host: host, limit: limit) } }
                 return try await channelFactory.open(on: eventLoop)
             }()
             let abandoned = phase.withLockedValue { phase -> Bool in
@@ -315,8 +377,6 @@ public enum WebSocketTransport {
             }
             return OpenedChannel(upgraded: upgraded, response: response, extensions: extensions, eventLoop: eventLoop)
         }
-        guard let opened else { throw CancellationError() }
-        return opened
     }
 
     /// The open connection: `body` runs with it, then the closing handshake. Kept apart from
@@ -330,31 +390,49 @@ public enum WebSocketTransport {
     ) async throws -> WebSocketCloseInfo? {
         switch opened.upgraded {
         case .loop(let reader):
-            let connection = loopConnection(reader, opened: opened, channelFactory: channelFactory, url: url, closeRequested: closeRequested)
-            // `body` runs on the connection's event loop, where its messages are decoded. Cancelling
-            // the task ends the connection: our close frame, then the TCP connection closed at once
-            // (a send waiting for a full socket fails then).
-            let failure: (any Error)? = try await withEventLoopPreference(opened.eventLoop) {
-                await withTaskCancellationHandler {
-                    do {
-                        try await body(connection)
-                        return nil
-                    } catch {
-                        return error
-                    }
-                } onCancel: {
-                    reader.abort()
-                }
-            }
-            // As swift-websocket's handler did: 1000 when the body returned, 1011 when it threw.
-            let closed = await reader.finish(code: failure == nil ? 1000 : 1011, timeout: channelFactory.configuration.closeTimeout)
-            if let failure { throw failure }
-            return closed
+            return try await runLoop(
+                reader, connection: loopConnection(reader, opened: opened, channelFactory: channelFactory, url: url, closeRequested: closeRequested),
+                eventLoop: opened.eventLoop, closeTimeout: channelFactory.configuration.closeTimeout, body)
         case .frames(let asyncChannel):
-            let closeFrame = try await runFrames(
+            return try await runFrames(
                 asyncChannel, opened: opened, channelFactory: channelFactory, url: url, runtime: runtime,
                 closeRequested: closeRequested, body)
-            return closeFrame.map { WebSocketCloseInfo(code: UInt16(webSocketErrorCode: $0.closeCode), reason: $0.reason) }
+        }
+    }
+
+    /// `body` on the connection's event loop, where its messages are decoded: the error it threw,
+    /// nil when it returned. Cancelling the task ends the connection: our close frame, then the TCP
+    /// connection closed at once (a send waiting for a full socket fails then). A function of its
+    /// own whose frame keeps only what the wait needs: it lasts as long as the connection, and
+    /// `run`'s frame has room for the other kind of connection's locals too.
+    @inline(never)
+    private static func runLoop(
+        _ reader: WebSocketLoopReader, connection: WebSocketConnection, eventLoop: any EventLoop, closeTimeout: Duration,
+        _ body: @escaping @Sendable (WebSocketConnection) async throws -> Void
+    ) async throws -> WebSocketCloseInfo? {
+        let failure = try await runOnLoop(reader, connection: connection, eventLoop: eventLoop, body)
+        // As swift-websocket's handler did: 1000 when the body returned, 1011 when it threw.
+        let closed = await reader.finish(code: failure == nil ? 1000 : 1011, timeout: closeTimeout)
+        if let failure { throw failure }
+        return closed
+    }
+
+    @inline(never)
+    private static func runOnLoop(
+        _ reader: WebSocketLoopReader, connection: WebSocketConnection, eventLoop: any EventLoop,
+        _ body: @escaping @Sendable (WebSocketConnection) async throws -> Void
+    ) async throws -> (any Error)? {
+        try await withEventLoopPreference(eventLoop) {
+            await withTaskCancellationHandler {
+                do {
+                    try await body(connection)
+                    return nil
+                } catch {
+                    return error
+                }
+            } onCancel: {
+                reader.abort()
+            }
         }
     }
 
@@ -381,7 +459,7 @@ public enum WebSocketTransport {
         _ asyncChannel: NIOAsyncChannel<WebSocketFrame, WebSocketFrame>, opened: OpenedChannel, channelFactory: WebSocketClientChannel,
         url: String, runtime: RealtimeRuntime, closeRequested: NIOLockedValueBox<Bool>,
         _ body: @escaping @Sendable (WebSocketConnection) async throws -> Void
-    ) async throws -> WebSocketCloseFrame? {
+    ) async throws -> WebSocketCloseInfo? {
         let (maxMessageSize, validateUTF8) = (channelFactory.configuration.maxMessageSize, channelFactory.configuration.validateUTF8)
         let (handlerConfiguration, context) = handlerSetup(opened, channelFactory: channelFactory, runtime: runtime)
         let closeTimeout = channelFactory.configuration.closeTimeout
@@ -390,7 +468,7 @@ public enum WebSocketTransport {
         let closeDeadline: @Sendable () -> Void = {
             _ = timers.schedule(after: closeTimeout) { channel.close(promise: nil) }
         }
-        return try await withEventLoopPreference(opened.eventLoop) {
+        let closeFrame = try await withEventLoopPreference(opened.eventLoop) {
             try await WebSocketHandler.handle(
                 type: .client, configuration: handlerConfiguration, asyncChannel: asyncChannel, context: context
             ) { inbound, outbound, _ in
@@ -405,6 +483,7 @@ public enum WebSocketTransport {
                 try await body(connection)
             }
         }
+        return closeFrame.map { WebSocketCloseInfo(code: UInt16(webSocketErrorCode: $0.closeCode), reason: $0.reason) }
     }
 
     /// swift-websocket's handler settings. The keep-alive is ours (WebSocketKeepAlive, on the

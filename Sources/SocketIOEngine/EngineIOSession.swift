@@ -81,10 +81,8 @@ final class EngineIOSession: Sendable {
         self.metrics = metrics
         self.outbox = Outbox(window: options.resendWindow, limit: options.sendQueueLimit)
         let eventLoop = runtime.eventLoopGroup.next()
-        var pinned = runtime
-        pinned.eventLoopGroup = eventLoop
         self.eventLoop = eventLoop
-        self.runtime = pinned
+        self.runtime = runtime.pinned(to: eventLoop)
         self.urls = try EngineIOURLs(url: url, options: options)
         self.delegateBox = delegate
     }
@@ -452,6 +450,16 @@ final class EngineIOSession: Sendable {
         _ inbound: inout WebSocketMessages.AsyncIterator, on connection: WebSocketConnection, within connectTimeout: Duration
     ) async throws {
         let (first, timedOut) = try await nextMessage(&inbound, on: connection, within: connectTimeout)
+        // Parsed in a synchronous function: the connection's task keeps this frame's size (its
+        // stack's high-water mark) for the connection's life.
+        let handshake = try openHandshake(first, timedOut: timedOut, within: connectTimeout)
+        opened(handshake, on: .websocket)
+        try await delegate.engineIOOpened(handshake, transport: .websocket)
+    }
+
+    /// The handshake in the first message of a WebSocket-only session.
+    @inline(never)
+    private func openHandshake(_ first: RealtimeMessage?, timedOut: Bool, within connectTimeout: Duration) throws -> EngineIOHandshake {
         guard let first else {
             if timedOut { throw RealtimeError.timeout("no Engine.IO open packet within \(connectTimeout)") }
             throw RealtimeError(.connectionClosed, "the WebSocket closed before the Engine.IO open packet")
@@ -461,9 +469,7 @@ final class EngineIOSession: Sendable {
         else {
             throw RealtimeError(.protocolViolation, "the server's first WebSocket message is not an Engine.IO open packet")
         }
-        let handshake = try Self.parseHandshake(json, revision: revision)
-        opened(handshake, on: .websocket)
-        try await delegate.engineIOOpened(handshake, transport: .websocket)
+        return try Self.parseHandshake(json, revision: revision)
     }
 
     /// Reads and writes over an open WebSocket until the session ends. The outbox is written from

@@ -190,18 +190,42 @@ public final class SocketManager: Service, Sendable {
     /// While the session runs, this frame is all the loop's task holds for it: the work before and
     /// after is in synchronous functions, whose locals live on the thread's stack for a moment
     /// instead of in the suspended task's frame for the connection's whole life.
+    // The session's task waits in this frame for the session's whole life: it keeps the three
+    // references the end needs. The attempt's headers and query are made in a function of its own,
+    // and the failure is wrapped after the wait.
     private func runSession(_ context: ReconnectDriver.SessionContext) async throws -> SessionEnd {
+        guard let run = try await prepareSession(context) else { return .closed }
+        let outcome = await run.run()
+        return try endSession(run.handler, run.session, span: run.span, outcome: outcome)
+    }
+
+    /// One session's parts, behind one reference in the frame that waits for the session.
+    private final class SessionRun: Sendable {
+        let handler: SessionHandler
+        let session: EngineIOSession
+        let span: any Span
+
+        init(handler: SessionHandler, session: EngineIOSession, span: any Span) {
+            self.handler = handler
+            self.session = session
+            self.span = span
+        }
+
+        @inline(never)
+        func run() async -> Result<EngineIOSessionEnd, any Error> {
+            do {
+                return .success(try await span.withContextBound { try await session.run() })
+            } catch {
+                return .failure(error)
+            }
+        }
+    }
+
+    @inline(never)
+    private func prepareSession(_ context: ReconnectDriver.SessionContext) async throws -> SessionRun? {
         let headers = try await attemptHeaders()
         let query = await defaultNamespaceQuery()
-        guard let (handler, session, span) = try beginSession(context, headers: headers, query: query) else { return .closed }
-        var failure: RealtimeError?
-        var end: EngineIOSessionEnd?
-        do {
-            end = try await span.withContextBound { try await session.run() }
-        } catch {
-            failure = RealtimeError.wrap(error)
-        }
-        return try endSession(handler, session, span: span, end: end, failure: failure)
+        return try beginSession(context, headers: headers, query: query).map { SessionRun(handler: $0.0, session: $0.1, span: $0.2) }
     }
 
     /// The attempt's headers from ``EngineIOOptions/headersProvider``, nil without one.
@@ -262,8 +286,10 @@ public final class SocketManager: Service, Sendable {
     }
 
     private func endSession(
-        _ handler: SessionHandler, _ session: EngineIOSession, span: any Span, end: EngineIOSessionEnd?, failure: RealtimeError?
+        _ handler: SessionHandler, _ session: EngineIOSession, span: any Span, outcome: Result<EngineIOSessionEnd, any Error>
     ) throws -> SessionEnd {
+        let end = try? outcome.get()
+        let failure: RealtimeError? = if case .failure(let error) = outcome { RealtimeError.wrap(error) } else { nil }
         if handler.takeConnectSpan() != nil {
             if let failure { span.fail(failure) }
             span.end()

@@ -429,6 +429,8 @@ case "signalr-idle":
         if let idleGate { await idleGate.acquire() }
         defer { idleGate?.release() }
         try await startHub(connection)
+        // No reading-task shape here (a hub is read by its `on` handlers): opened by the opener.
+        if idleConsumerOpens { idleOpened.withLockedValue { $0 += 1 } }
         return connection
     }
 
@@ -449,6 +451,8 @@ case "spreadbot-idle":
         }
         client.establishConnection(path: "idle")
         for await state in client.stateUpdates() where state == .connected { break }
+        // No reading-task shape here (its messages go to `onMessage`): opened by the opener.
+        if idleConsumerOpens { idleOpened.withLockedValue { $0 += 1 } }
         return client
     }
 
