@@ -189,10 +189,8 @@ public final class SocketManager: Service, Sendable {
     ///
     /// While the session runs, this frame is all the loop's task holds for it: the work before and
     /// after is in synchronous functions, whose locals live on the thread's stack for a moment
-    /// instead of in the suspended task's frame for the connection's whole life.
-    // The session's task waits in this frame for the session's whole life: it keeps the three
-    // references the end needs. The attempt's headers and query are made in a function of its own,
-    // and the failure is wrapped after the wait.
+    /// instead of in the suspended task's frame for the connection's whole life: one reference to
+    /// the session's parts (`SessionRun`).
     private func runSession(_ context: ReconnectDriver.SessionContext) async throws -> SessionEnd {
         guard let run = try await prepareSession(context) else { return .closed }
         let outcome = await run.run()
