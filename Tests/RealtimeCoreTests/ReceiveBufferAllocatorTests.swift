@@ -45,6 +45,21 @@ struct ReceiveBufferAllocatorTests {
         #expect(pool.count == 1)
     }
 
+    /// The sizes every WebSocket channel uses (`ReceiveBufferAllocator()`, set by
+    /// `WebSocketClientChannel`): a quiet connection keeps one buffer of 512 bytes, before and after
+    /// a burst of full 64 KiB reads (Docs/Architecture.md).
+    @Test("The channel's allocator: a quiet connection keeps 512 bytes, before and after a burst")
+    func theChannelsDefaultKeeps512Bytes() {
+        var pool = NIOPooledRecvBufferAllocator(capacity: 1, recvAllocator: ReceiveBufferAllocator())
+        #expect(Self.read(100, &pool).capacity == 512)
+        #expect(Self.burst(40, &pool) == 65_536, "the burst's reads grew to 64 KiB")
+        var capacities: [Int] = []
+        for _ in 0..<16 { capacities.append(Self.read(100, &pool).capacity) }
+        // Seven halvings, one per two small reads.
+        #expect(capacities.last == 512, "\(capacities)")
+        #expect(pool.count == 1)
+    }
+
     @Test("NIO's default keeps the buffers a burst grew (the reason for ReceiveBufferAllocator)")
     func defaultKeepsGrownBuffers() {
         // A socket channel's defaults: up to four buffers (maxMessagesPerRead), adaptive sizes
