@@ -1,4 +1,6 @@
 import Foundation
+import Logging
+import NIOConcurrencyHelpers
 import RealtimeCore
 import RealtimeTesting
 import SocketIOEngine
@@ -16,12 +18,16 @@ struct SocketIODeliveryTests {
 
     /// 1,000 emits with the connection cut part-way (after a different byte count each run, FIN or
     /// RST): the server sees every one at least once, and the first arrivals are in emit order.
+    /// Each run's emits carry the run's number, as in `reportsNameEachEmit`: an earlier run's emit
+    /// that reaches the server late is checked against that run's `resent` events.
     @Test("a burst of 1,000 emits cut in the middle: every emit arrives, first arrivals in order", arguments: [0, 1, 2])
     func burstSurvivesACut(mode: Int) async throws {
         let (_, transports, upgrade) = Self.modes[mode]
         let peer = try await PythonPeer.start(scriptPath: peerScript("sio_server.py"))
         defer { Task { await peer.stop() } }
         var duplicates = 0
+        var late = 0
+        var earlier: [(seen: Set<Int>, resent: Set<Int>)] = []
         for run in 0..<20 {
             let proxy = try await FaultProxy.start(targetPort: peer.port)
             var configuration = SocketIOConfiguration.testing(transports, upgrade: upgrade)
@@ -35,9 +41,20 @@ struct SocketIODeliveryTests {
             let cutAfter = 1_000 + (run * 4_057) % 9_000
             proxy.inject(.cutAfter(bytes: cutAfter, .clientToTarget, run % 2 == 0 ? .reset : .fin))
             for index in 0..<1_000 {
-                try socket.emit("seq", arguments: [.number(Double(index))])
+                try socket.emit("seq", arguments: [.number(Double(run * 100_000 + index))])
             }
-            let arrivals = try await report(socket)
+            var arrivals: [Int] = []
+            for value in try await report(socket) {
+                let (tag, index) = value.quotientAndRemainder(dividingBy: 100_000)
+                if tag == run {
+                    arrivals.append(index)
+                } else if earlier.indices.contains(tag) {
+                    late += 1
+                    #expect(!earlier[tag].seen.contains(index) || earlier[tag].resent.contains(index), "run \(tag)'s emit \(index) arrived again in run \(run), never reported resent")
+                } else {
+                    Issue.record("run \(run): the server reports \(value), from no run of this test")
+                }
+            }
             #expect(proxy.statistics.connectionsCut >= 1, "run \(run): the cut after \(cutAfter) bytes happened")
             var seen = Set<Int>()
             var firsts: [Int] = []
@@ -48,13 +65,15 @@ struct SocketIODeliveryTests {
             var counts: [Int: Int] = [:]
             for value in arrivals { counts[value, default: 0] += 1 }
             let twice = Set(counts.filter { $0.value > 1 }.keys)
-            #expect(twice.isSubset(of: Set(resent.values)), "run \(run): \(twice.subtracting(resent.values).sorted().prefix(10)) arrived twice, never reported resent")
+            let resentIndexes = Set(resent.values.map { $0 % 100_000 })
+            #expect(twice.isSubset(of: resentIndexes), "run \(run): \(twice.subtracting(resentIndexes).sorted().prefix(10)) arrived twice, never reported resent")
+            earlier.append((seen, resentIndexes))
             #expect(socket.droppedEmitCount == 0)
             manager.disconnect()
             await manager.waitUntilStopped()
             await proxy.stop()
         }
-        print("burstSurvivesACut \(Self.modes[mode].name): 20 runs, \(duplicates) duplicate arrivals in all")
+        print("burstSurvivesACut \(Self.modes[mode].name): 20 runs, \(duplicates) duplicate arrivals in all, \(late) arrivals of an earlier run's emits")
     }
 
     /// The same cut, with the offline queue too small to take everything back in every other run,
@@ -62,17 +81,24 @@ struct SocketIODeliveryTests {
     /// arrived (nothing delivered is reported lost); an emit that never arrived was refused at the
     /// call or named by a `dropped` event (nothing lost is unreported); an emit that arrived twice
     /// was named by a `resent` event (every duplicate is announced). The counts agree with the
-    /// events.
+    /// events. Each run's emits carry the run's number (`run * 100_000 + index`), so an emit of an
+    /// earlier run that reaches the server late (after the next run's `seq_reset`) is checked
+    /// against that run's reports, not taken for a duplicate of this one. A wrong report prints the
+    /// client's debug log and the proxy's counts.
     @Test("a cut burst: each emit's report is right (nothing delivered reported lost, nothing lost unreported, every duplicate announced)", arguments: [0, 1, 2])
     func reportsNameEachEmit(mode: Int) async throws {
         let (_, transports, upgrade) = Self.modes[mode]
         let peer = try await PythonPeer.start(scriptPath: peerScript("sio_server.py"))
         defer { Task { await peer.stop() } }
-        var totals = (notSent: 0, possiblySent: 0, possiblySentArrived: 0, resent: 0, duplicates: 0, refused: 0)
+        var totals = (notSent: 0, possiblySent: 0, possiblySentArrived: 0, resent: 0, duplicates: 0, refused: 0, late: 0)
+        var ledgers: [DeliveryLedger] = []
         for run in 0..<8 {
             let proxy = try await FaultProxy.start(targetPort: peer.port)
             var configuration = SocketIOConfiguration.testing(transports, upgrade: upgrade)
             configuration.offlineQueueCapacity = run.isMultiple(of: 2) ? 50 : 2_000
+            let log = NIOLockedValueBox<[String]>([])
+            configuration.runtime = RealtimeRuntime.shared.logging(
+                to: Logger(label: "delivery-run-\(run)") { _ in CapturingLogHandler(lines: log, logLevel: .debug) })
             let manager = SocketManager(url: proxy.url(), configuration: configuration)
             let socket = manager.defaultSocket
             let errors = Recorder<String>()
@@ -101,29 +127,38 @@ struct SocketIODeliveryTests {
             _ = try await socket.emitWithAck("seq_reset", arguments: [], timeout: .seconds(30))
             let cutAfter = 1_500 + (run * 3_511) % 8_000
             proxy.inject(.cutAfter(bytes: cutAfter, .clientToTarget, run % 4 < 2 ? .reset : .fin))
-            var refused = Set<Int>()
+            var ledger = DeliveryLedger()
             for index in 0..<1_000 {
-                do { try socket.emit("seq", arguments: [.number(Double(index))]) } catch { refused.insert(index) }
+                do { try socket.emit("seq", arguments: [.number(Double(run * 100_000 + index))]) } catch { ledger.refused.insert(index) }
             }
             try await waitUntil("the kept emits flushed", limit: .seconds(30)) { socket.queuedEmitCount == 0 && socket.status == .connected }
-            var arrivals: [Int: Int] = [:]
-            for value in try await report(socket) { arrivals[value, default: 0] += 1 }
+            var late: [Int: Int] = [:]  // emits of earlier runs in this run's report, by run
+            for value in try await report(socket) {
+                let (tag, index) = value.quotientAndRemainder(dividingBy: 100_000)
+                if tag == run {
+                    ledger.arrivals[index, default: 0] += 1
+                } else if ledgers.indices.contains(tag) {
+                    ledgers[tag].arrivals[index, default: 0] += 1
+                    late[tag, default: 0] += 1
+                } else {
+                    Issue.record("run \(run): the server reports \(value), from no run of this test")
+                }
+            }
             #expect(proxy.statistics.connectionsCut >= 1, "run \(run): the cut after \(cutAfter) bytes happened")
 
-            var delivery: [Int: String] = [:]
-            for (index, kind) in dropped.values { delivery[index] = kind }
-            let resentIndexes = Set(resent.values)
-            var wrong: [String] = []
-            for index in 0..<1_000 {
-                let count = arrivals[index] ?? 0
-                if refused.contains(index) {
-                    if count > 0 { wrong.append("\(index): refused at the call, arrived \(count)x") }
-                    continue
-                }
-                if let kind = delivery[index], kind != "notSent" && kind != "possiblySent" { wrong.append("\(index): delivery \(kind)") }
-                if delivery[index] == "notSent" && count > 0 { wrong.append("\(index): reported notSent, arrived \(count)x") }
-                if count == 0 && delivery[index] == nil { wrong.append("\(index): never arrived, not reported") }
-                if count > 1 && !resentIndexes.contains(index) { wrong.append("\(index): arrived \(count)x, never reported resent") }
+            for (index, kind) in dropped.values { ledger.delivery[index % 100_000] = kind }
+            ledger.resent = Set(resent.values.map { $0 % 100_000 })
+            ledgers.append(ledger)
+            var wrong = ledger.wrongReports().map { "run \(run): \($0)" }
+            for (tag, count) in late.sorted(by: { $0.key < $1.key }) {
+                totals.late += count
+                wrong += ledgers[tag].wrongReports().map { "run \(tag), \(count) of its emits arriving late in run \(run): \($0)" }
+            }
+            if !wrong.isEmpty {
+                let statistics = proxy.statistics
+                print("reportsNameEachEmit \(Self.modes[mode].name) run \(run): wrong reports; proxy: \(statistics.connectionsAccepted) connections, \(statistics.connectionsCut) cut, \(statistics.bytesToTarget) bytes to the server; client log:")
+                // The HTTP client's own lines (a request per poll) are left out.
+                for line in log.withLockedValue({ $0 }).filter({ !$0.contains("ahc-request-id") }).suffix(120) { print("  \(line)") }
             }
             #expect(wrong.isEmpty, "run \(run), cut after \(cutAfter) bytes: \(wrong.count) wrong reports: \(wrong.prefix(8))")
             // The counts agree with the events, and a drop is also an error event.
@@ -135,21 +170,46 @@ struct SocketIODeliveryTests {
             if socket.droppedEmitCount > 0 {
                 #expect(errors.values.contains { $0.contains("could not take back") }, "the drop was reported as an error event")
             }
-            totals.notSent += dropped.values.count { $0.delivery == "notSent" }
-            let possibly = dropped.values.filter { $0.delivery == "possiblySent" }
+            totals.notSent += ledger.delivery.values.count { $0 == "notSent" }
+            let possibly = ledger.delivery.filter { $0.value == "possiblySent" }
             totals.possiblySent += possibly.count
-            totals.possiblySentArrived += possibly.count { arrivals[$0.index, default: 0] > 0 }
-            totals.resent += resentIndexes.count
-            totals.duplicates += arrivals.values.reduce(0) { $0 + max(0, $1 - 1) }
-            totals.refused += refused.count
+            totals.possiblySentArrived += possibly.keys.count { ledger.arrivals[$0, default: 0] > 0 }
+            totals.resent += ledger.resent.count
+            totals.duplicates += ledger.arrivals.values.reduce(0) { $0 + max(0, $1 - 1) }
+            totals.refused += ledger.refused.count
             manager.disconnect()
             await manager.waitUntilStopped()
             await proxy.stop()
         }
         #expect(totals.notSent + totals.possiblySent > 0, "the queue overflowed when frames were handed back in at least one run")
         print(
-            "reportsNameEachEmit \(Self.modes[mode].name), 8 runs: \(totals.refused) refused at the call, \(totals.notSent) dropped notSent, \(totals.possiblySent) dropped possiblySent (\(totals.possiblySentArrived) of them had arrived), \(totals.resent) emits resent, \(totals.duplicates) duplicate arrivals"
+            "reportsNameEachEmit \(Self.modes[mode].name), 8 runs: \(totals.refused) refused at the call, \(totals.notSent) dropped notSent, \(totals.possiblySent) dropped possiblySent (\(totals.possiblySentArrived) of them had arrived), \(totals.resent) emits resent, \(totals.duplicates) duplicate arrivals, \(totals.late) arrivals of an earlier run's emits"
         )
+    }
+
+    /// What one run of `reportsNameEachEmit` was told and what the server received, by emit index.
+    struct DeliveryLedger {
+        var refused = Set<Int>()
+        var delivery: [Int: String] = [:]
+        var resent = Set<Int>()
+        var arrivals: [Int: Int] = [:]
+
+        /// Each emit whose report disagrees with what arrived.
+        func wrongReports() -> [String] {
+            var wrong: [String] = []
+            for index in 0..<1_000 {
+                let count = arrivals[index] ?? 0
+                if refused.contains(index) {
+                    if count > 0 { wrong.append("\(index): refused at the call, arrived \(count)x") }
+                    continue
+                }
+                if let kind = delivery[index], kind != "notSent" && kind != "possiblySent" { wrong.append("\(index): delivery \(kind)") }
+                if delivery[index] == "notSent" && count > 0 { wrong.append("\(index): reported notSent, arrived \(count)x") }
+                if count == 0 && delivery[index] == nil { wrong.append("\(index): never arrived, not reported") }
+                if count > 1 && !resent.contains(index) { wrong.append("\(index): arrived \(count)x, never reported resent") }
+            }
+            return wrong
+        }
     }
 
     /// 300 emits with an ack, in flight at once, with the connection cut part-way (over polling, in
