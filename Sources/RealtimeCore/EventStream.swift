@@ -78,6 +78,20 @@ public final class EventStream: Sendable {
         var finishedAtHead = false
         var done = false
         var bytesReceived = 0
+        /// The set-up slot this stream holds or waits for (given back once the head arrives).
+        var slot: SetUpSlot?
+        /// The slot request while it waits in line, for ``cancel()`` to withdraw it.
+        var slotRequest: (host: String, id: UInt64)?
+        /// Callbacks on the request's end, registered before the request was sent.
+        var endWaiters: [@Sendable (Result<Void, any Error>) -> Void] = []
+        /// The stream ended before its request was sent (its turn never came, or it was cancelled).
+        var endedUnsent: (any Error)?
+    }
+
+    /// A host's set-up slot (``SetUpLimiter``): the host key and the runtime's bound.
+    private struct SetUpSlot {
+        let host: String
+        let limit: Int
     }
 
     private let state: NIOLockedValueBox<State>
@@ -167,20 +181,108 @@ public final class EventStream: Sendable {
         let (client, clientRequest, proxy) = try request.prepareForDelegate(runtime: runtime)
         let stream = EventStream(
             url: request.url, proxy: proxy, options: options, runtime: runtime, onHead: onHead, onOutputs: onOutputs, metrics: metrics)
-        let delegate = Delegate(stream: stream, cookies: request.cookies)
-        let task = client.execute(request: clientRequest, delegate: delegate, logger: runtime.libraryLogger)
         let timeout = request.headTimeout
+        let timeoutError = RealtimeError.timeout("no response from \(Redaction.url(request.url)) within \(timeout)")
         // On real time, as async-http-client's own request deadlines are: a test's manual clock
-        // must not hold a connect that never answers.
-        let headTimer = task.eventLoop.scheduleTask(in: TimeAmount(timeout)) { [weak stream] in
-            guard let stream, stream.state.withLockedValue({ $0.head == nil }) else { return }
-            stream.fail(RealtimeError.timeout("no response from \(Redaction.url(request.url)) within \(timeout)"))
+        // must not hold a connect that never answers. The head timeout counts from here, the wait
+        // for a set-up turn included.
+        let headDeadline = NIODeadline.now() + TimeAmount(timeout)
+        let send: @Sendable () -> Void = { [cookies = request.cookies] in
+            let delegate = Delegate(stream: stream, cookies: cookies)
+            let task = client.execute(request: clientRequest, delegate: delegate, logger: runtime.libraryLogger)
+            let headTimer = task.eventLoop.scheduleTask(deadline: headDeadline) { [weak stream] in
+                guard let stream, stream.state.withLockedValue({ $0.head == nil }) else { return }
+                stream.fail(timeoutError)
+            }
+            stream.sent(task, headTimer: headTimer)
         }
-        stream.state.withLockedValue {
-            $0.task = task
-            $0.headTimer = headTimer
+        // Streams to one host are set up maxConnectingPerHost at a time, as WebSockets are: the
+        // request waits its turn (no task: a callback) until the head of an earlier one arrives.
+        // A stream opened inside a set-up that holds this host's slot (a SignalR start) does not
+        // wait for a second one.
+        let endpoint = try Endpoint(request.url, allowedSchemes: ["http", "https"])
+        let host = "\(endpoint.host):\(endpoint.port)"
+        guard SetUpLimiter.heldHost != host else {
+            send()
+            return stream
+        }
+        let slot = SetUpSlot(host: host, limit: runtime.http.maxConnectingPerHost)
+        let id = runtime.setUpLimiter.request(
+            host: slot.host, limit: slot.limit, within: timeout, timers: runtime.timers, timeoutError: timeoutError
+        ) { result in
+            switch result {
+            case .success:
+                let go = stream.state.withLockedValue { state -> Bool in
+                    state.slotRequest = nil
+                    state.slot = slot
+                    return state.failure == nil && state.endedUnsent == nil
+                }
+                if go { send() } else { stream.endUnsent(CancellationError()) }
+            case .failure(let error):
+                stream.endUnsent(error)
+            }
+        }
+        if runtime.setUpLimiter.isWaiting(host: slot.host, id: id) {
+            stream.state.withLockedValue { $0.slotRequest = (slot.host, id) }
+            // Withdrawn already (fail or cancel before the id was known): leave the line.
+            if stream.state.withLockedValue({ $0.failure != nil || $0.endedUnsent != nil }) {
+                runtime.setUpLimiter.cancelRequest(host: slot.host, id: id)
+            }
         }
         return stream
+    }
+
+    /// The request went out (its set-up turn came): callbacks registered before it follow it now.
+    private func sent(_ task: HTTPClient.Task<Void>, headTimer: Scheduled<Void>) {
+        let (waiters, failure) = state.withLockedValue { state in
+            state.task = task
+            state.headTimer = headTimer
+            defer { state.endWaiters = [] }
+            return (state.endWaiters, state.failure)
+        }
+        for waiter in waiters { task.futureResult.whenComplete(waiter) }
+        // Cancelled or failed as its turn came, before the task was known here.
+        if failure is CancellationError { task.cancel() } else if let failure { task.fail(reason: failure) }
+        // Whatever ended the request, its slot is free once it has ended.
+        task.futureResult.whenComplete { _ in self.releaseSlot() }
+    }
+
+    /// The stream ends before its request went out: its turn did not come within the head timeout,
+    /// or it was cancelled or failed while it waited.
+    private func endUnsent(_ error: any Error) {
+        let (waiters, ended) = state.withLockedValue { state -> ([@Sendable (Result<Void, any Error>) -> Void], any Error) in
+            let ended = state.failure ?? error
+            state.failure = ended
+            state.endedUnsent = ended
+            state.done = true
+            defer { state.endWaiters = [] }
+            return (state.endWaiters, ended)
+        }
+        releaseSlot()
+        headDecided.complete(.failure(ended))
+        for waiter in waiters { waiter(.failure(ended)) }
+    }
+
+    /// Gives back the set-up slot, once: at the head, or when the request ends without one.
+    private func releaseSlot() {
+        guard let slot = state.withLockedValue({ state in defer { state.slot = nil }; return state.slot }) else { return }
+        runtime.setUpLimiter.release(host: slot.host, limit: slot.limit)
+    }
+
+    /// Runs `callback` with the request's end: at once when the stream ended before it was sent.
+    private func whenRequestEnds(_ callback: @escaping @Sendable (Result<Void, any Error>) -> Void) {
+        enum Now { case task(HTTPClient.Task<Void>), ended(any Error), later }
+        let now = state.withLockedValue { state -> Now in
+            if let task = state.task { return .task(task) }
+            if let ended = state.endedUnsent { return .ended(ended) }
+            state.endWaiters.append(callback)
+            return .later
+        }
+        switch now {
+        case .task(let task): task.futureResult.whenComplete(callback)
+        case .ended(let error): callback(.failure(error))
+        case .later: break
+        }
     }
 
     /// Waits until the response head was accepted (true), or answered ``EventStreamHeadDecision/finish``
@@ -197,12 +299,13 @@ public final class EventStream: Sendable {
 
     /// Waits until the stream ends; cancelling the waiting task cancels the request.
     public func finished() async throws -> EventStreamEnd {
-        guard let task = state.withLockedValue({ $0.task }) else { throw CancellationError() }
         do {
             try await withTaskCancellationHandler {
-                try await task.futureResult.get()
+                try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                    whenRequestEnds { continuation.resume(with: $0) }
+                }
             } onCancel: {
-                task.cancel()
+                cancel()
             }
         } catch {
             let (recorded, finishedAtHead) = state.withLockedValue { ($0.failure, $0.finishedAtHead) }
@@ -217,8 +320,7 @@ public final class EventStream: Sendable {
     /// Calls `callback` once the stream has ended, with what ``finished()`` would return or throw
     /// (`CancellationError` after ``cancel()``): for an owner that waits without a task.
     public func whenFinished(_ callback: @escaping @Sendable (Result<EventStreamEnd, any Error>) -> Void) {
-        guard let task = state.withLockedValue({ $0.task }) else { return callback(.failure(CancellationError())) }
-        task.futureResult.whenComplete { result in
+        whenRequestEnds { result in
             switch result {
             case .success:
                 callback(.success(self.state.withLockedValue { $0.finishedAtHead } ? .finishedAtHead : .ended))
@@ -250,21 +352,36 @@ public final class EventStream: Sendable {
 
     /// Ends the stream with `error` (the first failure wins).
     public func fail(_ error: any Error) {
-        let task = state.withLockedValue { state -> HTTPClient.Task<Void>? in
+        let (task, waiting) = state.withLockedValue { state -> (HTTPClient.Task<Void>?, (host: String, id: UInt64)?) in
             if state.failure == nil, !state.done { state.failure = error }
-            return state.task
+            return (state.task, state.slotRequest)
         }
         task?.fail(reason: error)
+        if task == nil { withdraw(waiting) }
     }
 
     /// Cancels the request; ``finished()`` throws `CancellationError`.
     public func cancel() {
-        state.withLockedValue { $0.task }?.cancel()
+        let (task, waiting) = state.withLockedValue { state -> (HTTPClient.Task<Void>?, (host: String, id: UInt64)?) in
+            if state.task == nil, state.failure == nil, !state.done { state.failure = CancellationError() }
+            return (state.task, state.slotRequest)
+        }
+        task?.cancel()
+        if task == nil { withdraw(waiting) }
+    }
+
+    /// Takes a stream whose request has not gone out yet out of the set-up line (`request`: while
+    /// it waits; nil: its turn came and the request is about to go, or it has ended).
+    private func withdraw(_ request: (host: String, id: UInt64)?) {
+        guard let request else { return }
+        runtime.setUpLimiter.cancelRequest(host: request.host, id: request.id)
     }
 
     // MARK: Delegate callbacks (on the event loop)
 
     fileprivate func receivedHead(_ head: HTTPResponseHead, eventLoop: any EventLoop) -> EventLoopFuture<Void> {
+        // The set-up is over: the next stream to this host may start.
+        releaseSlot()
         let decision = onHead(head)
         let task = state.withLockedValue { state -> HTTPClient.Task<Void>? in
             state.head = head

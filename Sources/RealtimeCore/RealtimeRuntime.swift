@@ -188,7 +188,7 @@ public struct RealtimeRuntime: Sendable {
         return capped
     }
 
-    /// Bounds the WebSocket connections (and SignalR connects) being set up at once per host
+    /// Bounds the WebSocket connections, event streams and SignalR connects being set up at once per host
     /// (``HTTPConnectionOptions/maxConnectingPerHost``); shared by every copy of the runtime.
     package var setUpLimiter: SetUpLimiter { storage.setUps }
 
@@ -249,7 +249,10 @@ public struct HTTPConnectionOptions: Sendable, Hashable {
     /// TLS handshake, upgrade), across every client of the runtime. Default 64. Past it a set-up
     /// waits its turn, first come first served, and the wait counts toward its connect timeout; a
     /// waiting set-up holds no task. A SignalR connect takes its turn before its negotiate and
-    /// keeps it through the handshake, waiting at most ``connectTimeout``.
+    /// keeps it through the handshake, waiting at most ``connectTimeout``. An event stream (SSE,
+    /// SignalR's and Spreadbot's SSE transports) takes its turn before its request goes out and
+    /// gives it back when the response head arrives; its wait counts toward the request's head
+    /// timeout.
     ///
     /// The same bound applies to SignalR's negotiate requests: they go through a pool of at most
     /// this many connections per host, where a burst of them would otherwise leave one idle

@@ -194,6 +194,73 @@ struct SetUpLimiterTests {
         #expect(runtime.setUpLimiter.counts(host: host) == (0, 0))
     }
 
+    /// Ten event streams started at once through a proxy that holds the server's answers: with a
+    /// bound of 3, the proxy sees 3 connections until the heads are let through, then all ten open.
+    /// A stream waits for its turn with a callback, not a task.
+    @Test("event streams to one host are set up maxConnectingPerHost at a time (seen from the proxy)")
+    func eventStreamSetUps() async throws {
+        let server = try await SSETestServer.start()
+        defer { Task { await server.stop() } }
+        let proxy = try await FaultProxy.start(targetPort: server.port)
+        defer { Task { await proxy.stop() } }
+        proxy.hold(.targetToClient)
+        let runtime = RealtimeRuntime(http: HTTPConnectionOptions(maxConnectingPerHost: 3), proxy: .none)
+        let host = "127.0.0.1:\(proxy.port)"
+        // A minute for the head: a loaded machine is not what is under test.
+        let request = HTTPRequestSpec(url: proxy.url() + "/events", headTimeout: .seconds(60))
+        let streams = try (0..<10).map { _ in
+            try EventStream.open(request, runtime: runtime, onHead: { _ in .accept }, onOutputs: { _ in true })
+        }
+        try await waitUntil("three set-ups reached the proxy") { proxy.statistics.connectionsAccepted == 3 }
+        #expect(runtime.setUpLimiter.counts(host: host) == (3, 7))
+        // Sampled: no fourth connection is made while the three have no head.
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(proxy.statistics.connectionsAccepted == 3)
+        proxy.resume()
+        for stream in streams { #expect(try await stream.accepted()) }
+        #expect(proxy.statistics.connectionsAccepted == 10)
+        #expect(runtime.setUpLimiter.counts(host: host) == (0, 0))
+        for stream in streams { stream.cancel() }
+        for stream in streams { await #expect(throws: CancellationError.self) { try await stream.finished() } }
+    }
+
+    /// The head timeout covers the wait for a turn: a stream still in line when it passes fails
+    /// with the timeout and never reaches the server; one cancelled in line ends with
+    /// `CancellationError` and leaves the line; the slot comes back when the first head arrives.
+    @Test("an event stream waiting its turn fails with the head timeout, or leaves the line when cancelled")
+    func eventStreamWaiters() async throws {
+        let server = try await SSETestServer.start()
+        defer { Task { await server.stop() } }
+        let proxy = try await FaultProxy.start(targetPort: server.port)
+        defer { Task { await proxy.stop() } }
+        proxy.hold(.targetToClient)
+        let runtime = RealtimeRuntime(http: HTTPConnectionOptions(maxConnectingPerHost: 1), proxy: .none)
+        let host = "127.0.0.1:\(proxy.port)"
+        let first = try EventStream.open(
+            HTTPRequestSpec(url: proxy.url() + "/events", headTimeout: .seconds(60)), runtime: runtime,
+            onHead: { _ in .accept }, onOutputs: { _ in true })
+        try await waitUntil("the first set-up reached the proxy") { proxy.statistics.connectionsAccepted == 1 }
+        let late = try EventStream.open(
+            HTTPRequestSpec(url: proxy.url() + "/events", headTimeout: .seconds(1)), runtime: runtime,
+            onHead: { _ in .accept }, onOutputs: { _ in true })
+        let cancelled = try EventStream.open(
+            HTTPRequestSpec(url: proxy.url() + "/events", headTimeout: .seconds(60)), runtime: runtime,
+            onHead: { _ in .accept }, onOutputs: { _ in true })
+        #expect(runtime.setUpLimiter.counts(host: host) == (1, 2))
+        cancelled.cancel()
+        await #expect(throws: CancellationError.self) { try await cancelled.finished() }
+        let error = await #expect(throws: RealtimeError.self) { try await late.finished() }
+        #expect(error?.code == .timeout, "\(String(describing: error))")
+        #expect(error?.detail.contains("no response from") == true, "\(String(describing: error))")
+        #expect(proxy.statistics.connectionsAccepted == 1)
+        #expect(runtime.setUpLimiter.counts(host: host) == (1, 0))
+        proxy.resume()
+        #expect(try await first.accepted())
+        #expect(runtime.setUpLimiter.counts(host: host) == (0, 0))
+        first.cancel()
+        await #expect(throws: CancellationError.self) { try await first.finished() }
+    }
+
     /// Set-up requests (SignalR's negotiate) go through a pool of at most `maxConnectingPerHost`
     /// connections per host: ten at once make two connections, reused, instead of ten left idle.
     @Test("set-up requests share a pool of maxConnectingPerHost connections (seen from the proxy)")
