@@ -223,7 +223,7 @@ public final class SocketManager: Service, Sendable {
     private func prepareSession(_ context: ReconnectDriver.SessionContext) async throws -> SessionRun? {
         let headers = try await attemptHeaders()
         let query = await defaultNamespaceQuery()
-        return try beginSession(context, headers: headers, query: query).map { SessionRun(handler: $0.0, session: $0.1, span: $0.2) }
+        return try beginSession(context, headers: headers, query: query)
     }
 
     /// The attempt's headers from ``EngineIOOptions/headersProvider``, nil without one.
@@ -255,7 +255,7 @@ public final class SocketManager: Service, Sendable {
 
     private func beginSession(
         _ context: ReconnectDriver.SessionContext, headers: HTTPHeaders?, query: [(String, String)]
-    ) throws -> (SessionHandler, EngineIOSession, any Span)? {
+    ) throws -> SessionRun? {
         if state.withLockedValue({ $0.closing }) { return nil }
         if context.attempt > 0 {
             for socket in sockets where socket.isActive {
@@ -280,7 +280,7 @@ public final class SocketManager: Service, Sendable {
         // carry its propagation headers.
         let span = runtime.startClientSpan("realtime.connect", protocol: "socketio", client: configuration.clientLabel)
         handler.connectSpan = span
-        return (handler, session, span)
+        return SessionRun(handler: handler, session: session, span: span)
     }
 
     private func endSession(
