@@ -183,23 +183,24 @@ public final class EventStream: Sendable {
             url: request.url, proxy: proxy, options: options, runtime: runtime, onHead: onHead, onOutputs: onOutputs, metrics: metrics)
         let timeout = request.headTimeout
         let timeoutError = RealtimeError.timeout("no response from \(Redaction.url(request.url)) within \(timeout)")
-        // On real time, as async-http-client's own request deadlines are: a test's manual clock
-        // must not hold a connect that never answers. The head timeout counts from here, the wait
-        // for a set-up turn included.
-        let headDeadline = NIODeadline.now() + TimeAmount(timeout)
         let send: @Sendable () -> Void = { [cookies = request.cookies] in
             let delegate = Delegate(stream: stream, cookies: cookies)
             let task = client.execute(request: clientRequest, delegate: delegate, logger: runtime.libraryLogger)
-            let headTimer = task.eventLoop.scheduleTask(deadline: headDeadline) { [weak stream] in
+            // On real time, as async-http-client's own request deadlines are: a test's manual clock
+            // must not hold a connect that never answers.
+            let headTimer = task.eventLoop.scheduleTask(in: TimeAmount(timeout)) { [weak stream] in
                 guard let stream, stream.state.withLockedValue({ $0.head == nil }) else { return }
                 stream.fail(timeoutError)
             }
             stream.sent(task, headTimer: headTimer)
         }
         // Streams to one host are set up maxConnectingPerHost at a time, as WebSockets are: the
-        // request waits its turn (no task: a callback) until the head of an earlier one arrives.
-        // A stream opened inside a set-up that holds this host's slot (a SignalR start) does not
-        // wait for a second one.
+        // request waits its turn (no task: a callback) until the head of an earlier one arrives
+        // or its request ends. The head timeout counts from the request, not from the wait: each
+        // request ahead ends within its own head timeout, so the line always moves, and a stream
+        // that waited behind slow heads is not failed for it (an EventSource would only reconnect,
+        // with one more request). A stream opened inside a set-up that holds this host's slot
+        // (a SignalR start) does not wait for a second one.
         let endpoint = try Endpoint(request.url, allowedSchemes: ["http", "https"])
         let host = "\(endpoint.host):\(endpoint.port)"
         guard SetUpLimiter.heldHost != host else {
@@ -208,7 +209,7 @@ public final class EventStream: Sendable {
         }
         let slot = SetUpSlot(host: host, limit: runtime.http.maxConnectingPerHost)
         let id = runtime.setUpLimiter.request(
-            host: slot.host, limit: slot.limit, within: timeout, timers: runtime.timers, timeoutError: timeoutError
+            host: slot.host, limit: slot.limit, within: nil, timers: runtime.timers, timeoutError: timeoutError
         ) { result in
             switch result {
             case .success:
@@ -247,8 +248,7 @@ public final class EventStream: Sendable {
         task.futureResult.whenComplete { _ in self.releaseSlot() }
     }
 
-    /// The stream ends before its request went out: its turn did not come within the head timeout,
-    /// or it was cancelled or failed while it waited.
+    /// The stream ends before its request went out: it was cancelled or failed while it waited.
     private func endUnsent(_ error: any Error) {
         let (waiters, ended) = state.withLockedValue { state -> ([@Sendable (Result<Void, any Error>) -> Void], any Error) in
             let ended = state.failure ?? error

@@ -251,8 +251,9 @@ public struct HTTPConnectionOptions: Sendable, Hashable {
     /// waiting set-up holds no task. A SignalR connect takes its turn before its negotiate and
     /// keeps it through the handshake, waiting at most ``connectTimeout``. An event stream (SSE,
     /// SignalR's and Spreadbot's SSE transports) takes its turn before its request goes out and
-    /// gives it back when the response head arrives; its wait counts toward the request's head
-    /// timeout.
+    /// gives it back when the response head arrives or the request ends; the request's head
+    /// timeout counts from when it goes out (every request ahead in line ends within its own, so
+    /// the line always moves).
     ///
     /// The same bound applies to SignalR's negotiate requests: they go through a pool of at most
     /// this many connections per host, where a burst of them would otherwise leave one idle

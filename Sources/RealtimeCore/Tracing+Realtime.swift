@@ -103,7 +103,12 @@ extension Span {
     package func withContextBound<T>(
         isolation: isolated (any Actor)? = #isolation, _ operation: () async throws -> T
     ) async rethrows -> T {
-        if self is NoOpTracer.NoOpSpan { return try await operation() }
+        if !bindsContext { return try await operation() }
         return try await ServiceContext.withValue(context, operation: operation)
     }
+
+    /// Whether ``withContextBound(isolation:_:)`` binds anything (false for a no-op span). A caller
+    /// whose operation lives as long as a connection calls it directly when false: the closure
+    /// passed to `withContextBound` is one more frame on the connection's task.
+    package var bindsContext: Bool { !(self is NoOpTracer.NoOpSpan) }
 }

@@ -218,10 +218,7 @@ public final class Spreadbot: Service, Sendable {
         let generation = run.withLockedValue { $0.generation }
         // Unstructured: establishConnection(path:) (the seed's API) returns at once; closeConnection()
         // and run() (as a Service) end it. Its own task: a caller's graceful shutdown must not reach it.
-        let task = ownTask {
-            await previous?.value
-            await self.runConnection(path: path, generation: generation)
-        }
+        let task = ownTask { await self.runConnection(after: previous, path: path, generation: generation) }
         run.withLockedValue { run in
             if run.generation == generation { run.task = task } else { task.cancel() }
         }
@@ -277,8 +274,20 @@ public final class Spreadbot: Service, Sendable {
 
     private func isCurrent(_ generation: Int) -> Bool { run.withLockedValue { $0.generation == generation } }
 
+    /// The connection's life, once the previous run (`previous`) has ended. Not inlined into the
+    /// task's closure: what the closure holds lives as long as the connection.
+    @inline(never)
+    private func runConnection(after previous: Task<Void, Never>?, path: String, generation: Int) async {
+        if let previous { await Self.waitFor(previous) }
+        await runConnection(path: path, generation: generation)
+    }
+
+    @inline(never)
+    private static func waitFor(_ task: Task<Void, Never>) async { await task.value }
+
     /// The connection's life: its frame lives as long as the connection, so the driver is made and
     /// the end handled in synchronous functions.
+    @inline(never)
     private func runConnection(path: String, generation: Int) async {
         let finalError = await driver.run({ context in
             try await self.session(path: path, context: context, generation: generation)
@@ -343,8 +352,12 @@ public final class Spreadbot: Service, Sendable {
         }
         defer { endSpan(nil) }
         do {
+            let opened: @Sendable () -> Void = { endSpan(nil) }
+            guard span.bindsContext else {
+                return try await session(path: path, context: context, generation: generation, span: span, opened: opened)
+            }
             return try await span.withContextBound {
-                try await self.session(path: path, context: context, generation: generation, span: span, opened: { endSpan(nil) })
+                try await self.session(path: path, context: context, generation: generation, span: span, opened: opened)
             }
         } catch {
             endSpan(error)

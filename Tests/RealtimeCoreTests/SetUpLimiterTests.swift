@@ -224,10 +224,12 @@ struct SetUpLimiterTests {
         for stream in streams { await #expect(throws: CancellationError.self) { try await stream.finished() } }
     }
 
-    /// The head timeout covers the wait for a turn: a stream still in line when it passes fails
-    /// with the timeout and never reaches the server; one cancelled in line ends with
-    /// `CancellationError` and leaves the line; the slot comes back when the first head arrives.
-    @Test("an event stream waiting its turn fails with the head timeout, or leaves the line when cancelled")
+    /// With a bound of 1 and the server's answers held: the stream holding the slot fails with its
+    /// head timeout (1 s), which frees the slot, and the next one goes out. The head timeout counts
+    /// from the request, not from the wait: a stream with a 1 s head timeout that waited longer in
+    /// line still opens once its turn comes. One cancelled in line ends with `CancellationError`
+    /// and never reaches the server.
+    @Test("event streams in line: a head timeout frees the slot, the wait does not count toward it, a cancelled one leaves the line")
     func eventStreamWaiters() async throws {
         let server = try await SSETestServer.start()
         defer { Task { await server.stop() } }
@@ -236,29 +238,37 @@ struct SetUpLimiterTests {
         proxy.hold(.targetToClient)
         let runtime = RealtimeRuntime(http: HTTPConnectionOptions(maxConnectingPerHost: 1), proxy: .none)
         let host = "127.0.0.1:\(proxy.port)"
-        let first = try EventStream.open(
-            HTTPRequestSpec(url: proxy.url() + "/events", headTimeout: .seconds(60)), runtime: runtime,
-            onHead: { _ in .accept }, onOutputs: { _ in true })
+        func open(headTimeout: Duration) throws -> EventStream {
+            try EventStream.open(
+                HTTPRequestSpec(url: proxy.url() + "/events", headTimeout: headTimeout), runtime: runtime,
+                onHead: { _ in .accept }, onOutputs: { _ in true })
+        }
+        let first = try open(headTimeout: .seconds(1))
         try await waitUntil("the first set-up reached the proxy") { proxy.statistics.connectionsAccepted == 1 }
-        let late = try EventStream.open(
-            HTTPRequestSpec(url: proxy.url() + "/events", headTimeout: .seconds(1)), runtime: runtime,
-            onHead: { _ in .accept }, onOutputs: { _ in true })
-        let cancelled = try EventStream.open(
-            HTTPRequestSpec(url: proxy.url() + "/events", headTimeout: .seconds(60)), runtime: runtime,
-            onHead: { _ in .accept }, onOutputs: { _ in true })
-        #expect(runtime.setUpLimiter.counts(host: host) == (1, 2))
+        // A minute: on a loaded machine the head must come once the proxy lets it through.
+        let second = try open(headTimeout: .seconds(60))
+        let cancelled = try open(headTimeout: .seconds(60))
+        let patient = try open(headTimeout: .seconds(1))
+        #expect(runtime.setUpLimiter.counts(host: host) == (1, 3))
         cancelled.cancel()
         await #expect(throws: CancellationError.self) { try await cancelled.finished() }
-        let error = await #expect(throws: RealtimeError.self) { try await late.finished() }
+        #expect(runtime.setUpLimiter.counts(host: host) == (1, 2))
+
+        let error = await #expect(throws: RealtimeError.self) { try await first.finished() }
         #expect(error?.code == .timeout, "\(String(describing: error))")
         #expect(error?.detail.contains("no response from") == true, "\(String(describing: error))")
-        #expect(proxy.statistics.connectionsAccepted == 1)
-        #expect(runtime.setUpLimiter.counts(host: host) == (1, 0))
+        try await waitUntil("the second went out once the first's slot was free") { proxy.statistics.connectionsAccepted == 2 }
+        // The last one has been in line for longer than its 1 s head timeout, and waits on.
+        #expect(runtime.setUpLimiter.counts(host: host) == (1, 1))
         proxy.resume()
-        #expect(try await first.accepted())
+        #expect(try await second.accepted())
+        #expect(try await patient.accepted())
+        #expect(proxy.statistics.connectionsAccepted == 3)
         #expect(runtime.setUpLimiter.counts(host: host) == (0, 0))
-        first.cancel()
-        await #expect(throws: CancellationError.self) { try await first.finished() }
+        for stream in [second, patient] {
+            stream.cancel()
+            await #expect(throws: CancellationError.self) { try await stream.finished() }
+        }
     }
 
     /// Set-up requests (SignalR's negotiate) go through a pool of at most `maxConnectingPerHost`
