@@ -35,7 +35,9 @@ public struct EventSourceConfiguration: Sendable {
     /// disables. It fires at the last byte plus this time (plus the clock's scheduling delay, a few
     /// milliseconds); time the client spends not reading because the consumer is behind does not count.
     public var idleTimeout: Duration?
-    /// Limit for the response head (connect, TLS, status, headers).
+    /// Limit for the response head (connect, TLS, status, headers), counted from when the request
+    /// goes out: a stream that first waits its turn among the set-ups to its host
+    /// (`HTTPConnectionOptions.maxConnectingPerHost`) is not failed for that wait.
     public var connectTimeout: Duration
     /// Consulted before every reconnect attempt.
     public var reachability: any Reachability

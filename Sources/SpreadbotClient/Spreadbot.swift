@@ -218,7 +218,10 @@ public final class Spreadbot: Service, Sendable {
         let generation = run.withLockedValue { $0.generation }
         // Unstructured: establishConnection(path:) (the seed's API) returns at once; closeConnection()
         // and run() (as a Service) end it. Its own task: a caller's graceful shutdown must not reach it.
-        let task = ownTask { await self.runConnection(after: previous, path: path, generation: generation) }
+        let task = ownTask {
+            if let previous { await Self.waitFor(previous) }
+            await self.runConnection(path: path, generation: generation)
+        }
         run.withLockedValue { run in
             if run.generation == generation { run.task = task } else { task.cancel() }
         }
@@ -274,19 +277,13 @@ public final class Spreadbot: Service, Sendable {
 
     private func isCurrent(_ generation: Int) -> Bool { run.withLockedValue { $0.generation == generation } }
 
-    /// The connection's life, once the previous run (`previous`) has ended. Not inlined into the
-    /// task's closure: what the closure holds lives as long as the connection.
-    @inline(never)
-    private func runConnection(after previous: Task<Void, Never>?, path: String, generation: Int) async {
-        if let previous { await Self.waitFor(previous) }
-        await runConnection(path: path, generation: generation)
-    }
-
+    /// Waits for the previous run to end (apart: its frame is gone once it has).
     @inline(never)
     private static func waitFor(_ task: Task<Void, Never>) async { await task.value }
 
     /// The connection's life: its frame lives as long as the connection, so the driver is made and
-    /// the end handled in synchronous functions.
+    /// the end handled in synchronous functions. Not inlined into the task's closure, whose frame
+    /// would then hold this one's for the connection's life.
     @inline(never)
     private func runConnection(path: String, generation: Int) async {
         let finalError = await driver.run({ context in
@@ -342,26 +339,37 @@ public final class Spreadbot: Service, Sendable {
     /// One connection: the transports in order until one opens, then its life. Throws the last
     /// transport's error when none opens.
     private func session(path: String, context: ReconnectDriver.SessionContext, generation: Int) async throws -> SessionEnd {
-        // The connect span: each transport tried is an event; it ends when one opens or all failed.
-        let span = connectSpan(path: path)
-        let spanOpen = NIOLockedValueBox(true)
-        @Sendable func endSpan(_ error: (any Error)?) {
-            guard spanOpen.withLockedValue({ open in defer { open = false }; return open }) else { return }
+        let connect = ConnectSpan(connectSpan(path: path))
+        do {
+            let end: SessionEnd
+            if connect.span.bindsContext {
+                end = try await connect.span.withContextBound {
+                    try await self.session(path: path, context: context, generation: generation, span: connect.span, opened: { connect.end() })
+                }
+            } else {
+                // Without a tracer nothing is bound: no closure frame for the connection's life.
+                end = try await session(path: path, context: context, generation: generation, span: connect.span, opened: { connect.end() })
+            }
+            connect.end()
+            return end
+        } catch {
+            connect.end(error)
+            throw error
+        }
+    }
+
+    /// The connect span of one connection: each transport tried is an event; it ends once, when one
+    /// opens or all failed. One reference in the frame that lives as long as the connection.
+    private final class ConnectSpan: Sendable {
+        let span: any Span
+        private let open = NIOLockedValueBox(true)
+
+        init(_ span: any Span) { self.span = span }
+
+        func end(_ error: (any Error)? = nil) {
+            guard open.withLockedValue({ open in defer { open = false }; return open }) else { return }
             if let error { span.fail(error) }
             span.end()
-        }
-        defer { endSpan(nil) }
-        do {
-            let opened: @Sendable () -> Void = { endSpan(nil) }
-            guard span.bindsContext else {
-                return try await session(path: path, context: context, generation: generation, span: span, opened: opened)
-            }
-            return try await span.withContextBound {
-                try await self.session(path: path, context: context, generation: generation, span: span, opened: opened)
-            }
-        } catch {
-            endSpan(error)
-            throw error
         }
     }
 
