@@ -78,13 +78,13 @@ public final class EventStream: Sendable {
         var finishedAtHead = false
         var done = false
         var bytesReceived = 0
-        /// The set-up slot this stream holds or waits for (given back once the head arrives).
+        /// The set-up slot this stream holds (given back at the head, or when the request ends).
         var slot: SetUpSlot?
         /// The slot request while it waits in line, for ``cancel()`` to withdraw it.
         var slotRequest: (host: String, id: UInt64)?
         /// Callbacks on the request's end, registered before the request was sent.
         var endWaiters: [@Sendable (Result<Void, any Error>) -> Void] = []
-        /// The stream ended before its request was sent (its turn never came, or it was cancelled).
+        /// The stream ended before its request was sent (cancelled or failed while it waited its turn).
         var endedUnsent: (any Error)?
     }
 
