@@ -1,4 +1,3 @@
-import AsyncHTTPClient
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -8,6 +7,8 @@ import Logging
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
+import NIOPosix
+import NIOSSL
 
 /// What an event stream does with the response head (see ``EventStream/run(_:runtime:options:onHead:onOutputs:)``).
 public enum EventStreamHeadDecision: Sendable {
@@ -52,40 +53,64 @@ public struct EventStreamOptions: Sendable {
 
 /// One Server-Sent Events response, parsed on the connection's event loop.
 ///
-/// The head goes to `onHead` and every body part's events go to `onOutputs` in one array, both on
-/// the event loop and in stream order, with no task in between: a consumer that reads from an
-/// `InboundBuffer` fed by `onOutputs` is woken once per read, however many events the read
-/// carried. `onOutputs` answers whether to go on reading; after `false`, reading waits (the server's
-/// writes wait on TCP, and the idle timeout does not count) until ``resume()`` is called. The caller
-/// supplies the protocol's rules: what a status or content type means, what the events mean.
+/// The stream has a connection of its own (``HTTPStreamHandler`` on a channel set up as a
+/// WebSocket's is: the runtime's proxy, TLS with pinning, a 512-byte receive buffer while quiet),
+/// speaks HTTP/1.1 and follows up to 10 redirects. The head goes to `onHead` and every read's
+/// events go to `onOutputs` in one array, both on the event loop and in stream order, with no task
+/// in between: a consumer that reads from an `InboundBuffer` fed by `onOutputs` is woken once per
+/// read, however many events the read carried. `onOutputs` answers whether to go on reading; after
+/// `false`, reading waits (the server's writes wait on TCP, and the idle timeout does not count)
+/// until ``resume()`` is called. The caller supplies the protocol's rules: what a status or
+/// content type means, what the events mean.
 public final class EventStream: Sendable {
     /// What the stream hands over, in stream order: events, `retry` values, comments.
     public typealias Output = SSEParser.Output
+
+    /// The request still to be answered: kept until the final head, for redirects.
+    private struct Pending {
+        var method: HTTPMethod
+        var headers: HTTPHeaders
+        var body: ByteBuffer?
+        var endpoint: Endpoint
+        let tls: TLSOptions
+        var redirects = 0
+        var visited: Set<String> = []
+    }
+
     private struct State {
-        var task: HTTPClient.Task<Void>?
+        var pending: Pending?
+        /// The current request's connection, once its channel exists.
+        var channel: (any Channel)?
+        /// Which request is current (a redirect makes the next); reports of an earlier one are ignored.
+        var attempt = 0
+        /// Whether the request has gone out (its set-up turn came).
+        var sent = false
         var parser: SSEParser
-        var head: HTTPResponseHead?
+        var headReceived = false
         var refusal: (@Sendable (String?) -> any Error)?
         var excerpt: ByteBuffer?
-        /// The URL that answered, after redirects.
-        var finalURL: String?
-        var pause: EventLoopPromise<Void>?
+        /// The URL being asked, after redirects.
+        var currentURL: String
+        /// The proxy of the current request (nil: none).
+        var currentProxy: ProxyServer?
+        /// What the current read parsed, handed over at its end.
+        var outputs: [EventStream.Output] = []
+        var paused = false
         var resumeRequested = false
         var lastActivity: Duration = .zero
         var idleTimer: TimerQueue.Timer?
         var headTimer: Scheduled<Void>?
         var failure: (any Error)?
         var finishedAtHead = false
-        var done = false
         var bytesReceived = 0
         /// The set-up slot this stream holds (given back at the head, or when the request ends).
         var slot: SetUpSlot?
         /// The slot request while it waits in line, for ``cancel()`` to withdraw it.
         var slotRequest: (host: String, id: UInt64)?
-        /// Callbacks on the request's end, registered before the request was sent.
+        /// How the request ended (nil: not yet).
+        var result: Result<Void, any Error>?
+        /// Callbacks on the request's end.
         var endWaiters: [@Sendable (Result<Void, any Error>) -> Void] = []
-        /// The stream ended before its request was sent (cancelled or failed while it waited its turn).
-        var endedUnsent: (any Error)?
     }
 
     /// A host's set-up slot (``SetUpLimiter``): the host key and the runtime's bound.
@@ -98,34 +123,36 @@ public final class EventStream: Sendable {
     /// Completed when the head is accepted (true) or ends the stream (false), or failed when the
     /// stream fails before.
     private let headDecided = OneShot<Bool>()
-    /// Held for the stream's life: the runtime's own HTTP clients shut down with its last copy.
+    /// Held for the stream's life: the runtime's event loops, proxy and timers.
     private let runtime: RealtimeRuntime
     private var timers: TimerQueue { runtime.timers }
     private let options: EventStreamOptions
     private let url: String
-    /// The proxy the request goes through (nil: none), named in a proxy's failure.
-    private let proxy: ProxyServer?
+    private let cookies: CookieStore?
     private let onHead: @Sendable (HTTPResponseHead) -> EventStreamHeadDecision
     private let onOutputs: @Sendable ([EventStream.Output]) -> Bool
     /// The owning client's metrics: body bytes are counted as they arrive.
     private let metrics: ClientMetrics?
 
     private init(
-        url: String, proxy: ProxyServer?, options: EventStreamOptions, runtime: RealtimeRuntime,
+        url: String, pending: Pending, proxy: ProxyServer?, cookies: CookieStore?, options: EventStreamOptions, runtime: RealtimeRuntime,
         onHead: @escaping @Sendable (HTTPResponseHead) -> EventStreamHeadDecision,
         onOutputs: @escaping @Sendable ([EventStream.Output]) -> Bool,
         metrics: ClientMetrics?
     ) {
         self.url = url
-        self.proxy = proxy
+        self.cookies = cookies
         self.options = options
         self.runtime = runtime
         self.metrics = metrics
         self.onHead = onHead
         self.onOutputs = onOutputs
-        state = NIOLockedValueBox(State(parser: SSEParser(
-            configuration: .init(maxEventSize: options.maxEventSize, emitsComments: options.emitsComments),
-            lastEventId: options.lastEventId)))
+        state = NIOLockedValueBox(State(
+            pending: pending,
+            parser: SSEParser(
+                configuration: .init(maxEventSize: options.maxEventSize, emitsComments: options.emitsComments),
+                lastEventId: options.lastEventId),
+            currentURL: url, currentProxy: proxy))
     }
 
     /// Body bytes received so far (the event stream as it came over the wire, after HTTP framing).
@@ -138,15 +165,16 @@ public final class EventStream: Sendable {
     ///
     /// - Parameters:
     ///   - request: the streaming GET (headers, timeouts, TLS).
-    ///   - runtime: the runtime whose HTTP client and event loops carry the stream.
+    ///   - runtime: the runtime whose event loops, proxy and timers carry the stream.
     ///   - options: size limits and the idle timeout.
     ///   - onHead: decides on the response head (status, content type), on the event loop.
-    ///   - onOutputs: takes the events, `retry` values and comments of one body part, on the event
+    ///   - onOutputs: takes the events, `retry` values and comments of one read, on the event
     ///     loop, in order; returns false to pause reading until ``resume()``.
     /// - Returns: how the stream ended.
     /// - Throws: the error `onHead` refused with, ``RealtimeError`` `timeout` (no head within
     ///   `request.headTimeout`, or the idle timeout), `messageTooLarge`, `connectionClosed`,
-    ///   `connectFailed`, `tlsFailure`; `CancellationError` when the task is cancelled.
+    ///   `connectFailed`, `tlsFailure`, `certificatePinMismatch`, `proxyFailed`, `protocolViolation`
+    ///   (a response that is not HTTP/1.x); `CancellationError` when the task is cancelled.
     @discardableResult
     public static func run(
         _ request: HTTPRequestSpec,
@@ -178,22 +206,18 @@ public final class EventStream: Sendable {
         onHead: @escaping @Sendable (HTTPResponseHead) -> EventStreamHeadDecision,
         onOutputs: @escaping @Sendable ([EventStream.Output]) -> Bool
     ) throws -> EventStream {
-        let (client, clientRequest, proxy) = try request.prepareForDelegate(runtime: runtime)
+        let endpoint = try Endpoint(request.url, allowedSchemes: ["http", "https"])
+        var headers = request.headers
+        runtime.injectTraceContext(request.traceContext, into: &headers)
+        // Made now so that unusable TLS options (an unreadable trust file) fail the call itself.
+        if endpoint.isSecure { _ = try request.tls.sslContext() }
+        let proxy = try runtime.proxy.server(for: endpoint)
+        let pending = Pending(method: request.method, headers: headers, body: request.body, endpoint: endpoint, tls: request.tls)
         let stream = EventStream(
-            url: request.url, proxy: proxy, options: options, runtime: runtime, onHead: onHead, onOutputs: onOutputs, metrics: metrics)
+            url: request.url, pending: pending, proxy: proxy, cookies: request.cookies, options: options, runtime: runtime,
+            onHead: onHead, onOutputs: onOutputs, metrics: metrics)
         let timeout = request.headTimeout
-        let timeoutError = RealtimeError.timeout("no response from \(Redaction.url(request.url)) within \(timeout)")
-        let send: @Sendable () -> Void = { [cookies = request.cookies] in
-            let delegate = Delegate(stream: stream, cookies: cookies)
-            let task = client.execute(request: clientRequest, delegate: delegate, logger: runtime.libraryLogger)
-            // On real time, as async-http-client's own request deadlines are: a test's manual clock
-            // must not hold a connect that never answers.
-            let headTimer = task.eventLoop.scheduleTask(in: TimeAmount(timeout)) { [weak stream] in
-                guard let stream, stream.state.withLockedValue({ $0.head == nil }) else { return }
-                stream.fail(timeoutError)
-            }
-            stream.sent(task, headTimer: headTimer)
-        }
+        let send: @Sendable () -> Void = { stream.send(headTimeout: timeout) }
         // Streams to one host are set up maxConnectingPerHost at a time, as WebSockets are: the
         // request waits its turn (no task: a callback) until the head of an earlier one arrives
         // or its request ends. The head timeout counts from the request, not from the wait: each
@@ -201,66 +225,172 @@ public final class EventStream: Sendable {
         // that waited behind slow heads is not failed for it (an EventSource would only reconnect,
         // with one more request). A stream opened inside a set-up that holds this host's slot
         // (a SignalR start) does not wait for a second one.
-        let endpoint = try Endpoint(request.url, allowedSchemes: ["http", "https"])
         let host = "\(endpoint.host):\(endpoint.port)"
         guard SetUpLimiter.heldHost != host else {
             send()
             return stream
         }
         let slot = SetUpSlot(host: host, limit: runtime.http.maxConnectingPerHost)
-        let id = runtime.setUpLimiter.request(
-            host: slot.host, limit: slot.limit, within: nil, timers: runtime.timers, timeoutError: timeoutError
-        ) { result in
+        let id = runtime.setUpLimiter.request(host: slot.host, limit: slot.limit, timeout: nil, timers: runtime.timers) { result in
             switch result {
             case .success:
                 let go = stream.state.withLockedValue { state -> Bool in
                     state.slotRequest = nil
                     state.slot = slot
-                    return state.failure == nil && state.endedUnsent == nil
+                    return state.failure == nil && state.result == nil
                 }
-                if go { send() } else { stream.endUnsent(CancellationError()) }
+                if go { send() } else { stream.end(CancellationError()) }
             case .failure(let error):
-                stream.endUnsent(error)
+                stream.end(error)
             }
         }
         if runtime.setUpLimiter.isWaiting(host: slot.host, id: id) {
             stream.state.withLockedValue { $0.slotRequest = (slot.host, id) }
             // Withdrawn already (fail or cancel before the id was known): leave the line.
-            if stream.state.withLockedValue({ $0.failure != nil || $0.endedUnsent != nil }) {
+            if stream.state.withLockedValue({ $0.failure != nil || $0.result != nil }) {
                 runtime.setUpLimiter.cancelRequest(host: slot.host, id: id)
             }
         }
         return stream
     }
 
-    /// The request went out (its set-up turn came): callbacks registered before it follow it now.
-    private func sent(_ task: HTTPClient.Task<Void>, headTimer: Scheduled<Void>) {
-        let (waiters, failure) = state.withLockedValue { state in
-            state.task = task
-            state.headTimer = headTimer
-            defer { state.endWaiters = [] }
-            return (state.endWaiters, state.failure)
+    /// The stream's turn came: the head timer starts and the request goes out.
+    private func send(headTimeout timeout: Duration) {
+        let eventLoop = runtime.eventLoopGroup.next()
+        // On real time, as connect deadlines are: a test's manual clock must not hold a connect
+        // that never answers.
+        let headTimer = eventLoop.scheduleTask(in: TimeAmount(timeout)) { [weak self] in
+            guard let self, self.state.withLockedValue({ !$0.headReceived }) else { return }
+            self.fail(RealtimeError.timeout("no response from \(Redaction.url(self.url)) within \(timeout)"))
         }
-        for waiter in waiters { task.futureResult.whenComplete(waiter) }
-        // Cancelled or failed as its turn came, before the task was known here.
-        if failure is CancellationError { task.cancel() } else if let failure { task.fail(reason: failure) }
-        // Whatever ended the request, its slot is free once it has ended.
-        task.futureResult.whenComplete { _ in self.releaseSlot() }
+        let attempt = state.withLockedValue { state -> Int? in
+            state.headTimer = headTimer
+            state.sent = true
+            return state.result == nil ? state.attempt : nil
+        }
+        if let attempt { connect(attempt: attempt, on: eventLoop) } else { headTimer.cancel() }
     }
 
-    /// The stream ends before its request went out: it was cancelled or failed while it waited.
-    private func endUnsent(_ error: any Error) {
-        let (waiters, ended) = state.withLockedValue { state -> ([@Sendable (Result<Void, any Error>) -> Void], any Error) in
-            let ended = state.failure ?? error
-            state.failure = ended
-            state.endedUnsent = ended
-            state.done = true
-            defer { state.endWaiters = [] }
-            return (state.endWaiters, ended)
+    /// Opens the connection of request `attempt` (the first, or a redirect's) and sends it.
+    private func connect(attempt: Int, on eventLoop: any EventLoop) {
+        let prepared: (request: ByteBuffer, endpoint: Endpoint, proxy: ProxyServer?, tls: (NIOSSLContext, TLSOptions)?, isHead: Bool)
+        do {
+            let (pending, proxy) = state.withLockedValue { ($0.pending, $0.currentProxy) }
+            guard let pending else { return }
+            var headers = pending.headers
+            cookies?.apply(to: &headers, url: state.withLockedValue { $0.currentURL })
+            let request = try HTTPStreamRequest(method: pending.method, target: pending.endpoint, headers: headers, body: pending.body).encoded()
+            var tls: (NIOSSLContext, TLSOptions)?
+            if pending.endpoint.isSecure {
+                tls = (try pending.tls.sslContext(), pending.tls)
+            } else if !pending.tls.pinnedPublicKeySHA256.isEmpty, pending.redirects > 0 {
+                throw RealtimeError(
+                    .certificatePinMismatch, "a redirect to \(Redaction.url(state.withLockedValue { $0.currentURL })) leaves TLS, and keys are pinned")
+            }
+            prepared = (request, pending.endpoint, proxy, tls, pending.method == .HEAD)
+        } catch {
+            return connectionEnded(error, attempt: attempt)
         }
+        let url = state.withLockedValue { $0.currentURL }
+        let target = prepared.endpoint
+        let install: @Sendable (any Channel) throws -> Void = { [self] channel in
+            let pipeline = channel.pipeline.syncOperations
+            if let (context, options) = prepared.tls {
+                try ClientConnection.addTLS(
+                    to: pipeline, context: context, serverName: options.serverName ?? target.host, pins: options.pinnedPublicKeySHA256)
+            }
+            try pipeline.addHandler(HTTPStreamHandler(stream: self, attempt: attempt, request: prepared.request, isHeadRequest: prepared.isHead))
+        }
+        let (host, port) = prepared.proxy.map { ($0.host, $0.port) } ?? (target.host, target.port)
+        ClientConnection.bootstrap(on: eventLoop, connectTimeout: runtime.http.connectTimeout, allowRemoteHalfClosure: false)
+            .channelInitializer { [self] channel in
+                channel.eventLoop.makeCompletedFuture {
+                    guard attach(channel, attempt: attempt) else { throw CancellationError() }
+                    guard let proxy = prepared.proxy else { return try install(channel) }
+                    let tunnel = try ProxyTunnel.install(through: proxy, to: target.host, port: target.port, url: url, on: channel)
+                    tunnel.whenComplete { result in
+                        do {
+                            try result.get()
+                            try install(channel)
+                        } catch {
+                            self.connectionEnded(error, attempt: attempt)
+                            channel.close(promise: nil)
+                        }
+                    }
+                }
+            }
+            .connect(host: host, port: port)
+            .whenFailure { [self] error in connectionEnded(error, attempt: attempt) }
+    }
+
+    /// Keeps the channel of request `attempt`; false when the stream ended or moved on meanwhile.
+    private func attach(_ channel: any Channel, attempt: Int) -> Bool {
+        state.withLockedValue { state in
+            guard state.attempt == attempt, state.result == nil, state.failure == nil else { return false }
+            state.channel = channel
+            return true
+        }
+    }
+
+    /// Ends the stream once: `error` nil when the response was read to its end. What failed first
+    /// (``fail(_:)``, ``cancel()``, a refusal) is what the stream reports.
+    fileprivate func end(_ error: (any Error)?) {
+        let ended = state.withLockedValue { state -> (Result<Void, any Error>, [@Sendable (Result<Void, any Error>) -> Void], (any Channel)?)? in
+            guard state.result == nil else { return nil }
+            cancelTimers(&state)
+            state.parser.finish()
+            state.outputs = []
+            state.pending = nil
+            let result: Result<Void, any Error>
+            if state.finishedAtHead {
+                result = .success(())
+            } else if let failure = state.failure {
+                result = .failure(failure)
+            } else if let refusal = state.refusal {
+                result = .failure(refusal(Self.text(state.excerpt)))
+            } else if let error {
+                if let error = error as? RealtimeError, error.code != .connectionClosed {
+                    // A body that breaks HTTP's framing, or the parser's own limits.
+                    result = .failure(error)
+                } else if state.headReceived {
+                    let mapped = WebSocketTransport.mapError(error, url: state.currentURL)
+                    if let closed = mapped as? RealtimeError, closed.code == .connectionClosed {
+                        result = .failure(closed)
+                    } else {
+                        result = .failure(RealtimeError(
+                            .connectionClosed, "the connection to \(Redaction.url(url)) was lost mid-stream", underlying: error))
+                    }
+                } else {
+                    result = .failure(Self.mapSetUpError(error, url: state.currentURL, proxy: state.currentProxy))
+                }
+            } else {
+                result = .success(())
+            }
+            if case .failure(let failure) = result { state.failure = failure }
+            state.result = result
+            defer {
+                state.endWaiters = []
+                state.channel = nil
+            }
+            return (result, state.endWaiters, state.channel)
+        }
+        guard let (result, waiters, channel) = ended else { return }
+        channel?.close(promise: nil)
         releaseSlot()
-        headDecided.complete(.failure(ended))
-        for waiter in waiters { waiter(.failure(ended)) }
+        switch result {
+        case .success: headDecided.complete(.success(false))
+        case .failure(let error): headDecided.complete(.failure(error))
+        }
+        for waiter in waiters { waiter(result) }
+    }
+
+    /// What a failure before the response head is called.
+    private static func mapSetUpError(_ error: any Error, url: String, proxy: ProxyServer?) -> any Error {
+        if let proxy, let failure = ProxyTunnel.mapError(error, proxy: proxy, url: url) { return failure }
+        if let error = error as? RealtimeError, error.code == .connectionClosed {
+            return RealtimeError(.connectionClosed, "the server closed the connection to \(Redaction.url(url)) before answering", underlying: error)
+        }
+        return WebSocketTransport.mapError(error, url: url)
     }
 
     /// Gives back the set-up slot, once: at the head, or when the request ends without one.
@@ -269,20 +399,14 @@ public final class EventStream: Sendable {
         runtime.setUpLimiter.release(host: slot.host, limit: slot.limit)
     }
 
-    /// Runs `callback` with the request's end: at once when the stream ended before it was sent.
+    /// Runs `callback` with the request's end: at once when the stream has ended.
     private func whenRequestEnds(_ callback: @escaping @Sendable (Result<Void, any Error>) -> Void) {
-        enum Now { case task(HTTPClient.Task<Void>), ended(any Error), later }
-        let now = state.withLockedValue { state -> Now in
-            if let task = state.task { return .task(task) }
-            if let ended = state.endedUnsent { return .ended(ended) }
+        let result = state.withLockedValue { state -> Result<Void, any Error>? in
+            if let result = state.result { return result }
             state.endWaiters.append(callback)
-            return .later
+            return nil
         }
-        switch now {
-        case .task(let task): task.futureResult.whenComplete(callback)
-        case .ended(let error): callback(.failure(error))
-        case .later: break
-        }
+        if let result { callback(result) }
     }
 
     /// Waits until the response head was accepted (true), or answered ``EventStreamHeadDecision/finish``
@@ -292,27 +416,18 @@ public final class EventStream: Sendable {
         do {
             return try await headDecided.value()
         } catch {
-            if let recorded = state.withLockedValue({ $0.failure }) { throw recorded }
-            throw HTTPTransport.mapError(error, url: url, proxy: proxy)
+            throw state.withLockedValue({ $0.failure }) ?? error
         }
     }
 
     /// Waits until the stream ends; cancelling the waiting task cancels the request.
     public func finished() async throws -> EventStreamEnd {
-        do {
-            try await withTaskCancellationHandler {
-                try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-                    whenRequestEnds { continuation.resume(with: $0) }
-                }
-            } onCancel: {
-                cancel()
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                whenRequestEnds { continuation.resume(with: $0) }
             }
-        } catch {
-            let (recorded, finishedAtHead) = state.withLockedValue { ($0.failure, $0.finishedAtHead) }
-            if finishedAtHead { return .finishedAtHead }
-            if let recorded { throw recorded }
-            if Task.isCancelled { throw CancellationError() }
-            throw HTTPTransport.mapError(error, url: url, proxy: proxy)
+        } onCancel: {
+            cancel()
         }
         return state.withLockedValue { $0.finishedAtHead } ? .finishedAtHead : .ended
     }
@@ -321,53 +436,45 @@ public final class EventStream: Sendable {
     /// (`CancellationError` after ``cancel()``): for an owner that waits without a task.
     public func whenFinished(_ callback: @escaping @Sendable (Result<EventStreamEnd, any Error>) -> Void) {
         whenRequestEnds { result in
-            switch result {
-            case .success:
-                callback(.success(self.state.withLockedValue { $0.finishedAtHead } ? .finishedAtHead : .ended))
-            case .failure(let error):
-                let (recorded, finishedAtHead) = self.state.withLockedValue { ($0.failure, $0.finishedAtHead) }
-                if finishedAtHead { return callback(.success(.finishedAtHead)) }
-                if let recorded { return callback(.failure(recorded)) }
-                callback(.failure(HTTPTransport.mapError(error, url: self.url, proxy: self.proxy)))
-            }
+            callback(result.map { self.state.withLockedValue { $0.finishedAtHead } ? .finishedAtHead : .ended })
         }
     }
 
     /// Whether reading is paused because `onOutputs` said the consumer is behind.
-    public var isPaused: Bool { state.withLockedValue { $0.pause != nil } }
+    public var isPaused: Bool { state.withLockedValue { $0.paused } }
 
     /// Lets a stream paused by `onOutputs` read again (may be called before the pause took hold).
     public func resume() {
-        let promise = state.withLockedValue { state -> EventLoopPromise<Void>? in
+        let channel = state.withLockedValue { state -> (any Channel)? in
             state.lastActivity = timers.now
-            guard let pause = state.pause else {
+            guard state.paused else {
                 state.resumeRequested = true
                 return nil
             }
-            state.pause = nil
-            return pause
+            state.paused = false
+            return state.channel
         }
-        promise?.succeed()
+        channel?.triggerUserOutboundEvent(HTTPStreamHandler.Resume(), promise: nil)
     }
 
     /// Ends the stream with `error` (the first failure wins).
     public func fail(_ error: any Error) {
-        let (task, waiting) = state.withLockedValue { state -> (HTTPClient.Task<Void>?, (host: String, id: UInt64)?) in
-            if state.failure == nil, !state.done { state.failure = error }
-            return (state.task, state.slotRequest)
+        let (channel, waiting, sent) = state.withLockedValue { state -> ((any Channel)?, (host: String, id: UInt64)?, Bool) in
+            if state.failure == nil, state.result == nil { state.failure = error }
+            return (state.channel, state.slotRequest, state.sent)
         }
-        task?.fail(reason: error)
-        if task == nil { withdraw(waiting) }
+        if let channel {
+            // The handler sees the close and ends the stream with the failure recorded here.
+            channel.close(promise: nil)
+        } else if !sent {
+            withdraw(waiting)
+            if waiting == nil { end(error) }
+        }
     }
 
     /// Cancels the request; ``finished()`` throws `CancellationError`.
     public func cancel() {
-        let (task, waiting) = state.withLockedValue { state -> (HTTPClient.Task<Void>?, (host: String, id: UInt64)?) in
-            if state.task == nil, state.failure == nil, !state.done { state.failure = CancellationError() }
-            return (state.task, state.slotRequest)
-        }
-        task?.cancel()
-        if task == nil { withdraw(waiting) }
+        fail(CancellationError())
     }
 
     /// Takes a stream whose request has not gone out yet out of the set-up line (`request`: while
@@ -377,44 +484,105 @@ public final class EventStream: Sendable {
         runtime.setUpLimiter.cancelRequest(host: request.host, id: request.id)
     }
 
-    // MARK: Delegate callbacks (on the event loop)
+    // MARK: The connection's reports (on the event loop, from HTTPStreamHandler)
 
-    fileprivate func receivedHead(_ head: HTTPResponseHead, eventLoop: any EventLoop) -> EventLoopFuture<Void> {
+    /// The response head of request `attempt`; returns whether to read its body.
+    func connectionReceivedHead(status: HTTPResponseStatus, headers: HTTPHeaders, attempt: Int) -> Bool {
+        let current = state.withLockedValue { state -> String? in
+            state.attempt == attempt && state.result == nil ? state.currentURL : nil
+        }
+        guard let current else { return false }
+        cookies?.record(headers, from: current)
+        if [301, 302, 303, 307, 308].contains(status.code), let location = headers.first(name: "location") {
+            redirect(to: location, status: status, from: current)
+            return false
+        }
         // The set-up is over: the next stream to this host may start.
         releaseSlot()
-        let decision = onHead(head)
-        let task = state.withLockedValue { state -> HTTPClient.Task<Void>? in
-            state.head = head
+        let decision = onHead(HTTPResponseHead(status: status, headers: headers, url: current))
+        state.withLockedValue { state in
+            state.headReceived = true
+            state.pending = nil
             state.headTimer?.cancel()
             state.headTimer = nil
             switch decision {
             case .accept:
                 state.lastActivity = timers.now
                 if let idle = options.idleTimeout { state.idleTimer = scheduleIdleCheck(at: state.lastActivity + idle) }
-                return nil
             case .finish:
                 state.finishedAtHead = true
-                return state.task
             case .refuse(let makeError):
                 state.refusal = makeError
-                return nil
             }
         }
-        // A finished stream reads nothing more: cancelling the task ends it (finished() reports
-        // finishedAtHead, not the cancellation).
-        task?.cancel()
         switch decision {
-        case .accept: headDecided.complete(.success(true))
-        case .finish: headDecided.complete(.success(false))
-        case .refuse: break
+        case .accept:
+            headDecided.complete(.success(true))
+            return true
+        case .finish:
+            // A finished stream reads nothing more.
+            headDecided.complete(.success(false))
+            end(nil)
+            return false
+        case .refuse:
+            return true
         }
-        return eventLoop.makeSucceededVoidFuture()
     }
 
-    fileprivate func receivedBodyPart(_ buffer: ByteBuffer, eventLoop: any EventLoop) -> EventLoopFuture<Void> {
-        enum Step { case deliver([EventStream.Output]), refuseNow(any Error), nothing, failed(any Error) }
+    /// Follows a redirect: the next request goes out on a connection of its own.
+    private func redirect(to location: String, status: HTTPResponseStatus, from current: String) {
+        enum Next { case go(Int, any EventLoop), failed(any Error), ended }
+        let next = state.withLockedValue { state -> Next in
+            guard var pending = state.pending, let channel = state.channel else { return .ended }
+            guard pending.redirects < 10 else {
+                return .failed(RealtimeError(.connectFailed, "\(Redaction.url(url)) redirected more than 10 times", status: status))
+            }
+            guard let resolved = URL(string: location, relativeTo: URL(string: current))?.absoluteURL.absoluteString,
+                let endpoint = try? Endpoint(resolved, allowedSchemes: ["http", "https"])
+            else {
+                return .failed(RealtimeError(.invalidURL, "\(Redaction.url(current)) redirected to an unusable URL", status: status))
+            }
+            pending.visited.insert(current)
+            guard !pending.visited.contains(resolved) else {
+                return .failed(RealtimeError(.connectFailed, "\(Redaction.url(current)) redirected in a cycle", status: status))
+            }
+            let proxy: ProxyServer?
+            do {
+                proxy = try runtime.proxy.server(for: endpoint)
+            } catch {
+                return .failed(error)
+            }
+            if status.code == 303 || (status.code != 307 && status.code != 308 && pending.method == .POST) {
+                pending.method = .GET
+                pending.body = nil
+            }
+            let old = pending.endpoint
+            if old.scheme != endpoint.scheme || old.host != endpoint.host || old.port != endpoint.port {
+                // As browsers do: credentials meant for one origin do not follow a redirect to another.
+                pending.headers.remove(name: "authorization")
+                pending.headers.remove(name: "cookie")
+            }
+            pending.endpoint = endpoint
+            pending.redirects += 1
+            state.pending = pending
+            state.currentURL = resolved
+            state.currentProxy = proxy
+            state.attempt += 1
+            state.channel = nil
+            return .go(state.attempt, channel.eventLoop)
+        }
+        switch next {
+        case .go(let attempt, let eventLoop): connect(attempt: attempt, on: eventLoop)
+        case .failed(let error): end(error)
+        case .ended: break
+        }
+    }
+
+    /// Body bytes of the current read: parsed now, handed over at the read's end.
+    func connectionReceivedBody(_ buffer: ByteBuffer, attempt: Int) {
+        enum Step { case nothing, failed(any Error) }
         let step = state.withLockedValue { state -> Step in
-            if state.done || state.finishedAtHead { return .nothing }
+            guard state.attempt == attempt, state.result == nil, !state.finishedAtHead else { return .nothing }
             if let refusal = state.refusal {
                 var part = buffer
                 var excerpt = state.excerpt ?? ByteBuffer()
@@ -422,91 +590,50 @@ public final class EventStream: Sendable {
                 if room > 0, let slice = part.readSlice(length: min(room, part.readableBytes)) { excerpt.writeImmutableBuffer(slice) }
                 state.excerpt = excerpt
                 guard excerpt.readableBytes >= 512 else { return .nothing }
-                return .refuseNow(refusal(Self.text(excerpt)))
+                return .failed(refusal(Self.text(excerpt)))
             }
             state.lastActivity = timers.now
             state.bytesReceived += buffer.readableBytes
             metrics?.received(messages: 0, bytes: buffer.readableBytes)
-            // A local array, not one kept in the state for reuse: a quiet stream would keep the
-            // last part's events (their data, up to the maximum event size) until the next part.
-            var outputs: [EventStream.Output] = []
             do {
-                try state.parser.parse(buffer) { outputs.append($0) }
+                try state.parser.parse(buffer) { state.outputs.append($0) }
             } catch {
                 return .failed(error)
             }
-            return outputs.isEmpty ? .nothing : .deliver(outputs)
+            return .nothing
         }
-        switch step {
-        case .nothing:
-            return eventLoop.makeSucceededVoidFuture()
-        case .refuseNow(let error), .failed(let error):
-            fail(error)
-            return eventLoop.makeSucceededVoidFuture()
-        case .deliver(let outputs):
-            if onOutputs(outputs) { return eventLoop.makeSucceededVoidFuture() }
-            return state.withLockedValue { state -> EventLoopFuture<Void> in
-                if state.resumeRequested {
-                    state.resumeRequested = false
-                    return eventLoop.makeSucceededVoidFuture()
-                }
-                let promise = eventLoop.makePromise(of: Void.self)
-                state.pause = promise
-                return promise.futureResult
+        if case .failed(let error) = step { fail(error) }
+    }
+
+    /// The end of a read: its events go to `onOutputs`. Returns whether to go on reading.
+    func connectionReadComplete(attempt: Int) -> Bool {
+        let outputs = state.withLockedValue { state -> [EventStream.Output] in
+            guard state.attempt == attempt, !state.outputs.isEmpty else { return [] }
+            // Taken out, not kept for reuse: a quiet stream would keep the last read's events
+            // (their data, up to the maximum event size) until the next read.
+            defer { state.outputs = [] }
+            return state.outputs
+        }
+        if outputs.isEmpty || onOutputs(outputs) { return true }
+        return state.withLockedValue { state -> Bool in
+            if state.resumeRequested {
+                state.resumeRequested = false
+                return true
             }
+            state.paused = true
+            return false
         }
     }
 
-    fileprivate func receivedEnd() throws {
-        let error = state.withLockedValue { state -> (any Error)? in
-            state.done = true
-            cancelTimers(&state)
-            state.parser.finish()
-            guard let refusal = state.refusal else { return nil }
-            let error = refusal(Self.text(state.excerpt))
-            if state.failure == nil { state.failure = error }
-            return error
-        }
-        if let error {
-            headDecided.complete(.failure(error))
-            throw error
-        }
+    /// Request `attempt`'s connection ended: `error` nil when its response was complete.
+    func connectionEnded(_ error: (any Error)?, attempt: Int) {
+        guard state.withLockedValue({ $0.attempt == attempt }) else { return }
+        end(error)
     }
 
     private static func text(_ excerpt: ByteBuffer?) -> String? {
         guard let excerpt, excerpt.readableBytes > 0 else { return nil }
         return String(decoding: excerpt.readableBytesView, as: UTF8.self)
-    }
-
-    fileprivate func visited(_ url: String) {
-        state.withLockedValue { $0.finalURL = url }
-    }
-
-    fileprivate var answeringURL: String { state.withLockedValue { $0.finalURL } ?? url }
-
-    fileprivate func receivedError(_ error: any Error) {
-        let pause = state.withLockedValue { state -> EventLoopPromise<Void>? in
-            state.done = true
-            cancelTimers(&state)
-            state.parser.finish()
-            // A refused response cut short still fails with the refusal; an accepted one that fails
-            // midway lost its connection.
-            if state.failure == nil, !state.finishedAtHead {
-                if let refusal = state.refusal {
-                    state.failure = refusal(Self.text(state.excerpt))
-                } else if state.head != nil, !(error is RealtimeError) {
-                    let mapped = HTTPTransport.mapError(error, url: url, proxy: proxy)
-                    if !(mapped is CancellationError) {
-                        state.failure = (mapped as? RealtimeError).flatMap { $0.code == .connectionClosed ? $0 : nil }
-                            ?? RealtimeError(.connectionClosed, "the connection to \(Redaction.url(url)) was lost mid-stream", underlying: error)
-                    }
-                }
-            }
-            defer { state.pause = nil }
-            return state.pause
-        }
-        pause?.succeed()
-        headDecided.complete(.failure(state.withLockedValue { $0.failure } ?? error))
     }
 
     private func cancelTimers(_ state: inout State) {
@@ -524,9 +651,9 @@ public final class EventStream: Sendable {
     private func idleCheck() {
         guard let idle = options.idleTimeout else { return }
         let expired = state.withLockedValue { state -> Bool in
-            guard !state.done else { return false }
+            guard state.result == nil else { return false }
             let now = timers.now
-            if state.pause != nil {
+            if state.paused {
                 state.idleTimer = scheduleIdleCheck(at: now + idle)
                 return false
             }
@@ -539,40 +666,5 @@ public final class EventStream: Sendable {
             return true
         }
         if expired { fail(RealtimeError.timeout("no bytes from \(Redaction.url(url)) for \(idle)")) }
-    }
-
-    /// Forwards async-http-client's callbacks to the stream.
-    private final class Delegate: HTTPClientResponseDelegate {
-        typealias Response = Void
-        let stream: EventStream
-        let cookies: CookieStore?
-
-        init(stream: EventStream, cookies: CookieStore?) {
-            self.stream = stream
-            self.cookies = cookies
-        }
-
-        func didVisitURL(task: HTTPClient.Task<Void>, _ request: HTTPClient.Request, _ head: NIOHTTP1.HTTPResponseHead) {
-            let visited = request.url.absoluteString
-            cookies?.record(head.headers, from: visited)
-            stream.visited(visited)
-        }
-
-        func didReceiveHead(task: HTTPClient.Task<Void>, _ head: NIOHTTP1.HTTPResponseHead) -> EventLoopFuture<Void> {
-            stream.receivedHead(
-                HTTPResponseHead(status: head.status, headers: head.headers, url: stream.answeringURL), eventLoop: task.eventLoop)
-        }
-
-        func didReceiveBodyPart(task: HTTPClient.Task<Void>, _ buffer: ByteBuffer) -> EventLoopFuture<Void> {
-            stream.receivedBodyPart(buffer, eventLoop: task.eventLoop)
-        }
-
-        func didReceiveError(task: HTTPClient.Task<Void>, _ error: any Error) {
-            stream.receivedError(error)
-        }
-
-        func didFinishRequest(task: HTTPClient.Task<Void>) throws {
-            try stream.receivedEnd()
-        }
     }
 }

@@ -81,7 +81,7 @@ package final class SetUpLimiter: Sendable {
         let asked = NIOLockedValueBox<UInt64?>(nil)
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-                let id = request(host: host, limit: limit, within: timeout, timers: timers, timeoutError: timeoutError) { result in
+                let id = request(host: host, limit: limit, timeout: (timeout, timeoutError), timers: timers) { result in
                     waiting?(nil)
                     continuation.resume(with: result)
                 }
@@ -100,13 +100,13 @@ package final class SetUpLimiter: Sendable {
     }
 
     /// Asks for a slot without waiting in a task. `granted` runs once: with success when the slot
-    /// is the caller's (it gives it back with ``release(host:limit:)``), with `timeoutError` when
-    /// `timeout` on `timers` passes first (nil: the request waits until its turn), or with `CancellationError` after
+    /// is the caller's (it gives it back with ``release(host:limit:)``), with the timeout's error
+    /// when its time on `timers` passes first (nil: the request waits until its turn), or with `CancellationError` after
     /// ``cancelRequest(host:id:)``. It runs before this returns when a slot is free. Returns the
     /// request's id.
     @discardableResult
     package func request(
-        host: String, limit: Int, within timeout: Duration?, timers: TimerQueue, timeoutError: RealtimeError,
+        host: String, limit: Int, timeout: (after: Duration, error: RealtimeError)?, timers: TimerQueue,
         _ granted: @escaping @Sendable (Result<Void, any Error>) -> Void
     ) -> UInt64 {
         let (id, enqueued) = state.withLockedValue { state -> (UInt64, Bool) in
@@ -119,7 +119,7 @@ package final class SetUpLimiter: Sendable {
             return (state.nextID, true)
         }
         if enqueued {
-            if let timeout { arm(host: host, id: id, timers: timers, after: timeout, error: timeoutError) }
+            if let timeout { arm(host: host, id: id, timers: timers, after: timeout.after, error: timeout.error) }
         } else {
             granted(.success(()))
         }

@@ -74,13 +74,7 @@ final class WebSocketClientChannel: Sendable {
     /// Connects and upgrades. The returned channel is open and upgraded; on any error nothing is
     /// left open. Cancellation closes the channel being set up.
     func open(on eventLoop: any EventLoop) async throws -> (Upgraded, WebSocketUpgradeResponse, [any WebSocketExtension]) {
-        let bootstrap = ClientBootstrap(group: eventLoop)
-            .connectTimeout(TimeAmount(configuration.connectTimeout))
-            .channelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
-            .channelOption(ChannelOptions.allowRemoteHalfClosure, value: true)
-            // Receive buffers that shrink back after a burst (ReceiveBufferAllocator).
-            .channelOption(ChannelOptions.maxMessagesPerRead, value: 1)
-            .channelOption(ChannelOptions.recvAllocator, value: ReceiveBufferAllocator())
+        let bootstrap = ClientConnection.bootstrap(on: eventLoop, connectTimeout: configuration.connectTimeout, allowRemoteHalfClosure: true)
         let custody = UpgradedChannelCustody()
         let (channel, upgrade): (any Channel, EventLoopFuture<Outcome>)
         if let proxy {
@@ -207,17 +201,9 @@ final class WebSocketClientChannel: Sendable {
     private func configure(_ channel: any Channel, custody: UpgradedChannelCustody) throws -> EventLoopFuture<Outcome> {
         let pipeline = channel.pipeline.syncOperations
         if let sslContext {
-            let serverName = configuration.tls.serverName ?? target.host
-            // SNI carries host names only; for an IP literal the certificate is checked against the
-            // peer's address instead.
-            let sniName = Self.isIPLiteral(serverName) ? nil : serverName
-            let shortcut = TLSCloseShortcut()
-            try pipeline.addHandler(TLSCloseShortcut.SocketSide(shortcut))
-            try pipeline.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: sniName))
-            try pipeline.addHandler(TLSCloseShortcut.ApplicationSide(shortcut))
-            if !configuration.tls.pinnedPublicKeySHA256.isEmpty {
-                try pipeline.addHandler(TLSPinGate(pins: configuration.tls.pinnedPublicKeySHA256))
-            }
+            try ClientConnection.addTLS(
+                to: pipeline, context: sslContext, serverName: configuration.tls.serverName ?? target.host,
+                pins: configuration.tls.pinnedPublicKeySHA256)
         }
         try pipeline.addHandler(FlushCoalescingHandler())
         let halfClosure = NIOLoopBound(HalfClosureGate(), eventLoop: channel.eventLoop)
@@ -315,11 +301,6 @@ final class WebSocketClientChannel: Sendable {
         "host", "connection", "upgrade", "sec-websocket-key", "sec-websocket-version", "sec-websocket-extensions",
         "content-length", "transfer-encoding",
     ]
-
-    static func isIPLiteral(_ host: String) -> Bool {
-        let bare = host.filter { $0 != "[" && $0 != "]" }
-        return (try? SocketAddress(ipAddress: bare, port: 0)) != nil
-    }
 }
 
 /// Holds back the server's half-closure (a TCP FIN: `ChannelEvent.inputClosed`; connections are

@@ -226,7 +226,7 @@ struct SetUpLimiterTests {
 
     /// With a bound of 1 and the server's answers held: the stream holding the slot fails with its
     /// head timeout (1 s), which frees the slot, and the next one goes out. The head timeout counts
-    /// from the request, not from the wait: a stream with a 1 s head timeout that waited longer in
+    /// from the request, not from the wait: a stream with a 3 s head timeout that waited longer in
     /// line still opens once its turn comes. One cancelled in line ends with `CancellationError`
     /// and never reaches the server.
     @Test("event streams in line: a head timeout frees the slot, the wait does not count toward it, a cancelled one leaves the line")
@@ -248,7 +248,10 @@ struct SetUpLimiterTests {
         // A minute: on a loaded machine the head must come once the proxy lets it through.
         let second = try open(headTimeout: .seconds(60))
         let cancelled = try open(headTimeout: .seconds(60))
-        let patient = try open(headTimeout: .seconds(1))
+        // 3 s: its own request's connect and head must fit in it on a loaded machine.
+        let patientTimeout = Duration.seconds(3)
+        let patientOpened = ContinuousClock.now
+        let patient = try open(headTimeout: patientTimeout)
         #expect(runtime.setUpLimiter.counts(host: host) == (1, 3))
         cancelled.cancel()
         await #expect(throws: CancellationError.self) { try await cancelled.finished() }
@@ -258,8 +261,12 @@ struct SetUpLimiterTests {
         #expect(error?.code == .timeout, "\(String(describing: error))")
         #expect(error?.detail.contains("no response from") == true, "\(String(describing: error))")
         try await waitUntil("the second went out once the first's slot was free") { proxy.statistics.connectionsAccepted == 2 }
-        // The last one has been in line for longer than its 1 s head timeout, and waits on.
+        try await waitUntil("the last one has been in line for longer than its head timeout") {
+            ContinuousClock.now - patientOpened > patientTimeout
+        }
+        // It waits on: nothing counts its wait toward its head timeout.
         #expect(runtime.setUpLimiter.counts(host: host) == (1, 1))
+        #expect(proxy.statistics.connectionsAccepted == 2)
         proxy.resume()
         #expect(try await second.accepted())
         #expect(try await patient.accepted())
