@@ -1,10 +1,10 @@
-import NIOCore
-import NIOPosix
+package import NIOCore
+package import NIOPosix
 import NIOSSL
 
 /// The parts of a client connection of ours that WebSockets and event streams share: the socket's
 /// options and the TLS handlers.
-enum ClientConnection {
+package enum ClientConnection {
     /// A bootstrap for one connection on `eventLoop`: no Nagle delay, one read per wake-up into a
     /// receive buffer that shrinks back after a burst (``ReceiveBufferAllocator``).
     static func bootstrap(on eventLoop: any EventLoop, connectTimeout: Duration, allowRemoteHalfClosure: Bool) -> ClientBootstrap {
@@ -31,7 +31,30 @@ enum ClientConnection {
     }
 
     static func isIPLiteral(_ host: String) -> Bool {
-        let bare = host.filter { $0 != "[" && $0 != "]" }
-        return (try? SocketAddress(ipAddress: bare, port: 0)) != nil
+        literalAddress(host, port: 0) != nil
+    }
+
+    /// The address of `host` when it is an IP literal (nil: a name to look up).
+    static func literalAddress(_ host: String, port: Int) -> SocketAddress? {
+        try? SocketAddress(ipAddress: host.filter { $0 != "[" && $0 != "]" }, port: port)
+    }
+
+    /// Connects `bootstrap` to `host`, without a name lookup when it is an IP literal. NIO looks a
+    /// name up with `getaddrinfo` on Dispatch's global queue, whose few threads Swift concurrency's
+    /// tasks share: in a busy process a connect to `127.0.0.1` waited seconds for a free thread.
+    package static func connect(_ bootstrap: ClientBootstrap, host: String, port: Int) -> EventLoopFuture<any Channel> {
+        if let address = literalAddress(host, port: port) { return bootstrap.connect(to: address) }
+        return bootstrap.connect(host: host, port: port)
+    }
+
+    /// ``connect(_:host:port:)`` with NIO's typed channel initializer.
+    static func connect<Output: Sendable>(
+        _ bootstrap: ClientBootstrap, host: String, port: Int,
+        channelInitializer: @escaping @Sendable (any Channel) -> EventLoopFuture<Output>
+    ) async throws -> Output {
+        if let address = literalAddress(host, port: port) {
+            return try await bootstrap.connect(to: address, channelInitializer: channelInitializer)
+        }
+        return try await bootstrap.connect(host: host, port: port, channelInitializer: channelInitializer)
     }
 }

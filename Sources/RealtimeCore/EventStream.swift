@@ -302,7 +302,7 @@ public final class EventStream: Sendable {
             try pipeline.addHandler(HTTPStreamHandler(stream: self, attempt: attempt, request: prepared.request, isHeadRequest: prepared.isHead))
         }
         let (host, port) = prepared.proxy.map { ($0.host, $0.port) } ?? (target.host, target.port)
-        ClientConnection.bootstrap(on: eventLoop, connectTimeout: runtime.http.connectTimeout, allowRemoteHalfClosure: false)
+        let bootstrap = ClientConnection.bootstrap(on: eventLoop, connectTimeout: runtime.http.connectTimeout, allowRemoteHalfClosure: false)
             .channelInitializer { [self] channel in
                 channel.eventLoop.makeCompletedFuture {
                     guard attach(channel, attempt: attempt) else { throw CancellationError() }
@@ -319,7 +319,7 @@ public final class EventStream: Sendable {
                     }
                 }
             }
-            .connect(host: host, port: port)
+        ClientConnection.connect(bootstrap, host: host, port: port)
             .whenFailure { [self] error in connectionEnded(error, attempt: attempt) }
     }
 

@@ -85,8 +85,9 @@ public struct RealtimeRuntime: Sendable {
         get { storage.eventLoopGroup }
         set { storage = storage.with(eventLoopGroup: newValue) }
     }
-    /// An HTTP client of yours for the SSE, long-polling and POST transports, or nil (the default)
-    /// for the runtime's own clients (see ``HTTPConnectionOptions``). Yours is used as it is
+    /// An HTTP client of yours for the long-polling and POST requests, or nil (the default) for the
+    /// runtime's own clients (see ``HTTPConnectionOptions``). Event streams (SSE) do not use it:
+    /// each has a connection of its own, through ``proxy``, with its request's ``TLSOptions``. Yours is used as it is
     /// configured (its pool limits, connection retries and proxy apply; ``proxy`` does not), and
     /// each `https://` request carries its ``TLSOptions`` (trust roots, client certificate, server
     /// name) to it, except requests whose TLS options pin keys: those always go through the
@@ -129,7 +130,7 @@ public struct RealtimeRuntime: Sendable {
     }
     /// How connections reach their servers: ``ProxyConfiguration/environment`` by default
     /// (`https_proxy`, `http_proxy`, `all_proxy`, `no_proxy`, as curl reads them). It applies to
-    /// WebSocket connections and to the runtime's own HTTP clients; an ``httpClient`` of yours keeps
+    /// WebSocket connections, event streams and the runtime's own HTTP clients; an ``httpClient`` of yours keeps
     /// its own proxy setting. Give one client another proxy with a copy of the runtime (copies share
     /// the event loops and connection pools).
     public var proxy: ProxyConfiguration {
@@ -222,28 +223,30 @@ public struct RealtimeRuntime: Sendable {
     }
 }
 
-/// How the runtime's own HTTP clients connect (SSE streams, long polls, POSTs).
+/// How the runtime's connections are made: its own HTTP clients (long polls, POSTs) and event streams.
 ///
-/// Streams and long polls hold a connection for as long as they live, so the pool does not cap
-/// them: by default every stream gets its own connection (10,000 EventSource streams to one server
-/// are 10,000 connections; the operating system's descriptor limit is the bound, and a connect it
-/// refuses fails the stream with ``RealtimeError/Code/connectFailed``). Set a lower
-/// ``maxConnectionsPerHost`` to cap them: a request that finds the pool full then waits for a free
-/// connection at most ``connectTimeout`` and fails with ``RealtimeError/Code/timeout``; it never
-/// waits silently.
+/// Every event stream (SSE) has a connection of its own, outside any pool: 10,000 EventSource
+/// streams to one server are 10,000 connections; the operating system's descriptor limit is the
+/// bound, and a connect it refuses fails the stream with ``RealtimeError/Code/connectFailed``. Long
+/// polls hold a pooled connection while they wait, so the pool does not cap them by default. Set a
+/// lower ``maxConnectionsPerHost`` to cap the pool: a request that finds it full then waits for a
+/// free connection at most ``connectTimeout`` and fails with ``RealtimeError/Code/timeout``; it
+/// never waits silently.
 public struct HTTPConnectionOptions: Sendable, Hashable {
-    /// Connections per host (scheme, host, port) open at once. Default 1,048,576 (no practical cap:
-    /// streams must not wait behind each other).
+    /// Pooled connections per host (scheme, host, port) open at once; event streams are not
+    /// pooled and not counted. Default 1,048,576 (no practical cap: long polls must not wait behind
+    /// each other).
     public var maxConnectionsPerHost: Int
     /// How long a request may take to get a connection (TCP connect and TLS handshake, or a free
-    /// one from a full pool). Default 10 s.
+    /// one from a full pool); for an event stream, the TCP connect. Default 10 s.
     public var connectTimeout: Duration
     /// How long an unused connection stays in the pool. Default 60 s.
     ///
     /// This includes a connection whose set-up (TCP connect, proxy tunnel, TLS handshake) was under
-    /// way when its request was cancelled, for example a stream closed while it was connecting:
+    /// way when its request was cancelled, for example a long poll stopped while it was connecting:
     /// the set-up finishes, the connection waits here unused for the next request to that host, and
-    /// is closed after this long.
+    /// is closed after this long. An event stream closed while it connects closes its connection at
+    /// once.
     public var idleTimeout: Duration
     /// WebSocket connections being set up at once to one host and port (TCP connect, proxy tunnel,
     /// TLS handshake, upgrade), across every client of the runtime. Default 64. Past it a set-up

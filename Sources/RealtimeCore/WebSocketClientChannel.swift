@@ -80,7 +80,7 @@ final class WebSocketClientChannel: Sendable {
         if let proxy {
             (channel, upgrade) = try await connect(bootstrap, through: proxy, custody: custody)
         } else {
-            (channel, upgrade) = try await bootstrap.connect(host: target.host, port: target.port) { channel in
+            (channel, upgrade) = try await ClientConnection.connect(bootstrap, host: target.host, port: target.port) { channel in
                 channel.eventLoop.makeCompletedFuture {
                     (channel, try self.configure(channel, custody: custody))
                 }
@@ -117,7 +117,7 @@ final class WebSocketClientChannel: Sendable {
         let (target, url) = (self.target, self.url)
         let (channel, tunnel): (any Channel, EventLoopFuture<Void>)
         do {
-            (channel, tunnel) = try await bootstrap.connect(host: proxy.host, port: proxy.port) { channel in
+            (channel, tunnel) = try await ClientConnection.connect(bootstrap, host: proxy.host, port: proxy.port) { channel in
                 channel.eventLoop.makeCompletedFuture {
                     (channel, try ProxyTunnel.install(through: proxy, to: target.host, port: target.port, url: url, on: channel))
                 }

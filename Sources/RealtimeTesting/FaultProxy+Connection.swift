@@ -2,6 +2,7 @@ import DequeModule
 import Foundation
 import NIOCore
 import NIOPosix
+import RealtimeCore
 
 #if canImport(Glibc)
 import Glibc
@@ -105,7 +106,7 @@ final class ProxyConnection: @unchecked Sendable {
     }
 
     private func connectTarget() {
-        ClientBootstrap(group: eventLoop)
+        let bootstrap = ClientBootstrap(group: eventLoop)
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
             .connectTimeout(.seconds(5))
             .channelInitializer { [self] channel in
@@ -113,7 +114,7 @@ final class ProxyConnection: @unchecked Sendable {
                     try channel.pipeline.syncOperations.addHandler(ProxySideHandler(connection: self, side: 1))
                 }
             }
-            .connect(host: proxy.targetHost, port: proxy.targetPort)
+        ClientConnection.connect(bootstrap, host: proxy.targetHost, port: proxy.targetPort)
             .whenComplete { [self] result in
                 switch result {
                 case .success(let channel):
