@@ -296,13 +296,13 @@ public final class EventStream: Sendable {
         let install: @Sendable (any Channel) throws -> Void = { [self] channel in
             let pipeline = channel.pipeline.syncOperations
             if let (context, options) = prepared.tls {
-                try ClientConnection.addTLS(
+                try SocketConnection.addTLS(
                     to: pipeline, context: context, serverName: options.serverName ?? target.host, pins: options.pinnedPublicKeySHA256)
             }
             try pipeline.addHandler(HTTPStreamHandler(stream: self, attempt: attempt, request: prepared.request, isHeadRequest: prepared.isHead))
         }
         let (host, port) = prepared.proxy.map { ($0.host, $0.port) } ?? (target.host, target.port)
-        let bootstrap = ClientConnection.bootstrap(on: eventLoop, connectTimeout: runtime.http.connectTimeout, allowRemoteHalfClosure: false)
+        let bootstrap = SocketConnection.bootstrap(on: eventLoop, connectTimeout: runtime.http.connectTimeout, allowRemoteHalfClosure: false)
             .channelInitializer { [self] channel in
                 channel.eventLoop.makeCompletedFuture {
                     guard attach(channel, attempt: attempt) else { throw CancellationError() }
@@ -319,7 +319,7 @@ public final class EventStream: Sendable {
                     }
                 }
             }
-        ClientConnection.connect(bootstrap, host: host, port: port)
+        SocketConnection.connect(bootstrap, host: host, port: port)
             .whenFailure { [self] error in connectionEnded(error, attempt: attempt) }
     }
 

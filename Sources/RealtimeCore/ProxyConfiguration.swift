@@ -280,14 +280,14 @@ struct IPAddressBytes: Equatable {
     let bytes: [UInt8]
 
     init?(_ text: String) {
-        var v4 = in_addr()
+        var v4 = [UInt8](repeating: 0, count: 4)
         if inet_pton(AF_INET, text, &v4) == 1 {
-            bytes = withUnsafeBytes(of: &v4) { Array($0) }
+            bytes = v4
             return
         }
-        var v6 = in6_addr()
+        var v6 = [UInt8](repeating: 0, count: 16)
         if inet_pton(AF_INET6, text, &v6) == 1 {
-            bytes = withUnsafeBytes(of: &v6) { Array($0) }
+            bytes = v6
             return
         }
         return nil

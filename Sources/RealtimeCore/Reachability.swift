@@ -78,7 +78,7 @@ public struct PollingReachability: Reachability {
         let bootstrap = ClientBootstrap(group: runtime.eventLoopGroup)
             .connectTimeout(.nanoseconds(Int64(probeTimeout.seconds * 1e9)))
         do {
-            let channel = try await ClientConnection.connect(bootstrap, host: host, port: port).get()
+            let channel = try await SocketConnection.connect(bootstrap, host: host, port: port).get()
             try? await channel.close()
             return true
         } catch {

@@ -74,13 +74,13 @@ final class WebSocketClientChannel: Sendable {
     /// Connects and upgrades. The returned channel is open and upgraded; on any error nothing is
     /// left open. Cancellation closes the channel being set up.
     func open(on eventLoop: any EventLoop) async throws -> (Upgraded, WebSocketUpgradeResponse, [any WebSocketExtension]) {
-        let bootstrap = ClientConnection.bootstrap(on: eventLoop, connectTimeout: configuration.connectTimeout, allowRemoteHalfClosure: true)
+        let bootstrap = SocketConnection.bootstrap(on: eventLoop, connectTimeout: configuration.connectTimeout, allowRemoteHalfClosure: true)
         let custody = UpgradedChannelCustody()
         let (channel, upgrade): (any Channel, EventLoopFuture<Outcome>)
         if let proxy {
             (channel, upgrade) = try await connect(bootstrap, through: proxy, custody: custody)
         } else {
-            (channel, upgrade) = try await ClientConnection.connect(bootstrap, host: target.host, port: target.port) { channel in
+            (channel, upgrade) = try await SocketConnection.connect(bootstrap, host: target.host, port: target.port) { channel in
                 channel.eventLoop.makeCompletedFuture {
                     (channel, try self.configure(channel, custody: custody))
                 }
@@ -117,7 +117,7 @@ final class WebSocketClientChannel: Sendable {
         let (target, url) = (self.target, self.url)
         let (channel, tunnel): (any Channel, EventLoopFuture<Void>)
         do {
-            (channel, tunnel) = try await ClientConnection.connect(bootstrap, host: proxy.host, port: proxy.port) { channel in
+            (channel, tunnel) = try await SocketConnection.connect(bootstrap, host: proxy.host, port: proxy.port) { channel in
                 channel.eventLoop.makeCompletedFuture {
                     (channel, try ProxyTunnel.install(through: proxy, to: target.host, port: target.port, url: url, on: channel))
                 }
@@ -201,7 +201,7 @@ final class WebSocketClientChannel: Sendable {
     private func configure(_ channel: any Channel, custody: UpgradedChannelCustody) throws -> EventLoopFuture<Outcome> {
         let pipeline = channel.pipeline.syncOperations
         if let sslContext {
-            try ClientConnection.addTLS(
+            try SocketConnection.addTLS(
                 to: pipeline, context: sslContext, serverName: configuration.tls.serverName ?? target.host,
                 pins: configuration.tls.pinnedPublicKeySHA256)
         }

@@ -2,7 +2,6 @@ import DequeModule
 import Foundation
 import NIOCore
 import NIOPosix
-import RealtimeCore
 
 #if canImport(Glibc)
 import Glibc
@@ -114,8 +113,14 @@ final class ProxyConnection: @unchecked Sendable {
                     try channel.pipeline.syncOperations.addHandler(ProxySideHandler(connection: self, side: 1))
                 }
             }
-        ClientConnection.connect(bootstrap, host: proxy.targetHost, port: proxy.targetPort)
-            .whenComplete { [self] result in
+        // An IP literal without NIO's getaddrinfo, which waits for a Dispatch thread in a busy process.
+        let connecting =
+            if let address = try? SocketAddress(ipAddress: proxy.targetHost, port: proxy.targetPort) {
+                bootstrap.connect(to: address)
+            } else {
+                bootstrap.connect(host: proxy.targetHost, port: proxy.targetPort)
+            }
+        connecting.whenComplete { [self] result in
                 switch result {
                 case .success(let channel):
                     if closed {

@@ -1,10 +1,14 @@
-package import NIOCore
-package import NIOPosix
+import NIOCore
+import NIOPosix
 import NIOSSL
 
 /// The parts of a client connection of ours that WebSockets and event streams share: the socket's
-/// options and the TLS handlers.
-package enum ClientConnection {
+/// options, the connect, and the TLS handlers.
+///
+/// (Its file's name matters to release builds: in a whole-module build the first file that imports
+/// NIOPosix decides whether the C socket types belong to the C library or to NIO's C shim, and
+/// Reachability.swift, which imports only the C library, needs the former.)
+enum SocketConnection {
     /// A bootstrap for one connection on `eventLoop`: no Nagle delay, one read per wake-up into a
     /// receive buffer that shrinks back after a burst (``ReceiveBufferAllocator``).
     static func bootstrap(on eventLoop: any EventLoop, connectTimeout: Duration, allowRemoteHalfClosure: Bool) -> ClientBootstrap {
@@ -42,7 +46,7 @@ package enum ClientConnection {
     /// Connects `bootstrap` to `host`, without a name lookup when it is an IP literal. NIO looks a
     /// name up with `getaddrinfo` on Dispatch's global queue, whose few threads Swift concurrency's
     /// tasks share: in a busy process a connect to `127.0.0.1` waited seconds for a free thread.
-    package static func connect(_ bootstrap: ClientBootstrap, host: String, port: Int) -> EventLoopFuture<any Channel> {
+    static func connect(_ bootstrap: ClientBootstrap, host: String, port: Int) -> EventLoopFuture<any Channel> {
         if let address = literalAddress(host, port: port) { return bootstrap.connect(to: address) }
         return bootstrap.connect(host: host, port: port)
     }
