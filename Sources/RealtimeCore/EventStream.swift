@@ -53,7 +53,7 @@ public struct EventStreamOptions: Sendable {
 
 /// One Server-Sent Events response, parsed on the connection's event loop.
 ///
-/// The stream has a connection of its own (``HTTPStreamHandler`` on a channel set up as a
+/// The stream has a connection of its own (`HTTPStreamHandler` on a channel set up as a
 /// WebSocket's is: the runtime's proxy, TLS with pinning, a 512-byte receive buffer while quiet),
 /// speaks HTTP/1.1 and follows up to 10 redirects. The head goes to `onHead` and every read's
 /// events go to `onOutputs` in one array, both on the event loop and in stream order, with no task

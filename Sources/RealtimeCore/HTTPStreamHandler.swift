@@ -2,10 +2,10 @@ import NIOCore
 import NIOHTTP1
 
 /// The top of an event stream's channel: writes the request, reads the response with
-/// ``HTTPStreamResponseParser``, and hands what it reads to its ``EventStream``, all on the event loop.
+/// `HTTPStreamResponseParser`, and hands what it reads to its ``EventStream``, all on the event loop.
 ///
 /// Body bytes of one read are parsed as they come and delivered at the read's end, once
-/// (``EventStream/connectionReadComplete(attempt:)``). When the stream says its consumer is behind,
+/// (`EventStream.connectionReadComplete(attempt:)`). When the stream says its consumer is behind,
 /// the handler holds the channel's next `read` until a ``Resume`` event comes down the pipeline:
 /// the server's writes then wait on TCP.
 final class HTTPStreamHandler: ChannelDuplexHandler, RemovableChannelHandler {
