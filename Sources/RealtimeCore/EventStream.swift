@@ -625,6 +625,13 @@ public final class EventStream: Sendable {
         }
     }
 
+    /// The current connection's receive buffer (nil: no connection yet): the size of its next read
+    /// and how many reads one wake-up makes. For tests of what a quiet stream keeps.
+    func receiveBuffer() async throws -> (nextSize: Int, readsPerWakeUp: UInt)? {
+        guard let channel = state.withLockedValue({ $0.channel }) else { return nil }
+        return try await SocketConnection.receiveBuffer(of: channel)
+    }
+
     /// Request `attempt`'s connection ended: `error` nil when its response was complete.
     func connectionEnded(_ error: (any Error)?, attempt: Int) {
         guard state.withLockedValue({ $0.attempt == attempt }) else { return }

@@ -20,6 +20,14 @@ enum SocketConnection {
             .channelOption(ChannelOptions.recvAllocator, value: ReceiveBufferAllocator())
     }
 
+    /// What `channel` reads into now (for tests of what a quiet connection keeps): the size of its
+    /// next receive buffer (-1: not ours) and how many reads one wake-up makes.
+    package static func receiveBuffer(of channel: any Channel) async throws -> (nextSize: Int, readsPerWakeUp: UInt) {
+        let allocator = try await channel.getOption(ChannelOptions.recvAllocator).get()
+        let reads = try await channel.getOption(ChannelOptions.maxMessagesPerRead).get()
+        return ((allocator as? ReceiveBufferAllocator)?.nextSize ?? -1, reads)
+    }
+
     /// Adds TLS to `pipeline` (on its event loop): SNI with the host name (none for an IP literal,
     /// whose certificate is checked against the address), a close that does not wait for the peer's
     /// close_notify, and the pin check inside the handshake when keys are pinned.

@@ -63,6 +63,14 @@ import NIOWebSocket
         handler.value.onWritable = callback
     }
 
+    /// The connection's receive buffer (nil once the channel is gone); see
+    /// `SocketConnection.receiveBuffer(of:)`.
+    package func receiveBuffer() async throws -> (nextSize: Int, readsPerWakeUp: UInt)? {
+        let handler = handler
+        guard let channel = try await loop.submit({ handler.value.channel }).get() else { return nil }
+        return try await SocketConnection.receiveBuffer(of: channel)
+    }
+
     /// Closes the channel (on the event loop): what was written goes first.
     package func closeChannel() {
         handler.value.closeChannel()
@@ -83,6 +91,9 @@ final class LoopWriteHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private var sent = OutboundFrameTracker()
     fileprivate var onWritable: (() -> Void)?
     private var keys = MaskingKeySource()
+
+    /// The channel, while the handler is in its pipeline.
+    var channel: (any Channel)? { context?.channel }
 
     func writer(on eventLoop: any EventLoop) -> WebSocketLoopWriter { WebSocketLoopWriter(self, eventLoop: eventLoop) }
 

@@ -99,6 +99,45 @@ import Testing
         #expect(try await run("http://127.0.0.1:\(peer.port)/events") == ["one", "two"])
     }
 
+    /// What Reliability.md promises of a stream's memory: after a burst, a quiet stream reads into
+    /// one 512-byte buffer again, one read per wake-up (so the channel keeps one buffer of that size,
+    /// `ReceiveBufferAllocatorTests`). The burst must have grown the buffer, or the test proves nothing.
+    @Test func aQuietStreamReadsInto512BytesAgainAfterABurst() async throws {
+        let feed = ChunkFeed()
+        let server = try await ScriptedHTTPServer.start()
+        defer { Task { await server.stop() } }
+        server.route("/events") { _ in .init(headers: Self.sse, body: .feed(feed)) }
+        let (received, continuation) = AsyncStream<String>.makeStream()
+        let stream = try EventStream.open(
+            HTTPRequestSpec(url: server.baseURL + "/events"), runtime: RealtimeRuntime(proxy: .none),
+            onHead: { _ in .accept },
+            onOutputs: { outputs in
+                for case .event(let event) in outputs { continuation.yield(event.data) }
+                return true
+            })
+        defer { stream.cancel() }
+        var events = received.makeAsyncIterator()
+        feed.send("data: hello\n\n")
+        #expect(await events.next() == "hello")
+        let before = try #require(try await stream.receiveBuffer())
+        #expect(before.nextSize == 512 && before.readsPerWakeUp == 1, "\(before)")
+
+        let large = String(repeating: "x", count: 128 * 1024)
+        for _ in 0..<4 { feed.send("data: \(large)\n\n") }
+        for _ in 0..<4 { #expect(await events.next()?.utf8.count == large.utf8.count) }
+        let grown = try #require(try await stream.receiveBuffer())
+        #expect(grown.nextSize >= 16 * 1024, "the burst's reads grew the buffer: \(grown)")
+
+        // Quiet again: small events, each read on its own (the next is written once the last arrived).
+        for index in 0..<20 {
+            feed.send("data: \(index)\n\n")
+            #expect(await events.next() == "\(index)")
+        }
+        let after = try #require(try await stream.receiveBuffer())
+        #expect(after.nextSize == 512 && after.readsPerWakeUp == 1, "\(after)")
+        feed.finish()
+    }
+
     /// `Authorization` and `Cookie` follow a redirect within the origin, not to another one.
     @Test func credentialsStayWithTheirOriginOnARedirect() async throws {
         let other = try await ScriptedHTTPServer.start()

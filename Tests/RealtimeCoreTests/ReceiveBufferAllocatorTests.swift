@@ -1,5 +1,7 @@
+import NIOConcurrencyHelpers
 import NIOCore
-@testable import RealtimeCore
+@_spi(RealtimeEngine) @testable import RealtimeCore
+import RealtimeTesting
 import Testing
 
 /// What a connection's channel keeps for reading: NIO's own per-channel pool of receive buffers
@@ -58,6 +60,42 @@ struct ReceiveBufferAllocatorTests {
         // Seven halvings, one per two small reads.
         #expect(capacities.last == 512, "\(capacities)")
         #expect(pool.count == 1)
+    }
+
+    /// The same on a live WebSocket connection (Reliability.md): after a burst of four 128 KiB
+    /// messages, a quiet connection reads into 512 bytes again, one read per wake-up. The event
+    /// stream's twin is `EventStreamConnectionTests.aQuietStreamReadsInto512BytesAgainAfterABurst`.
+    @Test("A WebSocket connection reads into 512 bytes again once a burst is over", .timeLimit(.minutes(1)))
+    func aQuietWebSocketReadsInto512BytesAgain() async throws {
+        let server = try await WebSocketEchoServer.start()
+        defer { Task { await server.stop() } }
+        typealias Reading = (nextSize: Int, readsPerWakeUp: UInt)
+        let readings = NIOLockedValueBox<[Reading?]>([])
+        try await WebSocketTransport.connect(to: server.webSocketBaseURL + "/ws") { connection in
+            let writer = try #require(connection.loopWriter)
+            var inbound = connection.inbound.makeAsyncIterator()
+            try await connection.send(text: "hello")
+            _ = try await inbound.next()
+            let before = try await writer.receiveBuffer()
+            for _ in 0..<4 { try await connection.send(text: "!send 131072") }
+            for _ in 0..<4 { _ = try await inbound.next() }
+            let grown = try await writer.receiveBuffer()
+            // Quiet again: small messages, each read on its own (the next is sent once the last came back).
+            for index in 0..<20 {
+                try await connection.send(text: "\(index)")
+                #expect(try await inbound.next() == .text("\(index)"))
+            }
+            let after = try await writer.receiveBuffer()
+            readings.withLockedValue { $0 = [before, grown, after] }
+            try await connection.close()
+        }
+        let (before, grown, after) = try readings.withLockedValue { readings in
+            try #require(readings.count == 3)
+            return (try #require(readings[0]), try #require(readings[1]), try #require(readings[2]))
+        }
+        #expect(before.nextSize == 512 && before.readsPerWakeUp == 1, "\(before)")
+        #expect(grown.nextSize >= 16 * 1024, "the burst's reads grew the buffer: \(grown)")
+        #expect(after.nextSize == 512 && after.readsPerWakeUp == 1, "\(after)")
     }
 
     @Test("NIO's default keeps the buffers a burst grew (the reason for ReceiveBufferAllocator)")
