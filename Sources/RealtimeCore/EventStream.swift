@@ -353,7 +353,7 @@ public final class EventStream: Sendable {
                     // A body that breaks HTTP's framing, or the parser's own limits.
                     result = .failure(error)
                 } else if state.headReceived {
-                    let mapped = WebSocketTransport.mapError(error, url: state.currentURL)
+                    let mapped = SocketConnection.mapError(error, url: state.currentURL)
                     if let closed = mapped as? RealtimeError, closed.code == .connectionClosed {
                         result = .failure(closed)
                     } else {
@@ -390,7 +390,7 @@ public final class EventStream: Sendable {
         if let error = error as? RealtimeError, error.code == .connectionClosed {
             return RealtimeError(.connectionClosed, "the server closed the connection to \(Redaction.url(url)) before answering", underlying: error)
         }
-        return WebSocketTransport.mapError(error, url: url)
+        return SocketConnection.mapError(error, url: url)
     }
 
     /// Gives back the set-up slot, once: at the head, or when the request ends without one.

@@ -98,7 +98,13 @@ public struct PollingReachability: Reachability {
             let flags = Int32(entry.pointee.ifa_flags)
             guard flags & Int32(IFF_UP) != 0, let address = entry.pointee.ifa_addr else { continue }
             if flags & Int32(IFF_LOOPBACK) != 0 && !acceptLoopback { continue }
-            let family = Int32(address.pointee.sa_family)
+            // Read from the bytes, not through `sockaddr`'s member: in a whole-module build that
+            // member may belong to NIO's C shim instead of the C library (see SocketConnection.swift).
+            #if canImport(Darwin)
+            let family = Int32(UnsafeRawPointer(address).load(fromByteOffset: 1, as: UInt8.self))  // after sa_len
+            #else
+            let family = Int32(UnsafeRawPointer(address).load(as: UInt16.self))
+            #endif
             if family == AF_INET || family == AF_INET6 { return true }
         }
         return false

@@ -5,9 +5,9 @@ import NIOSSL
 /// The parts of a client connection of ours that WebSockets and event streams share: the socket's
 /// options, the connect, and the TLS handlers.
 ///
-/// (Its file's name matters to release builds: in a whole-module build the first file that imports
-/// NIOPosix decides whether the C socket types belong to the C library or to NIO's C shim, and
-/// Reachability.swift, which imports only the C library, needs the former.)
+/// (In a whole-module build the first file that imports NIOPosix decides whether the C socket types
+/// belong to the C library or to NIO's C shim: code here does not name their members, so that the
+/// order of the files does not matter.)
 enum SocketConnection {
     /// A bootstrap for one connection on `eventLoop`: no Nagle delay, one read per wake-up into a
     /// receive buffer that shrinks back after a burst (``ReceiveBufferAllocator``).

@@ -549,12 +549,10 @@ public enum WebSocketTransport {
         return error is ChannelError || error is NIOWebSocketError
     }
 
+    /// What a WebSocket connection's failure is called: a frame that breaks the rules or is too
+    /// large, an invalid upgrade answer, else what any connection's failure is called.
     static func mapError(_ error: any Error, url: String) -> any Error {
         switch error {
-        case let error as RealtimeError:
-            return error
-        case is CancellationError:
-            return error
         case let error as NIOWebSocketError:
             switch error {
             case .invalidFrameLength:
@@ -565,23 +563,8 @@ public enum WebSocketTransport {
             }
         case let error as NIOHTTPClientUpgradeError:
             return RealtimeError(.protocolViolation, "the server's answer to the WebSocket upgrade is invalid", underlying: error)
-        case let error as ChannelError:
-            switch error {
-            case .connectTimeout:
-                return RealtimeError(.timeout, "could not connect to \(Redaction.url(url)) in time", underlying: error)
-            case .inappropriateOperationForState, .eof, .ioOnClosedChannel, .alreadyClosed, .outputClosed, .inputClosed:
-                return RealtimeError(.connectionClosed, "the server closed the connection to \(Redaction.url(url))", underlying: error)
-            default:
-                return RealtimeError(.connectFailed, "could not connect to \(Redaction.url(url))", underlying: error)
-            }
-        case let error where TLSErrorDetection.isTLSFailure(error):
-            return RealtimeError(.tlsFailure, "TLS handshake with \(Redaction.url(url)) failed", underlying: error)
-        case let error as IOError where [ECONNRESET, EPIPE, ECONNABORTED].contains(error.errnoCode):
-            // The peer (or a proxy, or the network) reset a connection that was made: it was lost,
-            // which is not the same as never having connected.
-            return RealtimeError(.connectionClosed, "the connection to \(Redaction.url(url)) was reset", underlying: error)
         default:
-            return RealtimeError(.connectFailed, "could not connect to \(Redaction.url(url))", underlying: error)
+            return SocketConnection.mapError(error, url: url)
         }
     }
 }
