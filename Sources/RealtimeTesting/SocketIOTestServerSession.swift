@@ -28,6 +28,9 @@ final class ServerEngineSession: Sendable {
         var nextAckID = 0
         var acks: [Int: CheckedContinuation<[JSONValue], Never>] = [:]
         var heartbeat: Task<Void, Never>?
+        /// During an upgrade (`SocketIOTestServer.ProbeAnswer.afterPollAnswered`): from when a GET is answered
+        /// with a noop at once, as the reference servers answer every GET of an upgrade.
+        var noopPollsFrom: ContinuousClock.Instant?
     }
 
     let sid: String
@@ -104,6 +107,10 @@ final class ServerEngineSession: Sendable {
                     state.polling = false
                     return state.dropped ? .dropped : .closed
                 }
+                if state.queue.isEmpty, let from = state.noopPollsFrom, ContinuousClock.now >= from {
+                    state.polling = false
+                    return .batch([EngineIOPacket(.noop)])
+                }
                 guard !state.queue.isEmpty else { return .wait }
                 var batch: [EngineIOPacket] = []
                 var size = 0
@@ -137,8 +144,15 @@ final class ServerEngineSession: Sendable {
     /// The session ended (closed by either side or by the server's stop).
     var isClosed: Bool { state.withLockedValue { $0.closed } }
 
-    /// During an upgrade: end the pending GET with a noop.
-    func flushPollWithNoop() { send(EngineIOPacket(.noop)) }
+    /// During an upgrade: end the pending GET with a noop. With `laterPollsAfter`, a GET that comes
+    /// that long after it or later is answered with a noop at once too (python-engineio answers
+    /// every GET during an upgrade so, engine.io repeats a noop every 100 ms), while one that comes
+    /// sooner waits for data, as on any poll: a client that polls again at once is caught, one that
+    /// polls again after holding polling for the probe a while is not stranded.
+    func flushPollWithNoop(laterPollsAfter: Duration? = nil) {
+        if let laterPollsAfter { state.withLockedValue { $0.noopPollsFrom = .now + laterPollsAfter } }
+        send(EngineIOPacket(.noop))
+    }
 
     /// Moves the session to WebSocket: what is still queued goes first.
     func attachWebSocket() -> AsyncStream<EngineIOPacket> {
@@ -146,6 +160,7 @@ final class ServerEngineSession: Sendable {
         let (waiter, closed) = state.withLockedValue { state -> (CheckedContinuation<Void, Never>?, Bool) in
             for packet in state.queue { continuation.yield(packet) }
             state.queue = []
+            state.noopPollsFrom = nil
             state.webSocket = continuation
             defer { state.pollWaiter = nil }
             return (state.pollWaiter, state.closed)
