@@ -67,6 +67,8 @@ public final class SocketIOClient: Sendable {
         /// whose emits go straight out keeps none. Used under this state's lock, so an emit's choice
         /// between the two keeps the order of emits.
         var offline: Outbox<EngineIOFrame>?
+        /// The number of the last emit given an id (``SocketIOConfiguration/emitIDs``).
+        var lastEmitNumber: UInt64 = 0
     }
 
     /// The namespace (`/` by default).
@@ -80,6 +82,8 @@ public final class SocketIOClient: Sendable {
     private let runtime: RealtimeRuntime
     /// Every pending ack's timeout, on one timer task.
     private let ackTimeouts: TimeoutScheduler
+    /// ``SocketIOConfiguration/emitIDs``'s key, and this socket's random part of each id (nil: no ids).
+    private let emitIDs: (key: String, socket: UInt64)?
 
     init(manager: SocketManager, namespace: String) {
         self.manager = manager
@@ -88,6 +92,7 @@ public final class SocketIOClient: Sendable {
         self.state = NIOLockedValueBox(State())
         self.offlineCapacity = manager.configuration.offlineQueueCapacity
         self.offlineOverflow = manager.configuration.offlineQueueOverflow
+        self.emitIDs = manager.configuration.emitIDs.map { ($0.key, UInt64.random(in: 1...UInt64.max)) }
         let owner = NIOLockedValueBox(WeakClient())
         self.ackTimeouts = TimeoutScheduler(timers: runtime.timers) { id in owner.withLockedValue { $0.client }?.expireAck(id) }
         owner.withLockedValue { $0.client = self }
@@ -386,6 +391,7 @@ public final class SocketIOClient: Sendable {
     /// instead: sent in turn with an ack asked for, and sent again until the server acks it or the
     /// tries run out (then the `dropped` and `error` events report it).
     public func emit(_ event: String, arguments: [JSONValue]) throws {
+        let arguments = withEmitID(arguments)
         if retries > 0 {
             try enqueueRetry(event, arguments, timeout: defaultAckTimeout, deliver: nil)
             return
@@ -397,6 +403,19 @@ public final class SocketIOClient: Sendable {
     private var retries: Int { manager?.configuration.retries ?? 0 }
     /// ``SocketIOConfiguration/ackTimeout``.
     private var defaultAckTimeout: Duration { manager?.configuration.ackTimeout ?? .seconds(10) }
+
+    /// `arguments` with the emit's id as their last element, when ``SocketIOConfiguration/emitIDs``
+    /// asks for one: given once, when the emit is made, so every copy of it carries the same id.
+    private func withEmitID(_ arguments: [JSONValue]) -> [JSONValue] {
+        guard let (key, socket) = emitIDs else { return arguments }
+        let number = state.withLockedValue { state -> UInt64 in
+            state.lastEmitNumber += 1
+            return state.lastEmitNumber
+        }
+        var stamped = arguments
+        stamped.append(.object([key: .string(String(socket, radix: 36) + "-" + String(number))]))
+        return stamped
+    }
 
     /// An event packet's data: the name, then the arguments (one array allocated).
     private static func eventData(_ event: String, _ arguments: [JSONValue]) -> [JSONValue] {
@@ -423,6 +442,7 @@ public final class SocketIOClient: Sendable {
     /// - Throws: `RealtimeCore/RealtimeError` `timeout`, `queueFull`, `messageTooLarge`,
     ///   `connectionClosed`, `notConnected` (the socket was disconnected), or `CancellationError`.
     public func emitWithAck(_ event: String, arguments: [JSONValue], timeout: Duration? = nil) async throws -> [JSONValue] {
+        let arguments = withEmitID(arguments)
         let timeout = timeout ?? defaultAckTimeout
         if retries > 0 { return try await emitWithRetries(event, arguments, timeout: timeout) }
         let id = reserveAckID()
@@ -523,6 +543,7 @@ public final class SocketIOClient: Sendable {
         _ event: String, arguments: [JSONValue], timeout: Duration?,
         deliver: @escaping @Sendable (Result<[JSONValue], RealtimeError>) -> Void
     ) {
+        let arguments = withEmitID(arguments)
         let id = registerAck(timeout: timeout, event: event, deliver: deliver)
         do {
             try submit(SocketIOPacket(type: .event, namespace: namespace, id: id, data: .array(Self.eventData(event, arguments))))
@@ -895,6 +916,7 @@ extension SocketIOClient {
     public var volatile: SocketIOVolatileEmitter { SocketIOVolatileEmitter(socket: self) }
 
     fileprivate func emitVolatile(_ event: String, _ arguments: [JSONValue]) throws -> Bool {
+        let arguments = withEmitID(arguments)
         let packet = SocketIOPacket(type: .event, namespace: namespace, data: .array(Self.eventData(event, arguments)))
         var frame = frame(packet, requeue: true)
         frame.isVolatile = true

@@ -36,6 +36,13 @@ public struct SocketIOConfiguration: Sendable {
     /// than once. An `emitWithAck` gets the last try's outcome; an `emit` that runs out of tries is
     /// reported by the `dropped` and `error` events. Default 0: emits go out at once, no retry.
     public var retries: Int = 0
+    /// Gives every emit an id that a server can check to handle each emit once, as the last
+    /// argument: `{"emitId": "<socket>-<n>"}` with ``SocketIOEmitIDs/lastArgument(key:)``'s
+    /// default key. The id is made when the emit is, so every copy the server may get (one
+    /// re-sent after a drop, another try with ``retries``) carries the same one; `<socket>` is random
+    /// per socket, `<n>` counts the socket's emits from 1. The `resent` and `dropped` events and
+    /// `onAnyOutgoing` show it among the arguments. Default nil: no id, the arguments as given.
+    public var emitIDs: SocketIOEmitIDs? = nil
     /// Threads, HTTP client, logger and clock.
     public var runtime: RealtimeRuntime = .shared
     /// The `client` dimension of this manager's metrics (Docs/Metrics.md). Default `default`.
@@ -52,6 +59,17 @@ public struct SocketIOConfiguration: Sendable {
                 randomizationFactor: randomizationFactor, maxAttempts: reconnectionAttempts),
             reachability: reachability)
     }
+}
+
+/// Where ``SocketIOConfiguration/emitIDs`` puts each emit's id. The Socket.IO protocol hands a
+/// server's handler nothing but the event's arguments (not even the packet's ack id, which changes
+/// with every try), so the id travels as one more argument, which the handler reads and checks.
+public struct SocketIOEmitIDs: Sendable, Hashable {
+    /// The key of the object added as each emit's last argument.
+    public var key: String
+
+    /// The id as the emit's last argument, an object with one member: `{"<key>": "<id>"}`.
+    public static func lastArgument(key: String = "emitId") -> SocketIOEmitIDs { SocketIOEmitIDs(key: key) }
 }
 
 /// Which generation of Socket.IO servers a ``SocketManager`` speaks to. The two do not mix: a

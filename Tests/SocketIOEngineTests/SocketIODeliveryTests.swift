@@ -76,6 +76,58 @@ struct SocketIODeliveryTests {
         print("burstSurvivesACut \(Self.modes[mode].name): 20 runs, \(duplicates) duplicate arrivals in all, \(late) arrivals of an earlier run's emits")
     }
 
+    /// The cut burst with `emitIDs` on (SocketIOGuide, "De-duplication"): every copy of an emit
+    /// that reaches the server, the re-sent ones included, carries that emit's one id, and no two
+    /// emits share one, so a server that handles each id once handles each of the 1,000 emits
+    /// exactly once. Late copies of an earlier run's emits are checked against that run's ids.
+    @Test("emit ids: every copy of an emit carries its one id, so the server can handle each emit once", arguments: [0, 1, 2])
+    func emitIDsMakeCopiesRecognisable(mode: Int) async throws {
+        let (_, transports, upgrade) = Self.modes[mode]
+        let peer = try await PythonPeer.start(scriptPath: peerScript("sio_server.py"))
+        defer { Task { await peer.stop() } }
+        var idOf: [Int: String] = [:]  // every run's emits: run * 100_000 + index -> the id it arrived with
+        var copies = 0
+        for run in 0..<6 {
+            let proxy = try await FaultProxy.start(targetPort: peer.port)
+            var configuration = SocketIOConfiguration.testing(transports, upgrade: upgrade)
+            configuration.offlineQueueCapacity = 2_000
+            configuration.emitIDs = .lastArgument()
+            let manager = SocketManager(url: proxy.url(), configuration: configuration)
+            let socket = manager.defaultSocket
+            try await socket.connect(timeout: .seconds(30))
+            _ = try await socket.emitWithAck("seq_reset", arguments: [], timeout: .seconds(30))
+            let cutAfter = 1_000 + (run * 4_057) % 9_000
+            proxy.inject(.cutAfter(bytes: cutAfter, .clientToTarget, run % 2 == 0 ? .reset : .fin))
+            for index in 0..<1_000 {
+                try socket.emit("seq", arguments: [.number(Double(run * 100_000 + index))])
+            }
+            let (withIDs, arrivals) = try await idReport(socket)
+            #expect(proxy.statistics.connectionsCut >= 1, "run \(run): the cut after \(cutAfter) bytes happened")
+            #expect(withIDs.count == arrivals, "run \(run): \(arrivals) arrivals, \(withIDs.count) with an id")
+            var handled = Set<String>()  // what a server that handles each id once would handle
+            var handledValues: [Int] = []
+            for (value, id) in withIDs {
+                if let known = idOf[value] {
+                    #expect(known == id, "run \(run): emit \(value) arrived with \(known) and \(id)")
+                } else {
+                    idOf[value] = id
+                }
+                if value / 100_000 == run, handled.insert(id).inserted { handledValues.append(value % 100_000) }
+            }
+            #expect(handledValues == Array(0..<1_000), "run \(run): handled once each, in order: \(handledValues.count) handled")
+            copies += withIDs.count { $0.0 / 100_000 == run } - 1_000
+            manager.disconnect()
+            await manager.waitUntilStopped()
+            await proxy.stop()
+        }
+        #expect(Set(idOf.values).count == idOf.count, "no two emits share an id")
+        if mode != 0 {
+            // Polling re-sends only a POST that failed; the WebSocket modes re-send their window.
+            #expect(copies > 0, "some emits arrived twice, so the ids were tested on copies")
+        }
+        print("emitIDsMakeCopiesRecognisable \(Self.modes[mode].name): 6 runs, \(copies) copies, each with its emit's id")
+    }
+
     /// The same cut, with the offline queue too small to take everything back in every other run,
     /// checked emit by emit against what the server received: an emit reported `notSent` never
     /// arrived (nothing delivered is reported lost); an emit that never arrived was refused at the
@@ -431,6 +483,26 @@ struct SocketIODeliveryTests {
             }
         }
         return resent
+    }
+
+    /// The server's `(value, emit id)` of each `seq` that carried an id, and the count of all `seq`
+    /// arrivals, taken together; asked for as `report` asks.
+    private func idReport(_ socket: SocketIOClient) async throws -> ([(Int, String)], arrivals: Int) {
+        for _ in 0..<40 {
+            do {
+                let reply = try await socket.emitWithAck("seq_ids", arguments: [], timeout: .seconds(20))
+                let pairs = (reply.first?.arrayValue ?? []).compactMap { pair -> (Int, String)? in
+                    guard let value = pair.arrayValue?.first?.intValue, let id = pair.arrayValue?.last?.stringValue else { return nil }
+                    return (value, id)
+                }
+                return (pairs, reply.last?.intValue ?? -1)
+            } catch let error as RealtimeError where error.code == .connectionClosed || error.code == .queueFull || error.code == .timeout {
+                // As in `report`: ask again after a short pause (a retry's spacing, not a wait for a condition).
+                try await Task.sleep(for: .milliseconds(20))
+                continue
+            }
+        }
+        throw RealtimeError.Code.connectionClosed.failure
     }
 
     /// Asks the server for what it received; the ask itself may be cut (its ack then fails at once),

@@ -53,6 +53,32 @@ struct SocketIOEmitOptionsTests {
         #expect(try await socket.emitWithAck("flaky_count", key, timeout: .seconds(30)) == [.integer(Int64(acked))])
     }
 
+    /// `emitIDs` with `retries`: every try of an emit carries the same id (the packet's ack id
+    /// changes from try to try), so a server can tell a second try from a second emit.
+    @Test("emit ids: every try of a retried emit carries the emit's one id; the next emit has another")
+    func retriedTriesShareTheEmitID() async throws {
+        let peer = try await ServerUnderTest.python.start()
+        defer { Task { await peer.stop() } }
+        var configuration = Self.retrying(6, ackTimeout: .seconds(1))
+        configuration.emitIDs = .lastArgument()
+        let manager = SocketManager(url: peer.url, configuration: configuration)
+        defer { manager.disconnect() }
+        let socket = manager.defaultSocket
+        try await socket.connect(timeout: .seconds(30))
+        let (first, second) = (UUID().uuidString, UUID().uuidString)
+        // The server answers the first from its third arrival on (two tries time out), the second at once.
+        let tries = try await socket.emitWithAck("flaky", first, 3).first?.intValue ?? 0
+        #expect((3...7).contains(tries))
+        _ = try await socket.emitWithAck("flaky", second, 1)
+        let firstIDs = try await socket.emitWithAck("flaky_ids_of", first, timeout: .seconds(30)).first?.arrayValue ?? []
+        let secondIDs = try await socket.emitWithAck("flaky_ids_of", second, timeout: .seconds(30)).first?.arrayValue ?? []
+        #expect(firstIDs.count == tries, "one id per arrival: \(firstIDs)")
+        #expect(Set(firstIDs.map(\.stringValue)).count == 1, "every try, one id: \(firstIDs)")
+        let id = try #require(firstIDs.first?.stringValue)
+        #expect(id.wholeMatch(of: /[0-9a-z]+-[0-9]+/) != nil, "\(id)")
+        #expect(secondIDs.count == 1 && secondIDs.first?.stringValue != id, "\(secondIDs) after \(id)")
+    }
+
     @Test("retries: out of tries, emitWithAck fails with the timeout and a plain emit is reported dropped", arguments: ServerUnderTest.allCases)
     func outOfTries(server: ServerUnderTest) async throws {
         let peer = try await server.start()

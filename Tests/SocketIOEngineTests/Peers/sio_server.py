@@ -13,13 +13,17 @@ Namespace "/":
   disconnect_me  the server disconnects the client
   record       prints "GOT record <json args>" (to check what the client sent)
   seq          records its first argument in arrival order (any connection); seq_report acks with
-               that list; seq_reset clears it and acks
+               that list; seq_ids acks with [n, id] for each seq that carried an emit id (a last
+               argument {"emitId": id}), and the count of all seq arrivals; seq_reset clears both and acks
   stall        never acks (the handler sleeps for a minute)
   size         acks with the length of its first argument (str or bytes)
   big_numbers  acks with 2^53 + 1, 2^63 - 1, -2^63, 2^64 - 1, 1e300, -0.0, 0.1
   is_exactly   acks with whether its first argument is the int its second (decimal text) names
   flaky        flaky(key, n): counts its arrivals per key; acks with the count from the n-th on, and
-               leaves the tries before unanswered (the handler sleeps); flaky_count(key) acks the count
+               leaves the tries before unanswered (the handler sleeps); flaky_count(key) acks the count;
+               flaky_ids_of(key) acks with the emit id each arrival carried (null: none)
+The seq and flaky handlers take one more argument than they use: an emit id, when the client adds
+one to every emit (SocketIOConfiguration.emitIDs).
 Namespace "/chat": refuses unless auth is {"token": "secret"}; echo as above; "whoami" acks the auth.
 Any other namespace is refused by python-socketio with a plain-string CONNECT_ERROR.
 """
@@ -111,30 +115,48 @@ async def record(sid, *args):
 
 
 arrivals = []
+emit_ids = []  # [n, the emit's id] of each seq that carried one (SocketIOConfiguration.emitIDs)
+
+
+def emit_id(args):
+    """The id an emit carries as its last argument ({"emitId": id}), or None."""
+    if args and isinstance(args[-1], dict) and "emitId" in args[-1]:
+        return args[-1]["emitId"]
+    return None
 
 
 @sio.event
 async def seq(sid, n, *padding):
     arrivals.append(n)
+    if (identifier := emit_id(padding)) is not None:
+        emit_ids.append([n, identifier])
 
 
 @sio.event
-async def seq_report(sid):
+async def seq_ids(sid, *rest):
+    return list(emit_ids), len(arrivals)
+
+
+@sio.event
+async def seq_report(sid, *rest):
     return list(arrivals)
 
 
 @sio.event
-async def seq_reset(sid):
+async def seq_reset(sid, *rest):
     arrivals.clear()
+    emit_ids.clear()
     return True
 
 
 flaky_arrivals = {}
+flaky_ids = {}
 
 
 @sio.event
-async def flaky(sid, key, n):
+async def flaky(sid, key, n, *rest):
     flaky_arrivals[key] = flaky_arrivals.get(key, 0) + 1
+    flaky_ids.setdefault(key, []).append(emit_id(rest))
     count = flaky_arrivals[key]
     if count < n:
         await asyncio.sleep(60)
@@ -142,8 +164,13 @@ async def flaky(sid, key, n):
 
 
 @sio.event
-async def flaky_count(sid, key):
+async def flaky_count(sid, key, *rest):
     return flaky_arrivals.get(key, 0)
+
+
+@sio.event
+async def flaky_ids_of(sid, key, *rest):
+    return flaky_ids.get(key, [])
 
 
 @sio.event
