@@ -16,8 +16,9 @@ public enum EventStreamHeadDecision: Sendable {
     case accept
     /// End at once without reading the body (EventSource's 204 "do not reconnect").
     case finish
-    /// Refuse the response: read up to 512 bytes of its body, then fail with the error made from
-    /// that excerpt (nil when the body was empty).
+    /// Refuse the response: read up to 512 bytes of its body (for at most 2 seconds: a body that
+    /// neither ends nor reaches 512 bytes is cut there), then fail with the error made from that
+    /// excerpt (nil when the body was empty).
     case refuse(@Sendable (_ bodyExcerpt: String?) -> any Error)
 }
 
@@ -65,6 +66,9 @@ public struct EventStreamOptions: Sendable {
 public final class EventStream: Sendable {
     /// What the stream hands over, in stream order: events, `retry` values, comments.
     public typealias Output = SSEParser.Output
+
+    /// How long a refused response's body is read for its excerpt at most (``EventStreamHeadDecision/refuse(_:)``).
+    static let refusalExcerptWait: Duration = .seconds(2)
 
     /// The request still to be answered: kept until the final head, for redirects.
     private struct Pending {
@@ -513,6 +517,12 @@ public final class EventStream: Sendable {
                 state.finishedAtHead = true
             case .refuse(let makeError):
                 state.refusal = makeError
+                // A body that neither ends nor fills the excerpt: the refusal goes with what came.
+                if let channel = state.channel {
+                    state.headTimer = channel.eventLoop.scheduleTask(in: TimeAmount(Self.refusalExcerptWait)) {
+                        channel.close(promise: nil)
+                    }
+                }
             }
         }
         switch decision {

@@ -138,6 +138,23 @@ import Testing
         feed.finish()
     }
 
+    /// A refused response whose body neither ends nor reaches 512 bytes (a server that says 401,
+    /// promises 1,000 bytes and sends 20) fails with the refusal and what came, within the
+    /// excerpt's wait, not at the test's time limit.
+    @Test func aRefusedBodyThatStallsEndsWithItsExcerpt() async throws {
+        let peer = try await RawAnswerPeer.start(
+            answer: "HTTP/1.1 401 Unauthorized\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"error\":\"expired\"", close: false)
+        defer { Task { await peer.stop() } }
+        let error = await #expect(throws: RealtimeError.self) {
+            try await EventStream.run(
+                HTTPRequestSpec(url: "http://127.0.0.1:\(peer.port)/events", headTimeout: .seconds(10)), runtime: RealtimeRuntime(proxy: .none),
+                onHead: { head in .refuse { excerpt in RealtimeError.badStatus(head.status, url: "http://127.0.0.1/events", body: excerpt) } },
+                onOutputs: { _ in true })
+        }
+        #expect(error?.code == .badStatus)
+        #expect(error?.serverMessage == "{\"error\":\"expired\"", "\(String(describing: error))")
+    }
+
     /// `Authorization` and `Cookie` follow a redirect within the origin, not to another one.
     @Test func credentialsStayWithTheirOriginOnARedirect() async throws {
         let other = try await ScriptedHTTPServer.start()
