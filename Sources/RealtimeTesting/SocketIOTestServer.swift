@@ -67,13 +67,12 @@ public final class SocketIOTestServer: Sendable {
         /// `3probe` first, then the noop for the pending GET.
         case immediately
         /// The noop for the pending GET first, `3probe` after this delay: what a client sees when the
-        /// network delivers the poll answer first. A client that polls again at once (within a
-        /// second) then waits for that GET until the next ping here: this server sends the one noop
-        /// the spec describes for it (python-engineio answers any GET during an upgrade with a noop,
-        /// engine.io repeats the noop every 100 ms, so they hide that client defect). A GET that
-        /// comes a second or more after the noop is answered with a noop at once, as theirs are: a
-        /// client that held polling for the probe, and polls again because the probe's answer is
-        /// late (a loaded machine), finishes the upgrade.
+        /// network delivers the poll answer first. Every later GET of the upgrade is answered with a
+        /// noop at once, as python-engineio answers them (engine.io repeats a noop every 100 ms), and
+        /// those before `3probe` are counted (``SocketIOTestServer/pollsBeforeProbeAnswer``): a
+        /// client should hold polling while its probe is out, so a count above zero means it polled
+        /// again at once (against a server that sent only the one noop the spec describes, it would
+        /// then wait for that GET until the next ping) or its hold ran out first.
         case afterPollAnswered(Duration)
         /// The noop only; the probe is never answered and nothing more is read from that WebSocket,
         /// not even the client's close frame, until the session ends (a proxy that passes the
@@ -104,6 +103,7 @@ public final class SocketIOTestServer: Sendable {
         var requiredAuthorization: String?
         var connectCount = 0
         var pongsReceived = 0
+        var pollsBeforeProbeAnswer = 0
         /// `flaky`'s arrivals per key.
         var flakyArrivals: [String: Int] = [:]
     }
@@ -150,6 +150,8 @@ public final class SocketIOTestServer: Sendable {
     public var connectCount: Int { state.withLockedValue { $0.connectCount } }
     /// Engine.IO pongs received, over every session: each answers one of the server's pings.
     public var pongsReceived: Int { state.withLockedValue { $0.pongsReceived } }
+    /// GETs that came during an upgrade before `3probe` went out (``ProbeAnswer/afterPollAnswered(_:)``).
+    public var pollsBeforeProbeAnswer: Int { state.withLockedValue { $0.pollsBeforeProbeAnswer } }
     /// Open Engine.IO sessions.
     public var sessionCount: Int { state.withLockedValue { $0.sessions.count } }
 
@@ -365,8 +367,9 @@ public final class SocketIOTestServer: Sendable {
                 try await outbound.write(.text("3probe"))
                 existing.flushPollWithNoop()
             case .afterPollAnswered(let delay):
-                existing.flushPollWithNoop(laterPollsAfter: .seconds(1))
+                existing.flushPollWithNoop(everyPoll: true)
                 try await Task.sleep(for: delay)
+                existing.probeAnswerSent()
                 try await outbound.write(.text("3probe"))
             case .never:
                 existing.flushPollWithNoop()

@@ -28,9 +28,11 @@ final class ServerEngineSession: Sendable {
         var nextAckID = 0
         var acks: [Int: CheckedContinuation<[JSONValue], Never>] = [:]
         var heartbeat: Task<Void, Never>?
-        /// During an upgrade (`SocketIOTestServer.ProbeAnswer.afterPollAnswered`): from when a GET is answered
-        /// with a noop at once, as the reference servers answer every GET of an upgrade.
-        var noopPollsFrom: ContinuousClock.Instant?
+        /// During an upgrade (`SocketIOTestServer.ProbeAnswer.afterPollAnswered`): every GET is
+        /// answered with a noop at once, as the reference servers answer them.
+        var noopEveryPoll = false
+        /// Whether `3probe` has gone out (GETs before it are counted).
+        var probeAnswered = false
     }
 
     let sid: String
@@ -100,16 +102,17 @@ final class ServerEngineSession: Sendable {
             terminate()
             return nil
         }
-        enum Step { case batch([EngineIOPacket]), closed, dropped, wait }
+        enum Step { case batch([EngineIOPacket]), upgradeNoop(beforeProbeAnswer: Bool), closed, dropped, wait }
         while true {
             let step = state.withLockedValue { state -> Step in
                 if state.closed {
                     state.polling = false
                     return state.dropped ? .dropped : .closed
                 }
-                if state.queue.isEmpty, let from = state.noopPollsFrom, ContinuousClock.now >= from {
+                if state.queue.isEmpty, state.noopEveryPoll {
+                    // Not the GET that was out before the probe (that one takes the queued noop).
                     state.polling = false
-                    return .batch([EngineIOPacket(.noop)])
+                    return .upgradeNoop(beforeProbeAnswer: !state.probeAnswered)
                 }
                 guard !state.queue.isEmpty else { return .wait }
                 var batch: [EngineIOPacket] = []
@@ -125,6 +128,9 @@ final class ServerEngineSession: Sendable {
             }
             switch step {
             case .batch(let batch): return EngineIOCodec.encodePayload(batch)
+            case .upgradeNoop(let beforeProbeAnswer):
+                if beforeProbeAnswer { server.state.withLockedValue { $0.pollsBeforeProbeAnswer += 1 } }
+                return EngineIOCodec.encodePayload([EngineIOPacket(.noop)])
             case .closed: return EngineIOCodec.encodePayload([EngineIOPacket(.close)])
             // A crash: the request fails as it would against a restarted server (unknown sid).
             case .dropped: return nil
@@ -144,15 +150,17 @@ final class ServerEngineSession: Sendable {
     /// The session ended (closed by either side or by the server's stop).
     var isClosed: Bool { state.withLockedValue { $0.closed } }
 
-    /// During an upgrade: end the pending GET with a noop. With `laterPollsAfter`, a GET that comes
-    /// that long after it or later is answered with a noop at once too (python-engineio answers
-    /// every GET during an upgrade so, engine.io repeats a noop every 100 ms), while one that comes
-    /// sooner waits for data, as on any poll: a client that polls again at once is caught, one that
-    /// polls again after holding polling for the probe a while is not stranded.
-    func flushPollWithNoop(laterPollsAfter: Duration? = nil) {
-        if let laterPollsAfter { state.withLockedValue { $0.noopPollsFrom = .now + laterPollsAfter } }
+    /// During an upgrade: end the pending GET with a noop. With `everyPoll`, every later GET of
+    /// the upgrade is answered with a noop at once too (python-engineio answers them so, engine.io
+    /// repeats a noop every 100 ms), and those that come before `3probe` has gone out
+    /// (``probeAnswerSent()``) are counted in ``SocketIOTestServer/pollsBeforeProbeAnswer``.
+    func flushPollWithNoop(everyPoll: Bool = false) {
+        if everyPoll { state.withLockedValue { $0.noopEveryPoll = true } }
         send(EngineIOPacket(.noop))
     }
+
+    /// `3probe` goes out now.
+    func probeAnswerSent() { state.withLockedValue { $0.probeAnswered = true } }
 
     /// Moves the session to WebSocket: what is still queued goes first.
     func attachWebSocket() -> AsyncStream<EngineIOPacket> {
@@ -160,7 +168,7 @@ final class ServerEngineSession: Sendable {
         let (waiter, closed) = state.withLockedValue { state -> (CheckedContinuation<Void, Never>?, Bool) in
             for packet in state.queue { continuation.yield(packet) }
             state.queue = []
-            state.noopPollsFrom = nil
+            state.noopEveryPoll = false
             state.webSocket = continuation
             defer { state.pollWaiter = nil }
             return (state.pollWaiter, state.closed)

@@ -341,7 +341,11 @@ final class EngineIOSession: Sendable {
                 // pingTimeout / 2 before). The probe itself is bounded, its write included.
                 let probeTimeout = min(self.options.connectTimeout, handshake.pingTimeout / 2)
                 let hold = self.runtime.timers.schedule(after: min(probeTimeout, handshake.pingTimeout / 4, Self.probeHold)) {
-                    self.state.withLockedValue { $0.machine.probeHoldEnded() }?.resume(returning: false)
+                    let (ended, reader) = self.state.withLockedValue { state in
+                        (state.machine.phase == .probing, state.machine.probeHoldEnded())
+                    }
+                    if ended { self.runtime.logger.debug("Engine.IO upgrade probe not answered yet; polling goes on while it is out") }
+                    reader?.resume(returning: false)
                 }
                 let (answer, timedOut): (RealtimeMessage?, Bool)
                 do {
