@@ -35,14 +35,7 @@ struct SocketIODeliveryTests {
             let manager = SocketManager(url: proxy.url(), configuration: configuration)
             let socket = manager.defaultSocket
             let resent = recordResentSeq(socket)
-            try await socket.connect(timeout: .seconds(30))
-            _ = try await socket.emitWithAck("seq_reset", arguments: [], timeout: .seconds(30))
-
-            let cutAfter = 1_000 + (run * 4_057) % 9_000
-            proxy.inject(.cutAfter(bytes: cutAfter, .clientToTarget, run % 2 == 0 ? .reset : .fin))
-            for index in 0..<1_000 {
-                try socket.emit("seq", arguments: [.number(Double(run * 100_000 + index))])
-            }
+            let cutAfter = try await cutBurst(run: run, socket, through: proxy)
             var arrivals: [Int] = []
             for value in try await report(socket) {
                 let (tag, index) = value.quotientAndRemainder(dividingBy: 100_000)
@@ -94,13 +87,7 @@ struct SocketIODeliveryTests {
             configuration.emitIDs = .lastArgument()
             let manager = SocketManager(url: proxy.url(), configuration: configuration)
             let socket = manager.defaultSocket
-            try await socket.connect(timeout: .seconds(30))
-            _ = try await socket.emitWithAck("seq_reset", arguments: [], timeout: .seconds(30))
-            let cutAfter = 1_000 + (run * 4_057) % 9_000
-            proxy.inject(.cutAfter(bytes: cutAfter, .clientToTarget, run % 2 == 0 ? .reset : .fin))
-            for index in 0..<1_000 {
-                try socket.emit("seq", arguments: [.number(Double(run * 100_000 + index))])
-            }
+            let cutAfter = try await cutBurst(run: run, socket, through: proxy)
             let (withIDs, arrivals) = try await idReport(socket)
             #expect(proxy.statistics.connectionsCut >= 1, "run \(run): the cut after \(cutAfter) bytes happened")
             #expect(withIDs.count == arrivals, "run \(run): \(arrivals) arrivals, \(withIDs.count) with an id")
@@ -486,32 +473,41 @@ struct SocketIODeliveryTests {
     }
 
     /// The server's `(value, emit id)` of each `seq` that carried an id, and the count of all `seq`
-    /// arrivals, taken together; asked for as `report` asks.
+    /// arrivals, taken together (`seq_ids`).
     private func idReport(_ socket: SocketIOClient) async throws -> ([(Int, String)], arrivals: Int) {
-        for _ in 0..<40 {
-            do {
-                let reply = try await socket.emitWithAck("seq_ids", arguments: [], timeout: .seconds(20))
-                let pairs = (reply.first?.arrayValue ?? []).compactMap { pair -> (Int, String)? in
-                    guard let value = pair.arrayValue?.first?.intValue, let id = pair.arrayValue?.last?.stringValue else { return nil }
-                    return (value, id)
-                }
-                return (pairs, reply.last?.intValue ?? -1)
-            } catch let error as RealtimeError where error.code == .connectionClosed || error.code == .queueFull || error.code == .timeout {
-                // As in `report`: ask again after a short pause (a retry's spacing, not a wait for a condition).
-                try await Task.sleep(for: .milliseconds(20))
-                continue
-            }
+        let reply = try await ask("seq_ids", socket)
+        let pairs = (reply.first?.arrayValue ?? []).compactMap { pair -> (Int, String)? in
+            guard let value = pair.arrayValue?.first?.intValue, let id = pair.arrayValue?.last?.stringValue else { return nil }
+            return (value, id)
         }
-        throw RealtimeError.Code.connectionClosed.failure
+        return (pairs, reply.last?.intValue ?? -1)
     }
 
-    /// Asks the server for what it received; the ask itself may be cut (its ack then fails at once),
-    /// so it is repeated until it gets through.
+    /// Connects, clears the server's record, sets `proxy` to cut the connection part-way (after a
+    /// byte count that depends on `run`, RST in even runs, FIN in odd ones) and emits 1,000 `seq`
+    /// events tagged `run * 100_000 + index`. Returns the byte count.
+    private func cutBurst(run: Int, _ socket: SocketIOClient, through proxy: FaultProxy) async throws -> Int {
+        try await socket.connect(timeout: .seconds(30))
+        _ = try await socket.emitWithAck("seq_reset", arguments: [], timeout: .seconds(30))
+        let cutAfter = 1_000 + (run * 4_057) % 9_000
+        proxy.inject(.cutAfter(bytes: cutAfter, .clientToTarget, run % 2 == 0 ? .reset : .fin))
+        for index in 0..<1_000 {
+            try socket.emit("seq", arguments: [.number(Double(run * 100_000 + index))])
+        }
+        return cutAfter
+    }
+
+    /// Asks the server for what it received (`seq_report`).
     private func report(_ socket: SocketIOClient) async throws -> [Int] {
+        try await ask("seq_report", socket).first?.arrayValue?.compactMap(\.intValue) ?? []
+    }
+
+    /// Asks `event` with an ack; the ask itself may be cut (its ack then fails at once), so it is
+    /// repeated until it gets through.
+    private func ask(_ event: String, _ socket: SocketIOClient) async throws -> [JSONValue] {
         for _ in 0..<40 {
             do {
-                let reply = try await socket.emitWithAck("seq_report", arguments: [], timeout: .seconds(20))
-                return reply.first?.arrayValue?.compactMap(\.intValue) ?? []
+                return try await socket.emitWithAck(event, arguments: [], timeout: .seconds(20))
             } catch let error as RealtimeError where error.code == .connectionClosed || error.code == .queueFull || error.code == .timeout {
                 // Cut, dropped by a full queue (reported), or unanswered on a loaded machine: ask
                 // again after a short pause (a retry's spacing, not a wait for a condition).
