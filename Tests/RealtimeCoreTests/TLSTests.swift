@@ -31,9 +31,11 @@ import Testing
         return configuration
     }
 
+    /// The connect timeout (TCP, TLS handshake and upgrade) is 30 s: beside a whole parallel suite
+    /// and CPU burners, a 10 s one ran out once before the handshake was done.
     func echoOnce(_ url: String, _ tls: TLSOptions) async throws -> String? {
         let reply = NIOLockedValueBox<String?>(nil)
-        try await WebSocketTransport.connect(to: url, configuration: WebSocketConfiguration(tls: tls)) { connection in
+        try await WebSocketTransport.connect(to: url, configuration: WebSocketConfiguration(connectTimeout: .seconds(30), tls: tls)) { connection in
             try await connection.send(text: "over tls")
             var iterator = connection.inbound.makeAsyncIterator()
             if case .text(let text) = try await iterator.next() { reply.withLockedValue { $0 = text } }
