@@ -27,6 +27,12 @@ if ! python3 Scripts/check-test-sleeps.py; then
   exit 1
 fi
 
+log "Scripts/check-unchecked.py (an @unchecked Sendable or unstructured task in Sources/ says why)"
+if ! python3 Scripts/check-unchecked.py; then
+  echo "0 passed, 1 failed"
+  exit 1
+fi
+
 log "Scripts/docc.sh (every product's DocC catalog, no warnings)"
 if [ -n "${REALTIME_SKIP_DOCC:-}" ]; then
   log "skipped (REALTIME_SKIP_DOCC is set)"

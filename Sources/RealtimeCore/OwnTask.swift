@@ -13,6 +13,7 @@ package func ownTask<Success: Sendable>(
     priority: TaskPriority? = nil, _ operation: @escaping @Sendable () async -> Success
 ) -> Task<Success, Never> {
     let context = ServiceContext.current
+    // Detached: the one place such work leaves its caller's task tree (see above).
     return Task.detached(priority: priority) {
         guard let context else { return await operation() }
         return await ServiceContext.withValue(context) { await operation() }
