@@ -40,8 +40,9 @@ public final class PythonPeer: @unchecked Sendable {
     }
 
     /// Starts `script` with `arguments`, on `python` (``python`` by default). With `waitForPort`,
-    /// waits for the "PORT <n>" line a server peer prints once it listens.
-    public init(scriptPath: String, arguments: [String] = [], waitForPort: Bool = true, python: String? = nil) throws {
+    /// waits for the "PORT <n>" line a server peer prints once it listens. Blocks its thread: only
+    /// ``start(scriptPath:arguments:waitForPort:python:)`` calls it, on a thread of its own.
+    private init(scriptPath: String, arguments: [String] = [], waitForPort: Bool = true, python: String? = nil) throws {
         let python = python ?? Self.python
         guard FileManager.default.isExecutableFile(atPath: python) else {
             let environment = python == Self.socketIO2Python ? ".venv-sio2 from Scripts/requirements-sio2.txt" : ".venv from Scripts/requirements.txt"
@@ -69,8 +70,10 @@ public final class PythonPeer: @unchecked Sendable {
         self.port = port
     }
 
-    /// Starts a peer without blocking a thread that runs tasks (the start waits for the peer's
-    /// "PORT" line, which takes a python interpreter's start-up time; see ``BlockingWork``).
+    /// Starts `script` with `arguments`, on `python` (``python`` by default). With `waitForPort`,
+    /// returns once the peer printed the "PORT <n>" line a server peer prints when it listens
+    /// (a python interpreter's start-up time), waiting on a thread of its own (see ``BlockingWork``),
+    /// never on one that runs tasks.
     public static func start(scriptPath: String, arguments: [String] = [], waitForPort: Bool = true, python: String? = nil) async throws -> PythonPeer {
         try await BlockingWork.run { try PythonPeer(scriptPath: scriptPath, arguments: arguments, waitForPort: waitForPort, python: python) }
     }

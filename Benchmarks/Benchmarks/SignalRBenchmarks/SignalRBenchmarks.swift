@@ -21,7 +21,7 @@ actor Connections {
             let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
                 .deletingLastPathComponent().deletingLastPathComponent()
                 .appendingPathComponent("Tests/SignalRHubTests/Peers/aiosignalr_server.py").path
-            let peer = try PythonPeer(scriptPath: script)
+            let peer = try await PythonPeer.start(scriptPath: script)
             peers.append(peer)
             url = "http://127.0.0.1:\(peer.port)/hub"
         } else {

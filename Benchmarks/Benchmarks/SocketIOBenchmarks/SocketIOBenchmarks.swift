@@ -25,7 +25,7 @@ actor Connection {
             let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
                 .deletingLastPathComponent().deletingLastPathComponent()
                 .appendingPathComponent("Tests/SocketIOEngineTests/Peers/sio_server.py").path
-            let peer = try PythonPeer(scriptPath: script)
+            let peer = try await PythonPeer.start(scriptPath: script)
             self.peer = peer
             url = "http://127.0.0.1:\(peer.port)"
         } else {

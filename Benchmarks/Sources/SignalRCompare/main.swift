@@ -151,7 +151,7 @@ let oursOnly = ProcessInfo.processInfo.environment["SIGNALR_COMPARE_OURS_ONLY"] 
 
 func python(_ script: String, url: String, kind: HubProtocolType, count: Int) async throws -> Rates? {
     if oursOnly { return nil }
-    let client = try PythonPeer(scriptPath: peer(script), arguments: [url, kind.rawValue, "bench", String(count), String(rounds)], waitForPort: false)
+    let client = try await PythonPeer.start(scriptPath: peer(script), arguments: [url, kind.rawValue, "bench", String(count), String(rounds)], waitForPort: false)
     let (output, status) = await client.waitForExit(limit: .seconds(600))
     var rates = Rates(sequential: 0, inflight: 0)
     for line in output.split(separator: "\n") {
@@ -193,10 +193,10 @@ func compare(server name: String, url: String) async throws {
 /// `SIGNALR_COMPARE_SERVER=aiosignalr` or `=ours` runs against one server only.
 let onlyServer = ProcessInfo.processInfo.environment["SIGNALR_COMPARE_SERVER"]
 if onlyServer == nil || onlyServer == "aiosignalr" {
-    let aio = try PythonPeer(scriptPath: peer("aiosignalr_server.py"))
+    let aio = try await PythonPeer.start(scriptPath: peer("aiosignalr_server.py"))
     serverProcess = aio.processIdentifier
     try await compare(server: "aiosignalr 0.1.1", url: "http://127.0.0.1:\(aio.port)/hub")
-    aio.stop()
+    await aio.stop()
     serverProcess = nil
 }
 if onlyServer == nil || onlyServer == "ours" {

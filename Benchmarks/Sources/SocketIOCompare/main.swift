@@ -82,7 +82,7 @@ func ours(url: String) async throws -> Results {
 
 /// python-socketio's AsyncClient running the same workloads against `url`.
 func python(url: String) async throws -> Results {
-    let client = try PythonPeer(
+    let client = try await PythonPeer.start(
         scriptPath: clientScript,
         arguments: [url] + [sequential, inflight, rounds, emits, binaryCount, binaryBytes].map(String.init),
         waitForPort: false)
@@ -145,7 +145,7 @@ func report(_ server: String, python py: Results, ours: Results) {
     print(row("                                    swift-realtime", ours.binaryMBps, py.binaryMBps, unit: "MB/s"))
 }
 
-let peer = try PythonPeer(scriptPath: serverScript)
+let peer = try await PythonPeer.start(scriptPath: serverScript)
 let pythonURL = "http://127.0.0.1:\(peer.port)"
 let pythonOnPython = try await python(url: pythonURL)
 let oursOnPython = try await ours(url: pythonURL)
