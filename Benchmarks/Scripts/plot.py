@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Draws the figures of Docs/Benchmarks.md from engine_compare.sh's JSON Lines.
+"""Draws figures from engine_compare.sh's JSON Lines.
 
     Benchmarks/Scripts/plot.sh RESULTS.jsonl OUTDIR    (makes a venv with matplotlib, then runs this)
 

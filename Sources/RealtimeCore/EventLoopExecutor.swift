@@ -6,7 +6,7 @@ public import NIOCore
 /// `eventLoopGroup` is one loop (`RealtimeRuntime(eventLoopGroup: loop)`) and call it inside
 /// `withTaskExecutorPreference(EventLoopTaskExecutor(loop)) { ... }`. A sequential call then
 /// writes and is resumed on the socket's thread, without waking a thread of the concurrency pool
-/// (measured in Docs/Benchmarks.md, "SignalR"). Such code must not block.
+/// (measured in Docs/Benchmarks.md, "Outbound, 1,000 in flight"). Such code must not block.
 ///
 /// A connection's reader and writer tasks that prefer the event loop of their channel run on the
 /// thread that does the socket I/O: a frame read there resumes its reader without waking another
