@@ -245,6 +245,14 @@ let package = Package(
             ]
         ),
         .testTarget(
+            name: "FaultMatrixTests",
+            dependencies: [
+                "RealtimeCore", "RealtimeTesting", "EventSourceClient", "SocketIOEngine", "SignalRHub", "SpreadbotClient",
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "RealtimeCoreTests",
             dependencies: [
                 "RealtimeCore", "RealtimeTesting",

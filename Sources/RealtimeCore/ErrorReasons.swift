@@ -56,10 +56,13 @@ package enum ErrorReasons {
             return "the server does not speak TLS on this port"
         }
         if text.contains("ALERT") || text.contains("alert") {
-            return "handshake refused: the server ended the TLS handshake (\(alertName(text) ?? "an alert"))"
+            return "the server sent a TLS alert (\(alertName(text) ?? "unnamed"))"
         }
-        if text.contains("uncleanShutdown") || text.contains("eof") {
-            return "handshake refused: the server closed the connection during the TLS handshake"
+        if TLSErrorDetection.isUncleanShutdown(error) {
+            return "the TCP connection ended without a TLS close (close_notify): the server, a relay or the network went away"
+        }
+        if TLSErrorDetection.endsConnection(error) || text.contains("uncleanShutdown") || text.contains("EOF during") {
+            return "the TCP connection ended during the TLS handshake"
         }
         return "the TLS handshake failed: \(withoutSourcePaths(text))"
     }

@@ -357,12 +357,13 @@ public final class EventStream: Sendable {
                     // A body that breaks HTTP's framing, or the parser's own limits.
                     result = .failure(error)
                 } else if state.headReceived {
-                    let mapped = SocketConnection.mapError(error, url: state.currentURL)
+                    let mapped = SocketConnection.mapError(error, url: state.currentURL, established: true)
                     if let closed = mapped as? RealtimeError, closed.code == .connectionClosed {
                         result = .failure(closed)
                     } else {
                         result = .failure(RealtimeError(
-                            .connectionClosed, "the connection to \(Redaction.url(url)) was lost mid-stream", underlying: error))
+                            .connectionClosed, "the connection to \(Redaction.url(url)) was lost mid-stream", stage: .established,
+                            underlying: error))
                     }
                 } else {
                     result = .failure(Self.mapSetUpError(error, url: state.currentURL, proxy: state.currentProxy))

@@ -147,11 +147,14 @@ public enum HTTPTransport {
 
     static func mapError(_ error: any Error, url: String, proxy: ProxyServer? = nil) -> any Error {
         if let proxy, let failure = ProxyTunnel.mapError(error, proxy: proxy, url: url) { return failure }
+        // A request goes out on a connection that is open: one that ends under it was lost (a
+        // connect that fails is NIO's connection error, not a reset).
+        if let ended = SocketConnection.connectionEnd(error, url: url, established: true) { return ended }
         switch error {
         case let error as RealtimeError: return error
         case is CancellationError: return error
         case let error where TLSErrorDetection.isTLSFailure(error):
-            return RealtimeError(.tlsFailure, "TLS handshake with \(Redaction.url(url)) failed", underlying: error)
+            return RealtimeError(.tlsFailure, "TLS handshake with \(Redaction.url(url)) failed", stage: .tls, underlying: error)
         case let error as HTTPClientError:
             if error == .getConnectionFromPoolTimeout {
                 return RealtimeError(

@@ -38,7 +38,10 @@ public struct RealtimeError: Error, Sendable, CustomStringConvertible {
         public static let invalidURL = Code(base: .invalidURL)
         /// No TCP connection could be made (refused, unreachable, DNS failure, connect timeout).
         public static let connectFailed = Code(base: .connectFailed)
-        /// The TLS handshake failed (an untrusted certificate, a wrong host name, no shared cipher).
+        /// The TLS handshake failed in a way another attempt does not change: an untrusted or expired
+        /// certificate, a wrong host name, no shared cipher or version, a server that does not speak
+        /// TLS on the port. A connection that ends during the handshake or after it (no close_notify,
+        /// a reset) is ``connectionClosed``, at stage ``Stage/tls`` or ``Stage/established``.
         public static let tlsFailure = Code(base: .tlsFailure)
         /// The server's key matches none of `TLSOptions.pinnedPublicKeySHA256`.
         public static let certificatePinMismatch = Code(base: .certificatePinMismatch)
@@ -54,7 +57,9 @@ public struct RealtimeError: Error, Sendable, CustomStringConvertible {
         public static let invalidUTF8 = Code(base: .invalidUTF8)
         /// Something did not happen in time (a connect, a handshake, an ack, silence from the server).
         public static let timeout = Code(base: .timeout)
-        /// The connection ended unexpectedly.
+        /// The connection ended unexpectedly: closed or reset by the peer or something between (a
+        /// proxy, a relay, a NAT), also without a TLS close_notify. ``RealtimeError/stage`` says
+        /// whether it was open; ``RealtimeError/underlying`` holds the cause.
         public static let connectionClosed = Code(base: .connectionClosed)
         /// The server closed the WebSocket; ``RealtimeError/closeCode`` holds its code.
         public static let webSocketClosed = Code(base: .webSocketClosed)
@@ -81,8 +86,47 @@ public struct RealtimeError: Error, Sendable, CustomStringConvertible {
         public var description: String { base.rawValue }
     }
 
+    /// Where in a connection's life a failure happened, as a comparable value.
+    ///
+    /// A connection is opened in stages (``connect``, ``proxy``, ``tls``, ``response``,
+    /// ``handshake``) and then lives in one (``established``). The same cause means different things
+    /// in different stages: an end of the TCP connection without a TLS close during the TLS
+    /// handshake is a handshake that did not complete, after it a connection that was lost (a relay
+    /// that died, a NAT that forgot the flow). Reconnect decisions read the ``RealtimeError/code``;
+    /// the stage says where to look.
+    public struct Stage: Hashable, Sendable, CustomStringConvertible {
+        enum Base: String, Hashable, Sendable {
+            case local, connect, proxy, tls, response, handshake, established
+        }
+        let base: Base
+
+        /// Before anything was sent: the URL, the message or the queue was refused here.
+        public static let local = Stage(base: .local)
+        /// Resolving the host and opening the TCP connection.
+        public static let connect = Stage(base: .connect)
+        /// Opening the tunnel through an HTTP or SOCKS5 proxy.
+        public static let proxy = Stage(base: .proxy)
+        /// The TLS handshake, with the certificate and pin checks.
+        public static let tls = Stage(base: .tls)
+        /// The server's HTTP answer: its status and headers, a WebSocket upgrade's answer.
+        public static let response = Stage(base: .response)
+        /// The protocol's own opening on the connection: an Engine.IO open packet, a Socket.IO
+        /// CONNECT, a SignalR negotiate answer or handshake.
+        public static let handshake = Stage(base: .handshake)
+        /// The connection was open: messages could flow.
+        public static let established = Stage(base: .established)
+
+        /// The stage's name, for logs and messages.
+        public var description: String { base.rawValue }
+    }
+
     /// What kind of failure this is; stable across versions, for `switch` and metrics.
     public let code: Code
+    /// Where it happened: given by the transport that saw it, else what the code implies
+    /// (`connectFailed` while connecting, `tlsFailure` in the handshake, `badStatus` in the answer,
+    /// `queueFull` here...); nil where neither tells (a `timeout` of an ack, say).
+    public var stage: Stage? { explicitStage ?? Self.impliedStage(code) }
+    let explicitStage: Stage?
     /// The HTTP status the server answered with, where there was one.
     public let status: HTTPResponseStatus?
     /// What the server said about the failure (a close reason, a response body excerpt, an error
@@ -101,14 +145,35 @@ public struct RealtimeError: Error, Sendable, CustomStringConvertible {
         status: HTTPResponseStatus? = nil,
         serverMessage: String? = nil,
         closeCode: UInt16? = nil,
+        stage: Stage? = nil,
         underlying: (any Error)? = nil
     ) {
         self.code = code
+        self.explicitStage = stage
         self.detail = detail
         self.status = status
         self.serverMessage = serverMessage.map { String($0.prefix(512)) }
         self.closeCode = closeCode
         self.underlying = underlying
+    }
+
+    /// The same error, at `stage`.
+    package func at(_ stage: Stage) -> RealtimeError {
+        RealtimeError(code, detail, status: status, serverMessage: serverMessage, closeCode: closeCode, stage: stage, underlying: underlying)
+    }
+
+    /// The stage a code implies when the transport gave none.
+    static func impliedStage(_ code: Code) -> Stage? {
+        switch code.base {
+        case .invalidURL, .queueFull, .notConnected: .local
+        case .connectFailed: .connect
+        case .proxyFailed: .proxy
+        case .tlsFailure, .certificatePinMismatch: .tls
+        case .badStatus, .badContentType, .authenticationFailed: .response
+        case .refused: .handshake
+        case .webSocketClosed, .connectionClosed: .established
+        case .protocolViolation, .messageTooLarge, .invalidUTF8, .timeout, .reconnectGaveUp, .cancelled: nil
+        }
     }
 
     /// A readable summary, for logs and messages.

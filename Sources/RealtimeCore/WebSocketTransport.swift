@@ -142,7 +142,7 @@ public struct WebSocketMessages: AsyncSequence, Sendable {
                 do {
                     return try await loop!.next()
                 } catch {
-                    throw WebSocketTransport.mapError(error, url: url)
+                    throw WebSocketTransport.mapError(error, url: url, established: true)
                 }
             }
             return try await frames?.reader.next()
@@ -176,7 +176,7 @@ public struct WebSocketMessages: AsyncSequence, Sendable {
                 do {
                     frame = try await base.next()
                 } catch {
-                    throw WebSocketTransport.mapError(error, url: url)
+                    throw WebSocketTransport.mapError(error, url: url, established: true)
                 }
                 guard let frame else {
                     return nil
@@ -267,13 +267,18 @@ public enum WebSocketTransport {
         let channelFactory = try makeChannelFactory()
         let closeRequested = NIOLockedValueBox(false)
         let closeFrame: WebSocketCloseInfo?
+        // `open` and `run` read the configuration from the channel factory: passed here, a copy
+        // of it would stay in this frame.
+        let opened: OpenedChannel
         do {
-            // `open` and `run` read the configuration from the channel factory: passed here, a copy
-            // of it would stay in this frame.
-            let opened = try await open(channelFactory, url: url, runtime: runtime)
+            opened = try await open(channelFactory, url: url, runtime: runtime)
+        } catch {
+            throw failure(error, channelFactory: channelFactory, url: url, established: false)
+        }
+        do {
             closeFrame = try await run(opened, channelFactory: channelFactory, url: url, runtime: runtime, closeRequested: closeRequested, body)
         } catch {
-            throw failure(error, channelFactory: channelFactory, url: url)
+            throw failure(error, channelFactory: channelFactory, url: url, established: true)
         }
         return try closeInfo(closeFrame, channelFactory: channelFactory, closeRequested: closeRequested, url: url)
     }
@@ -502,11 +507,11 @@ public enum WebSocketTransport {
     /// The error a failed connection reports: a connection that ended because of a protocol error
     /// reports that error, not the closed channel it caused.
     @inline(never)
-    private static func failure(_ error: any Error, channelFactory: WebSocketClientChannel, url: String) -> any Error {
+    private static func failure(_ error: any Error, channelFactory: WebSocketClientChannel, url: String, established: Bool) -> any Error {
         if let recorded = channelFactory.protocolError.withLockedValue({ $0 }), isEndOfConnection(error) {
-            return mapError(recorded, url: url)
+            return mapError(recorded, url: url, established: established)
         }
-        return mapError(error, url: url)
+        return mapError(error, url: url, established: established)
     }
 
     /// How the connection ended, from the server's close frame (nil: none came).
@@ -515,10 +520,11 @@ public enum WebSocketTransport {
         _ closeFrame: WebSocketCloseInfo?, channelFactory: WebSocketClientChannel, closeRequested: NIOLockedValueBox<Bool>, url: String
     ) throws -> WebSocketCloseInfo? {
         guard let info = closeFrame else {
-            if let recorded = channelFactory.protocolError.withLockedValue({ $0 }) { throw mapError(recorded, url: url) }
+            if let recorded = channelFactory.protocolError.withLockedValue({ $0 }) { throw mapError(recorded, url: url, established: true) }
             if closeRequested.withLockedValue({ $0 }) { return nil }
             throw RealtimeError(
-                .connectionClosed, "the WebSocket connection ended without a close frame (abnormal closure)", closeCode: 1006)
+                .connectionClosed, "the WebSocket connection ended without a close frame (abnormal closure)", closeCode: 1006,
+                stage: .established)
         }
         switch info.code {
         case 1000, 1001, 1005:
@@ -551,20 +557,23 @@ public enum WebSocketTransport {
 
     /// What a WebSocket connection's failure is called: a frame that breaks the rules or is too
     /// large, an invalid upgrade answer, else what any connection's failure is called.
-    static func mapError(_ error: any Error, url: String) -> any Error {
+    static func mapError(_ error: any Error, url: String, established: Bool = false) -> any Error {
         switch error {
         case let error as NIOWebSocketError:
             switch error {
             case .invalidFrameLength:
                 return RealtimeError(
-                    .messageTooLarge, "the server sent a frame larger than maxMessageSize", closeCode: 1009, underlying: error)
+                    .messageTooLarge, "the server sent a frame larger than maxMessageSize", closeCode: 1009, stage: .established,
+                    underlying: error)
             default:
-                return RealtimeError(.protocolViolation, "the server broke the WebSocket framing rules", closeCode: 1002, underlying: error)
+                return RealtimeError(
+                    .protocolViolation, "the server broke the WebSocket framing rules", closeCode: 1002, stage: .established,
+                    underlying: error)
             }
         case let error as NIOHTTPClientUpgradeError:
-            return RealtimeError(.protocolViolation, "the server's answer to the WebSocket upgrade is invalid", underlying: error)
+            return RealtimeError(.protocolViolation, "the server's answer to the WebSocket upgrade is invalid", stage: .response, underlying: error)
         default:
-            return SocketConnection.mapError(error, url: url)
+            return SocketConnection.mapError(error, url: url, established: established)
         }
     }
 }

@@ -110,6 +110,20 @@ public final class PythonPeer: @unchecked Sendable {
         return (String(decoding: collected, as: UTF8.self), process.terminationStatus)
     }
 
+    /// Kills the peer with SIGKILL, as a crash or an out-of-memory kill ends a process: it closes
+    /// nothing itself (the kernel closes its sockets). Returns once it has exited.
+    public func killAbruptly() async {
+        await BlockingWork.run {
+            if self.process.isRunning { kill(self.process.processIdentifier, SIGKILL) }
+            self.process.waitUntilExit()
+        }
+    }
+
+    /// The repository's root (peers' scripts live under it).
+    static var repositoryRoot: URL {
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    }
+
     /// Asks the peer to stop, and kills it if it is still running a second later. The waiting
     /// happens on a thread of its own (see ``BlockingWork``), never on one that runs tasks.
     public func stop() async {

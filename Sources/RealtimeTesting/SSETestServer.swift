@@ -1,6 +1,7 @@
 import Foundation
 import NIOConcurrencyHelpers
 import NIOCore
+public import NIOSSL
 
 /// A Server-Sent Events server on loopback that does what the HTML standard asks of the server
 /// side: `text/event-stream`, an `id:` on every event, and a reconnect with `Last-Event-ID` gets
@@ -34,9 +35,12 @@ public final class SSETestServer: Sendable {
     }
 
     /// Starts on 127.0.0.1 with an ephemeral port. `history`: how many past events a reconnect can
-    /// get back; `retry`: sent as the `retry:` field at the start of every stream.
-    public static func start(path: String = "/events", history: Int = 100_000, retry: Duration? = nil) async throws -> SSETestServer {
-        let sse = SSETestServer(server: try await ScriptedHTTPServer.start(), path: path, history: history, retry: retry)
+    /// get back; `retry`: sent as the `retry:` field at the start of every stream; `tls`: serve
+    /// HTTPS with this configuration.
+    public static func start(
+        path: String = "/events", history: Int = 100_000, retry: Duration? = nil, tls: TLSConfiguration? = nil
+    ) async throws -> SSETestServer {
+        let sse = SSETestServer(server: try await ScriptedHTTPServer.start(tls: tls), path: path, history: history, retry: retry)
         sse.server.route(path) { [weak sse] request in
             guard let sse else { return ScriptedResponse(status: 503) }
             return sse.open(lastEventID: request.headers["last-event-id"])

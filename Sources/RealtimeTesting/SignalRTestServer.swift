@@ -6,6 +6,8 @@ import Logging
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOWebSocket
+public import NIOSSL
+import HummingbirdTLS
 public import OrderedCollections
 @_spi(RealtimeEngine) public import RealtimeCore
 public import SignalRHub
@@ -56,6 +58,8 @@ public final class SignalRTestServer: Sendable {
         public var handshakeError: String?
         /// The port to listen on; 0 picks an ephemeral one.
         public var port = 0
+        /// Serve HTTPS and WSS with this configuration (nil: plain HTTP).
+        public var tls: TLSConfiguration?
         /// Record this request header on every request (negotiate, upgrade, GET, POST, DELETE), for
         /// tests of what clients send (trace propagation).
         public var recordedHeader: String?
@@ -322,7 +326,9 @@ public final class SignalRTestServer: Sendable {
                 }
             }
         }
-        let loopback = try await LoopbackServer.start(responder: router, server: builder, port: options.port)
+        let loopback = try await LoopbackServer.start(
+            responder: router, server: try options.tls.map { try HTTPServerBuilder.tls(builder, tlsConfiguration: $0) } ?? builder,
+            secure: options.tls != nil, port: options.port)
         server.serverBox.withLockedValue { $0 = loopback }
         return server
     }
