@@ -205,14 +205,21 @@ public final class HubConnection: Service, Sendable {
     /// retried while it answers, no reachability wait (as the reference clients), and a reconnected
     /// connection that drops within 5 s without carrying a message continues the reconnect it came
     /// from (so a server that accepts and drops at once is not retried forever).
-    static func reconnectPolicy(_ policy: (any RetryPolicy)?) -> ReconnectPolicy {
+    package static func reconnectPolicy(_ policy: (any RetryPolicy)?) -> ReconnectPolicy {
         guard let policy else { return .disabled }
         let backoff = BackoffPolicy.asking { attempt in
             let context = RetryContext(retryCount: attempt.number - 1, elapsed: attempt.elapsed.timeInterval, retryReason: attempt.reason)
             guard let seconds = policy.nextRetryInterval(retryContext: context) else { return nil }
             return .milliseconds(Int64((max(0, seconds) * 1000).rounded()))
         }
-        return ReconnectPolicy(backoff: backoff, reachability: AlwaysReachable(), shouldRetry: { _ in true }, stableAfter: .seconds(5))
+        return ReconnectPolicy(backoff: backoff, reachability: AlwaysReachable(), shouldRetry: retriesAfter, stableAfter: .seconds(5))
+    }
+
+    /// Every failure is worth another attempt while the retry policy answers (as the .NET and
+    /// TypeScript clients decide it, a rejected certificate included), but an invalid URL and a
+    /// cancellation, which no attempt changes.
+    static let retriesAfter: @Sendable (RealtimeError) -> Bool = { error in
+        error.code != .invalidURL && error.code != .cancelled
     }
 
     /// What the reconnect driver says: an attempt is due, an attempt failed, or it gave up.

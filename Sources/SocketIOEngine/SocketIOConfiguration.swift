@@ -51,7 +51,7 @@ public struct SocketIOConfiguration: Sendable {
     /// Makes a value with every default.
     public init() {}
 
-    var reconnectPolicy: ReconnectPolicy {
+    package var reconnectPolicy: ReconnectPolicy {
         guard reconnection else { return .disabled }
         return ReconnectPolicy(
             backoff: .exponential(

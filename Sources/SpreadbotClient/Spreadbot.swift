@@ -301,6 +301,17 @@ public final class Spreadbot: Service, Sendable {
         report(error)
     }
 
+    /// Whether the stream reconnects after `error`: everything but what another attempt cannot
+    /// change (refused credentials, an invalid URL, a rejected certificate or pin, a cancellation).
+    /// A message over maxMessageSize would come again after a reconnect (SSE replays it after
+    /// Last-Event-ID, a poll asks `since` it): the stream stops with the error instead of looping.
+    package static let shouldReconnect: @Sendable (RealtimeError) -> Bool = { error in
+        switch error.code {
+        case .authenticationFailed, .invalidURL, .tlsFailure, .certificatePinMismatch, .cancelled, .messageTooLarge: false
+        default: true
+        }
+    }
+
     /// One driver for the client's life: the runs of successive ``establishConnection(path:)``
     /// calls follow each other (each waits for the previous one to end).
     private static func makeDriver(_ configuration: SpreadbotConfiguration, metrics: ClientMetrics) -> ReconnectDriver {
@@ -309,14 +320,7 @@ public final class Spreadbot: Service, Sendable {
                 initial: configuration.reconnectDelay, maximum: configuration.maxReconnectDelay,
                 maxAttempts: max(0, configuration.maxReconnectAttempts)),
             reachability: configuration.reachability,
-            shouldRetry: { error in
-                switch error.code {
-                // A message over maxMessageSize would come again after a reconnect (SSE replays it
-                // after Last-Event-ID, a poll asks `since` it): stop with the error instead of looping.
-                case .authenticationFailed, .invalidURL, .tlsFailure, .certificatePinMismatch, .cancelled, .messageTooLarge: false
-                default: true
-                }
-            })
+            shouldRetry: shouldReconnect)
         let driver = ReconnectDriver(policy: policy, runtime: configuration.runtime)
         driver.report(to: metrics)
         return driver
