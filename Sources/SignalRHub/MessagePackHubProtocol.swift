@@ -108,11 +108,9 @@ enum MessagePackHubProtocol {
         case .null: writer.writeNil()
         case .bool(let flag): writer.writeBool(flag)
         case .number(let number):
-            if let integral = Int64(exactly: number) {
-                writer.writeInteger(integral)
-            } else {
-                writer.writeDouble(number)
-            }
+            // A Double stays a float 64, whole or not (2.0, -0.0), as JSON keeps `2.0`: integers
+            // come as `.integer` and `.unsignedInteger`.
+            writer.writeDouble(number)
         case .integer(let number): writer.writeInteger(number)
         case .unsignedInteger(let number): writer.writeUnsigned(number)
         case .string(let text): writer.writeString(text)

@@ -104,6 +104,25 @@ struct MessagePackCodecTests {
         #expect(again == expected)
     }
 
+    /// A Double is written as a float 64 whether or not it is whole, so a hub method that takes a
+    /// `double` gets 2.0 and -0.0 as doubles, as over JSON (`2.0`), never as the integers 2 and 0.
+    @Test("Doubles stay float 64, whole or not", arguments: [
+        (2.0, "cb4000000000000000"),
+        (-0.0, "cb8000000000000000"),
+        (0.0, "cb0000000000000000"),
+        (1e15, "cb430c6bf526340000"),
+        (1.5, "cb3ff8000000000000"),
+    ])
+    func doublesStayDoubles(_ number: Double, _ hex: String) throws {
+        var writer = MessagePackWriter()
+        MessagePackHubProtocol.writeValue(.number(number), into: &writer)
+        #expect(writer.bytes == bytes(hex: hex))
+        let (again, _) = try Self.readJSON(writer.bytes)
+        #expect(Self.caseName(again) == "number")
+        guard case .number(let read) = again else { return }
+        #expect(read.bitPattern == number.bitPattern, "the same double, its sign included")
+    }
+
     static func caseName(_ value: JSONValue) -> String? { Mirror(reflecting: value).children.first?.label }
 
     @Test("Every strict prefix of every family is truncated, at the same offset both ways", arguments: families)
