@@ -590,7 +590,7 @@ extension HubConnection {
             makeRequest: {
                 let pollURL = url + "&_=\(Int(Date().timeIntervalSince1970 * 1000))"
                 var request = HTTPRequestSpec(
-                    url: pollURL, method: .GET, headers: headers, tls: options.tls, headTimeout: options.serverTimeout + .seconds(30),
+                    url: pollURL, method: .GET, headers: headers, tls: options.tls, headTimeout: Self.pollTimeout,
                     maxBodySize: options.maximumReceiveMessageSize)
                 request.cookies = options.cookies
                 return request
@@ -679,6 +679,10 @@ extension HubConnection {
 
     /// The handshake deadline, then keep-alive pings and the server timeout, as deadlines on the
     /// runtime's clock (no task waits for them).
+    /// How long a poll may wait for its answer: ASP.NET Core holds a poll for up to 90 s when it
+    /// has nothing to send; 100 s, as the TypeScript client.
+    static let pollTimeout: Duration = .seconds(100)
+
     func startTimers(session: Session, run: SessionRun) {
         let limit = options.handshakeTimeout
         run.setHandshakeTimer(timers.schedule(after: limit) { [weak self] in
@@ -690,7 +694,12 @@ extension HubConnection {
 
     /// Arms the keep-alive and server-timeout check at the state machine's next deadline (after
     /// the handshake).
+    ///
+    /// Not for long polling, as the TypeScript and .NET clients: its polls keep the connection
+    /// alive by themselves and ASP.NET Core sends no Pings on it, so silence there is no sign of
+    /// a lost server (a poll that fails or times out ends the connection instead).
     func armKeepAlive(session: Session, run: SessionRun) {
+        if session.transport == .longPolling { return }
         guard let deadline = state.withLockedValue({ $0.machine.nextDeadline }) else { return }
         run.setKeepAliveTimer(timers.schedule(at: deadline) { [weak self] in self?.keepAliveFired(session: session, run: run) })
     }

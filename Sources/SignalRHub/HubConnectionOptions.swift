@@ -12,9 +12,11 @@ public struct HubConnectionOptions: Sendable {
     public var transports: HttpTransportType = .all
     /// The hub protocol: JSON (default) or MessagePack.
     public var hubProtocol: HubProtocolType = .json
-    /// Send a Ping when nothing was sent for this long (default 15 s).
+    /// Send a Ping when nothing was sent for this long (default 15 s). Not on long polling, whose
+    /// polls keep the connection alive.
     public var keepAliveInterval: Duration = .seconds(15)
-    /// The connection is lost when nothing arrives for this long (default 30 s).
+    /// The connection is lost when nothing arrives for this long (default 30 s). Not on long
+    /// polling, where the server sends no Pings (a poll waits up to 100 s for its answer instead).
     public var serverTimeout: Duration = .seconds(30)
     /// The server must answer the handshake within this time (default 15 s).
     public var handshakeTimeout: Duration = .seconds(15)

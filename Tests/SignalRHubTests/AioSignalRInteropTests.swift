@@ -122,4 +122,30 @@ struct AioSignalRInteropTests {
         #expect(unsigned)
         await connection.stop()
     }
+
+    @Test("Long polling idle for 40 s (the server sends no Pings there): still connected, invokes still answered")
+    func longPollingIdle() async throws {
+        let peer = try await PythonPeer.start(scriptPath: signalRPeerScript("aiosignalr_server.py"))
+        defer { Task { await peer.stop() } }
+        let connection = HubConnectionBuilder()
+            .withUrl(url: "http://127.0.0.1:\(peer.port)/hub", transport: .longPolling)
+            .withAutomaticReconnect()
+            .build()
+        let events = Recorder<String>()
+        connection.onReconnecting { error in events.append("reconnecting \(error)") }
+        connection.onClosed { error in events.append("closed \(error.map { "\($0)" } ?? "nil")") }
+        try await connection.start()
+        let id = connection.connectionId
+        let before: Int = try await connection.invoke(method: "add", arguments: 1, 2)
+        #expect(before == 3)
+        // Idle on purpose, past the 30 s server timeout: the absence of a drop is what is tested,
+        // and there is nothing to await for it but time.
+        try await Task.sleep(for: .seconds(40))
+        #expect(events.values.isEmpty, "\(events.values)")
+        #expect(connection.currentState == .connected)
+        #expect(connection.connectionId == id, "the same connection, not a reconnected one")
+        let after: Int = try await connection.invoke(method: "add", arguments: 20, 22)
+        #expect(after == 42)
+        await connection.stop()
+    }
 }
