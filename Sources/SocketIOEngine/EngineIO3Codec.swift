@@ -7,9 +7,12 @@ public import Foundation
 /// - Over a WebSocket a binary packet is a binary frame whose first byte is the packet type (4)
 ///   followed by the data.
 /// - A polling payload is `<length>:<packet>` repeated. The length counts UTF-16 code units in
-///   engine.io (JavaScript strings), bytes in python-engineio's writer and characters in its reader;
-///   they agree on ASCII, so the client writes only ASCII (non-ASCII text inside a packet's JSON is
-///   written as `\uXXXX` escapes, which mean the same) and reads any of the three.
+///   engine.io (JavaScript strings), bytes in python-engineio's writer and characters in its reader.
+///   UTF-16 units and characters agree on every character but those beyond the Basic Multilingual
+///   Plane (emoji), which take two units and one character: the client writes UTF-8 as the
+///   JavaScript client does, with the length in UTF-16 units, but writes those characters inside a
+///   packet's JSON as `\uXXXX` surrogate escapes (which mean the same), so every server reads the
+///   same lengths (``pollingText(_:)``). It reads any of the three counts.
 /// - A server may answer polling in the XHR2 binary framing instead: per packet a `0x00` (text) or
 ///   `0x01` (binary) byte, the length as one byte per decimal digit, `0xFF`, then the packet's bytes.
 public enum EngineIO3Codec {
@@ -60,12 +63,12 @@ public enum EngineIO3Codec {
         var out = ""
         for packet in packets {
             guard case .text(let text) = encode(packet, supportsBinary: false) else { continue }
-            appendRecord(asciiOnly(text), to: &out)
+            appendRecord(pollingText(text), to: &out)
         }
         return out
     }
 
-    /// Appends `<length>:<packet>` for an ASCII packet text.
+    /// Appends `<length>:<packet>` for a packet text (its length in UTF-16 units).
     static func appendRecord(_ text: String, to out: inout String) {
         out += String(text.utf16.count)
         out += ":"
@@ -184,18 +187,45 @@ public enum EngineIO3Codec {
         return packets
     }
 
+    /// `text` as the client writes it in a polling payload: UTF-8, but the characters beyond the
+    /// Basic Multilingual Plane inside its JSON part written as `\uXXXX` surrogate escapes, the
+    /// only characters whose length engine.io (UTF-16 units) and python-engineio (characters)
+    /// count differently. A namespace's own characters are kept.
+    public static func pollingText(_ text: String) -> String {
+        if text.utf8.allSatisfy({ $0 < 0xF0 }) { return text }
+        return escaped(text) { $0.value > 0xFFFF }
+    }
+
+    /// The bytes ``pollingText(_:)`` adds to `text` (8 for each escaped character: 12 bytes of
+    /// escapes for its 4 of UTF-8).
+    static func pollingTextGrowth(_ text: String) -> Int {
+        if text.utf8.allSatisfy({ $0 < 0xF0 }) { return 0 }
+        var inJSON = false
+        var growth = 0
+        for scalar in text.unicodeScalars {
+            if !inJSON, scalar == "[" || scalar == "{" || scalar == "\"" { inJSON = true }
+            if inJSON, scalar.value > 0xFFFF { growth += 8 }
+        }
+        return growth
+    }
+
     /// `text` with every non-ASCII character of its JSON part written as `\uXXXX` escapes (JSON
     /// reads them back as the same string): a polling payload's lengths then mean the same to every
     /// Engine.IO 3 server. Non-ASCII can only be inside JSON strings, which start after the packet's
     /// header (type, attachments, namespace, ack id); a namespace's own non-ASCII is kept.
     public static func asciiOnly(_ text: String) -> String {
         if text.utf8.allSatisfy({ $0 < 0x80 }) { return text }
+        return escaped(text) { $0.value >= 0x80 }
+    }
+
+    /// `text` with the characters of its JSON part that `escape` picks written as `\uXXXX`.
+    private static func escaped(_ text: String, _ escape: (Unicode.Scalar) -> Bool) -> String {
         var out = String.UnicodeScalarView()
         var inJSON = false
         let hex = Array("0123456789abcdef".unicodeScalars)
         for scalar in text.unicodeScalars {
             if !inJSON, scalar == "[" || scalar == "{" || scalar == "\"" { inJSON = true }
-            guard inJSON, scalar.value >= 0x80 else {
+            guard inJSON, escape(scalar) else {
                 out.append(scalar)
                 continue
             }

@@ -70,8 +70,37 @@ struct EngineIOFrame: OutboxMessage {
         return text.utf8.first == EngineIOPacketType.close.character
     }
 
+    /// What an Engine.IO 3 payload adds to each part beyond its text and one separator: the
+    /// length's digits in place of the separator, `b4` for `b`, and the surrogate escapes of
+    /// ``EngineIO3Codec/pollingText(_:)``. Zero for revision 4; set by ``forRevision3()``.
+    var revision3Extra = 0
+
     /// The bytes the frame takes in a polling payload, with one record separator.
-    var pollingSize: Int { rest.reduce(first.pollingSize + 1) { $0 + $1.pollingSize + 1 } }
+    var pollingSize: Int { rest.reduce(first.pollingSize + 1 + revision3Extra) { $0 + $1.pollingSize + 1 } }
+
+    /// The bytes of a polling payload that carries only this frame (no separator after its last
+    /// part; an Engine.IO 3 record's colon is part of its size).
+    var soloPollingSize: Int { revision3Extra > 0 ? pollingSize : pollingSize - 1 }
+
+    /// The frame, sized for an Engine.IO 3 polling payload (`<length>:<packet>` records), so that
+    /// batches and the `maxPayload` check count the bytes that are sent.
+    func forRevision3() -> EngineIOFrame {
+        var frame = self
+        frame.revision3Extra = parts.reduce(0) { sum, part in
+            switch part {
+            case .text(let text):
+                let growth = EngineIO3Codec.pollingTextGrowth(text)
+                // Escapes are ASCII: a UTF-16 unit each, as the 2 units of the character they replace
+                // grow to 12.
+                let units = text.utf16.count + growth / 8 * 10
+                return sum + growth + String(units).utf8.count
+            case .binary(let data):
+                let units = 2 + (data.count + 2) / 3 * 4
+                return sum + 1 + String(units).utf8.count
+            }
+        }
+        return frame
+    }
 
     var outboxSize: Int { pollingSize }
     var outboxParts: Int { 1 + rest.count }
@@ -116,14 +145,14 @@ struct EngineIOFrame: OutboxMessage {
     }
 
     /// The Engine.IO 3 polling payload carrying `frames`' packets in order: `<length>:<packet>`
-    /// each, text as ASCII (``EngineIO3Codec/asciiOnly(_:)``), binary ones as `b4` + base64.
+    /// each, text as ``EngineIO3Codec/pollingText(_:)`` writes it, binary ones as `b4` + base64.
     static func pollingPayloadRevision3(_ frames: some Sequence<EngineIOFrame>) -> String {
         var out = ""
         for frame in frames {
             for part in frame.parts {
                 switch part {
                 case .text(let text):
-                    EngineIO3Codec.appendRecord(EngineIO3Codec.asciiOnly(text), to: &out)
+                    EngineIO3Codec.appendRecord(EngineIO3Codec.pollingText(text), to: &out)
                 case .binary(let data):
                     if case .text(let text) = EngineIO3Codec.encode(.message(data), supportsBinary: false) {
                         EngineIO3Codec.appendRecord(text, to: &out)

@@ -58,6 +58,11 @@ public struct EngineIOOptions: Sendable {
     /// offline queue (bounded by `offlineQueueCapacity`, overflow reported), and move on to the
     /// session in order as it drains. Default 8 MiB.
     public var sendQueueLimit: Int = 8 << 20
+    /// The largest payload assumed for a server whose open packet does not say (Engine.IO 3
+    /// servers never do): 1 MB by default, engine.io's `maxHttpBufferSize` since 3.6 (socket.io
+    /// 2.4 and later). Emits larger than this fail with `messageTooLarge` before anything is sent,
+    /// and polling batches stay below it; raise it for a server configured to accept more.
+    public var assumedMaxPayload: Int = 1_000_000
     /// The Engine.IO protocol revision spoken (3 for socket.io 2.x servers, else 4); set by the
     /// manager from ``SocketIOConfiguration/version``.
     var revision = 4
@@ -90,18 +95,19 @@ public struct EngineIOHandshake: Sendable, Equatable {
     public var pingInterval: Duration
     /// How long after a ping's due time the server may still be heard from.
     public var pingTimeout: Duration
-    /// The largest payload the server accepts, in bytes. Engine.IO 3 servers do not say: their
-    /// default (`maxHttpBufferSize`, 100 MB in engine.io 3 and python-engineio 3) is assumed.
+    /// The largest payload the server accepts, in bytes. Engine.IO 3 servers do not say: the
+    /// smaller of their defaults is assumed, engine.io's 1 MB (`maxHttpBufferSize` since 3.6;
+    /// python-engineio 3 accepts 100 MB), or ``EngineIOOptions/assumedMaxPayload``.
     public var maxPayload: Int
 
-    init(json: JSONValue, revision: Int = 4) throws(SocketIOParseError) {
+    init(json: JSONValue, revision: Int = 4, assumedMaxPayload: Int = 1_000_000) throws(SocketIOParseError) {
         guard let sid = json["sid"]?.stringValue else { throw .engineIOParserError("the open packet has no sid") }
         self.sid = sid
         upgrades = json["upgrades"]?.arrayValue?.compactMap(\.stringValue) ?? []
         // Some servers send fractional milliseconds; use what is there.
         pingInterval = .milliseconds(json["pingInterval"]?.doubleValue ?? 25_000)
         pingTimeout = .milliseconds(json["pingTimeout"]?.doubleValue ?? 20_000)
-        maxPayload = json["maxPayload"]?.intValue ?? (revision == 3 ? 100_000_000 : 1_000_000)
+        maxPayload = json["maxPayload"]?.intValue ?? assumedMaxPayload
     }
 }
 

@@ -179,7 +179,7 @@ final class EngineIOSession: Sendable {
         guard let first = packets.first, first.type == .open, case .text(let json) = first.payload else {
             throw RealtimeError(.protocolViolation, "the server's first polling answer is not an Engine.IO open packet")
         }
-        let handshake = try Self.parseHandshake(json, revision: revision)
+        let handshake = try Self.parseHandshake(json, revision: revision, assumedMaxPayload: options.assumedMaxPayload)
         packets.removeFirst()
         opened(handshake, on: .polling)
         try await delegate.engineIOOpened(handshake, transport: .polling)
@@ -223,8 +223,11 @@ final class EngineIOSession: Sendable {
     }
 
     private func pollingWriter(_ handshake: EngineIOHandshake, generation: Int) async throws -> ChildEnd {
+        // Engine.IO 3's records carry their length's digits: control packets (a ping, a close) are
+        // sized as in revision 4, so a few bytes are kept free for them.
+        let limit = revision == 3 ? handshake.maxPayload - 64 : handshake.maxPayload
         while let frames = await outbox.take(
-            maxBytes: max(handshake.maxPayload, 1), maxParts: max(options.maxPacketsPerPoll, 1), generation: generation
+            maxBytes: max(limit, 1), maxParts: max(options.maxPacketsPerPoll, 1), generation: generation
         ) {
             let payload = revision == 3 ? EngineIOFrame.pollingPayloadRevision3(frames) : EngineIOFrame.pollingPayload(frames)
             let request = pollingRequest(method: .POST, body: payload, handshake: handshake)
@@ -473,7 +476,7 @@ final class EngineIOSession: Sendable {
         else {
             throw RealtimeError(.protocolViolation, "the server's first WebSocket message is not an Engine.IO open packet")
         }
-        return try Self.parseHandshake(json, revision: revision)
+        return try Self.parseHandshake(json, revision: revision, assumedMaxPayload: options.assumedMaxPayload)
     }
 
     /// Reads and writes over an open WebSocket until the session ends. The outbox is written from
@@ -767,9 +770,9 @@ final class EngineIOSession: Sendable {
         return .keepGoing
     }
 
-    static func parseHandshake(_ json: String, revision: Int = 4) throws -> EngineIOHandshake {
+    static func parseHandshake(_ json: String, revision: Int = 4, assumedMaxPayload: Int = 1_000_000) throws -> EngineIOHandshake {
         do {
-            return try EngineIOHandshake(json: try JSONReader.parse(json), revision: revision)
+            return try EngineIOHandshake(json: try JSONReader.parse(json), revision: revision, assumedMaxPayload: assumedMaxPayload)
         } catch {
             throw RealtimeError(.protocolViolation, "invalid Engine.IO open packet", underlying: error)
         }

@@ -332,16 +332,17 @@ public final class SocketIOClient: Sendable {
 
     func frame(_ packet: SocketIOPacket, requeue: Bool) -> EngineIOFrame {
         let (text, attachments) = SocketIOCodec.encodeAsEngineIOMessage(packet)
-        return EngineIOFrame(
+        let frame = EngineIOFrame(
             first: .text(text), rest: attachments.map { .binary($0) }, requeueNamespace: requeue ? namespace : nil,
             ackID: packet.type == .event || packet.type == .binaryEvent ? packet.id : nil)
+        return speaksLegacyProtocol ? frame.forRevision3() : frame
     }
 
     /// Why `frame` cannot be sent to this server: it is larger than the handshake's `maxPayload`
     /// (one polling payload when polling may carry it, else its largest WebSocket message).
     private func sizeError(_ frame: EngineIOFrame) -> RealtimeError? {
         guard let manager, let limit = manager.handshake?.maxPayload else { return nil }
-        let size = manager.mayUsePolling ? frame.pollingSize - 1 : frame.largestWebSocketMessage
+        let size = manager.mayUsePolling ? frame.soloPollingSize : frame.largestWebSocketMessage
         guard size > limit else { return nil }
         return RealtimeError(
             .messageTooLarge,

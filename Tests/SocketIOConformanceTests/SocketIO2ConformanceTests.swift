@@ -1,5 +1,5 @@
 import Foundation
-import SocketIOEngine
+@testable import SocketIOEngine
 import Testing
 
 /// The wire reference for socket.io 2.x servers (Engine.IO protocol 3, Socket.IO protocol 4): every
@@ -135,8 +135,20 @@ struct SocketIO2ConformanceTests {
         for length in [4, 7, 3] {
             #expect(try EngineIO3Codec.decodePayload("\(length):\(text)2:40") == expected, "length \(length)")
         }
-        // What the client writes is ASCII, so every count agrees.
-        #expect(EngineIO3Codec.encodePayload([.message("2[\"é😀\"]")]) == "24:42[\"\\u00e9\\ud83d\\ude00\"]")
+        // What the client writes is UTF-8, as the JavaScript client writes it, its length in UTF-16
+        // units; a character beyond the Basic Multilingual Plane (two units, one character) is
+        // escaped, so UTF-16 units and characters agree: 19 for engine.io and python-engineio alike.
+        let written = EngineIO3Codec.encodePayload([.message("2[\"é😀\"]")])
+        #expect(written == "19:42[\"é\\ud83d\\ude00\"]")
+        #expect(written.dropFirst(3).utf16.count == 19 && written.dropFirst(3).unicodeScalars.count == 19)
+        #expect(try EngineIO3Codec.decodePayload(written) == [.message("2[\"é\\ud83d\\ude00\"]")])
+        // The sizes a batch and the maxPayload check count are the bytes sent (the record's colon
+        // stands where revision 4 has its separator).
+        let frame = EngineIOFrame(packets: [.message("2[\"é😀\"]")], requeueNamespace: "/").forRevision3()
+        #expect(frame.pollingSize == EngineIOFrame.pollingPayloadRevision3([frame]).utf8.count)
+        #expect(frame.soloPollingSize == EngineIOFrame.pollingPayloadRevision3([frame]).utf8.count)
+        let plain = EngineIOFrame(packets: [.message("2[\"é😀\"]")], requeueNamespace: "/")
+        #expect(plain.soloPollingSize == EngineIOFrame.pollingPayload([plain]).utf8.count)
     }
 
     @Test("malformed Engine.IO 3 payloads fail with a typed error")

@@ -245,4 +245,64 @@ struct SocketIOV2InteropTests {
         manager.disconnect()
         await manager.waitUntilStopped()
     }
+
+    /// socket.io 2.5 (engine.io 3.6 and later) accepts 1 MB per request by default and says nothing
+    /// of it in its open packet: the peer runs with that limit. Emits queued before the connection
+    /// are batched into POSTs under it (text written as UTF-8, not escapes), so all arrive; one
+    /// larger than the limit fails here with `messageTooLarge` and a `dropped` report, and never
+    /// reaches the wire.
+    @Test("a 1 MB server: 15 emits of 100 kB queued before connecting all arrive over polling; 2 MB fails locally")
+    func serverLimitOfOneMegabyte() async throws {
+        let peer = try await Self.startPeer(["0", "25", "60", "1000000", "log-posts"])
+        defer { Task { await peer.stop() } }
+        let manager = SocketManager(url: "http://127.0.0.1:\(peer.port)", configuration: Self.configuration([.polling], upgrade: false))
+        defer { manager.disconnect() }
+        let socket = manager.defaultSocket
+        let dropped = Recorder<[JSONValue]>()
+        let errors = Recorder<[JSONValue]>()
+        socket.on(clientEvent: .dropped) { dropped.append($0.arguments) }
+        socket.on(clientEvent: .error) { errors.append($0.arguments) }
+        // 50,000 "é": 100,000 bytes of UTF-8 (300,000 as \u escapes).
+        let text = String(repeating: "é", count: 50_000)
+        for index in 0..<15 { try socket.emit("measure", arguments: [.integer(Int64(index)), .string(text)]) }
+        let tooLarge = String(repeating: "x", count: 2_000_000)
+        try socket.emit("measure", arguments: [99, .string(tooLarge)])
+        try await socket.connect(timeout: .seconds(30))
+
+        let lines = Recorder<String>()
+        let reader = Task {
+            while true {
+                let line = await peer.nextLine()
+                if line.isEmpty { return }
+                if line.hasPrefix("GOT measure ") || line.hasPrefix("GOT POST ") { lines.append(line) }
+            }
+        }
+        defer { reader.cancel() }
+        func measured() -> [Int: Int] {
+            var sizes: [Int: Int] = [:]
+            for line in lines.values where line.hasPrefix("GOT measure ") {
+                let fields = line.split(separator: " ")
+                if fields.count == 4, let index = Int(fields[2]), let size = Int(fields[3]) { sizes[index] = size }
+            }
+            return sizes
+        }
+        try? await waitUntil("15 emits arrive", limit: .seconds(60)) { measured().count >= 15 }
+        let posts = lines.values.filter { $0.hasPrefix("GOT POST ") }.compactMap { Int($0.split(separator: " ")[2]) }
+        let measured = measured()
+        #expect(measured.count == 15 && measured.values.allSatisfy { $0 == 100_000 }, "\(measured) \(lines.values)")
+        #expect(measured[99] == nil)
+        #expect(!posts.isEmpty && posts.allSatisfy { $0 <= 1_000_000 }, "no POST over the server's limit: \(posts)")
+        #expect(posts.filter { $0 > 200_000 }.count <= 10, "batched, several emits a POST: \(posts)")
+        let reports = await dropped.wait(for: 1)
+        #expect(reports.first?.first?["data"]?.arrayValue?.first == 99, "\(reports)")
+
+        let refused = await #expect(throws: RealtimeError.self) {
+            _ = try await socket.emitWithAck("measure", arguments: [100, .string(tooLarge)], timeout: .seconds(10))
+        }
+        #expect(refused?.code == .messageTooLarge)
+        #expect(socket.status == .connected, "the session lives on")
+        #expect(try await socket.emitWithAck("echo", arguments: ["still here"], timeout: .seconds(30)) == ["still here"])
+        // The queued emit that could never be sent is named by an `error` event too; nothing else.
+        #expect(errors.values.count == 1 && "\(errors.values)".contains("messageTooLarge"), "\(errors.values)")
+    }
 }

@@ -3,8 +3,10 @@ python-engineio 3.14.2 (Engine.IO protocol 3, Socket.IO protocol 4) on aiohttp, 
 It runs in a virtual environment of its own (.venv-sio2, Scripts/requirements-sio2.txt): these
 versions conflict with python-socketio 5.
 
-Usage: sio2_server.py [port] [ping_interval_s] [ping_timeout_s]   (port 0 = ephemeral)
-Prints "PORT <n>" once listening, then one line per notable observation ("GOT ...").
+Usage: sio2_server.py [port] [ping_interval_s] [ping_timeout_s] [max_http_buffer_size] [log-posts]
+(port 0 = ephemeral; max_http_buffer_size in bytes, python-engineio 3's default 100 MB; socket.io
+2.5 (engine.io 3.6) ships with 1 MB). Prints "PORT <n>" once listening, then one line per notable
+observation ("GOT ..."); with "log-posts", "GOT POST <content-length>" for every polling POST.
 
 Namespace "/" (joined by the server itself at the handshake, as socket.io 2 does):
   connect      prints "GOT connect / query=<the handshake's query string>", emits "welcome" {"sid": sid}
@@ -14,6 +16,7 @@ Namespace "/" (joined by the server itself at the handshake, as socket.io 2 does
   count        emits "tick" 1..n
   disconnect_me  the server disconnects the client
   record       prints "GOT record <json args>"
+  measure      (index, text) prints "GOT measure <index> <UTF-8 bytes of text>"
   big_numbers  acks with 2^53 + 1, 2^63 - 1, -2^63, 2^64 - 1, 1e300, -0.0, 0.1
   stall        never acks
 Namespace "/chat": refuses (an ERROR packet) unless the handshake's query has token=secret (python-socketio
@@ -39,13 +42,53 @@ asyncio.wait = _wait_accepting_coroutines
 
 import socketio  # noqa: E402
 from aiohttp import web  # noqa: E402
+from engineio.async_drivers import aiohttp as _eio_aiohttp  # noqa: E402
+
+# python-engineio 3.14.2's aiohttp driver reads a polling POST with one StreamReader.read(length),
+# which returns what has arrived so far: a body of more than a few hundred kB is cut, its last
+# packet fails to parse and the rest are lost (seen with 900 kB POSTs). A Node.js socket.io 2.x
+# server reads the whole body. The body is read whole here; nothing else of the driver changes.
+_translate_request = _eio_aiohttp.translate_request
+
+
+class _WholeBody:
+    def __init__(self, stream):
+        self._stream = stream
+
+    async def read(self, length=None):
+        if length is None or length < 0:
+            return await self._stream.read()
+        return await self._stream.readexactly(length)
+
+
+def _translate_request_reading_whole_bodies(request):
+    environ = _translate_request(request)
+    environ["wsgi.input"] = _WholeBody(environ["wsgi.input"])
+    return environ
+
+
+_eio_aiohttp.translate_request = _translate_request_reading_whole_bodies
+_eio_aiohttp._async["translate_request"] = _translate_request_reading_whole_bodies
 
 port = int(sys.argv[1]) if len(sys.argv) > 1 else 0
 ping_interval = float(sys.argv[2]) if len(sys.argv) > 2 else 25
 ping_timeout = float(sys.argv[3]) if len(sys.argv) > 3 else 60
 
-sio = socketio.AsyncServer(async_mode="aiohttp", ping_interval=ping_interval, ping_timeout=ping_timeout)
-app = web.Application()
+max_http_buffer_size = int(sys.argv[4]) if len(sys.argv) > 4 else 100_000_000
+log_posts = "log-posts" in sys.argv[5:]
+
+sio = socketio.AsyncServer(
+    async_mode="aiohttp", ping_interval=ping_interval, ping_timeout=ping_timeout, max_http_buffer_size=max_http_buffer_size)
+
+
+@web.middleware
+async def print_posts(request, handler):
+    if log_posts and request.method == "POST":
+        print("GOT POST %d" % (request.content_length or 0), flush=True)
+    return await handler(request)
+
+
+app = web.Application(middlewares=[print_posts])
 sio.attach(app)
 tokens = {}
 
@@ -110,6 +153,11 @@ async def disconnect_me(sid):
 @sio.event
 async def record(sid, *args):
     print("GOT record " + json.dumps(jsonable(list(args))), flush=True)
+
+
+@sio.event
+async def measure(sid, index, text):
+    print("GOT measure %d %d" % (index, len(text.encode("utf-8"))), flush=True)
 
 
 @sio.event
