@@ -88,9 +88,32 @@ struct ConnectionOptions: ParsableArguments {
 /// file sees every line as it is printed, and nothing is lost when the command is interrupted or
 /// killed. (`print` is block-buffered when standard output is not a terminal.)
 func say(_ text: String) {
-    var line = text
-    line.append("\n")
-    FileHandle.standardOutput.write(Data(line.utf8))
+    StandardOutput.write(text + "\n", to: STDOUT_FILENO)
+}
+
+/// Writes to standard output and error with write(2), not `FileHandle` (whose `write` traps when
+/// the reader has gone). When standard output's reader has closed it (`realtime … | head -1`), the
+/// command ends at once and quietly with status 141, what a shell reports for a program ended by
+/// SIGPIPE (128 + 13): the process ignores SIGPIPE, so its writes see EPIPE instead of the signal.
+/// A closed standard error is ignored.
+enum StandardOutput {
+    static func write(_ text: String, to descriptor: Int32) {
+        var text = text
+        text.withUTF8 { bytes in
+            var offset = 0
+            while offset < bytes.count {
+                let written = Foundation.write(descriptor, bytes.baseAddress! + offset, bytes.count - offset)
+                if written >= 0 {
+                    offset += written
+                } else if errno == EINTR {
+                    continue
+                } else {
+                    if descriptor == STDOUT_FILENO, errno == EPIPE { exit(128 + SIGPIPE) }
+                    return
+                }
+            }
+        }
+    }
 }
 
 /// Runs a command's work until it ends or SIGINT/SIGTERM arrives; on a signal the work is
@@ -114,7 +137,9 @@ enum Interruption {
 
     /// ``run(_:)`` for work that returns a value.
     static func returning<T: Sendable>(_ work: @escaping @Sendable () async throws -> T) async throws -> T {
-        let task = Task { try await work() }
+        // The signal sources are in place before the work starts: a signal that came between the
+        // two would be ignored (SIG_IGN) and lost.
+        let running = NIOLockedValueBox<Task<T, any Error>?>(nil)
         var sources: [any DispatchSourceSignal] = []
         for number in [SIGINT, SIGTERM] {
             Foundation.signal(number, SIG_IGN)
@@ -123,12 +148,19 @@ enum Interruption {
                 signalled.lock()
                 if received == nil { received = number }
                 signalled.unlock()
-                task.cancel()
+                running.withLockedValue { $0 }?.cancel()
+                // The work has most of a second to print what it has and close its connections;
+                // then the command ends whatever it is waiting for, so a signal always ends it
+                // within 1 s.
+                DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(800)) { exit(128 + number) }
             }
             source.resume()
             sources.append(source)
         }
         defer { sources.forEach { $0.cancel() } }
+        let task = Task { try await work() }
+        running.withLockedValue { $0 = task }
+        if signal != nil { task.cancel() }
         let result = await task.result
         if let signal { throw ExitCode(128 + signal) }
         return try result.get()

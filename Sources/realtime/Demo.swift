@@ -11,6 +11,12 @@ struct Demo: AsyncParsableCommand {
         abstract: "Run every client against loopback servers started in-process, and print what happened.")
 
     func run() async throws {
+        let command = self
+        // SIGINT and SIGTERM end the command within 1 s, with 130 or 143.
+        try await Interruption.run { try await command.work() }
+    }
+
+    private func work() async throws {
         var failures = 0
         for (name, step) in Self.steps {
             say("== \(name)")

@@ -103,7 +103,7 @@ final class SeenCounter: Sendable {
 }
 
 func printError(_ text: String) {
-    FileHandle.standardError.write(Data((text + "\n").utf8))
+    StandardOutput.write(text + "\n", to: STDERR_FILENO)
 }
 
 extension ServerSentEvent {

@@ -36,6 +36,12 @@ struct SoakCommand: AsyncParsableCommand {
     var noFaults = false
 
     func run() async throws {
+        let command = self
+        // SIGINT and SIGTERM end the command within 1 s, with 130 or 143.
+        try await Interruption.run { try await command.work() }
+    }
+
+    private func work() async throws {
         let duration = Duration.seconds(seconds)
         let names = protocols.split(separator: ",").map { String($0).trimmingCharacters(in: .whitespaces) }
         soakSay("soak: \(names.joined(separator: ", ")) for \(seconds) s, seed \(seed)")
@@ -717,5 +723,5 @@ enum SoakScenarios {
 }
 
 private func soakSay(_ line: String) {
-    FileHandle.standardOutput.write(Data((line + "\n").utf8))
+    StandardOutput.write(line + "\n", to: STDOUT_FILENO)
 }

@@ -19,6 +19,12 @@ struct TestServersCommand: AsyncParsableCommand {
         commandName: "test-servers", abstract: "Run the test servers for the example service's tests.", shouldDisplay: false)
 
     func run() async throws {
+        let command = self
+        // SIGINT and SIGTERM end the command within 1 s, with 130 or 143.
+        try await Interruption.run { try await command.work() }
+    }
+
+    private func work() async throws {
         let sse = try await SSETestServer.start()
         let socketIO = try await SocketIOTestServer.start()
         let signalR = try await SignalRTestServer.start()

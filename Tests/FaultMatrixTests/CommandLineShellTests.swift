@@ -1,0 +1,85 @@
+import Foundation
+import RealtimeTesting
+import Testing
+
+/// The `realtime` command as a shell runs it: every subcommand ends soon after SIGINT or SIGTERM
+/// with 128 + the signal, whatever it is waiting for; and a reader that closes standard output
+/// (`| head -1`) ends it quietly with 141 (the status of a program ended by SIGPIPE), never a crash.
+@Suite(.serialized, .timeLimit(.minutes(4)))
+final class CommandLineShellTests {
+    /// Each subcommand, connected to one of our servers and waiting there.
+    static func subcommands() async throws -> (arguments: [[String]], stop: @Sendable () async -> Void) {
+        let sse = try await SSETestServer.start()
+        let socketIO = try await SocketIOTestServer.start()
+        let signalR = try await SignalRTestServer.start()
+        let spreadbot = try await SpreadbotTestServer.start()
+        let webSocket = try await WebSocketEchoServer.start()
+        let arguments = [
+            ["demo"],
+            ["ws", webSocket.webSocketBaseURL + "/"],
+            ["sse", sse.url],
+            ["socketio", socketIO.url],
+            ["signalr", signalR.url],
+            ["spreadbot", spreadbot.baseURL, "--path", "room", "--access-token", spreadbot.options.accessToken],
+        ]
+        return (arguments, {
+            await sse.stop()
+            await socketIO.stop()
+            await signalR.stop()
+            await spreadbot.stop()
+            await webSocket.stop()
+        })
+    }
+
+    @Test("SIGINT and SIGTERM end every subcommand with 130 and 143, within the 1 s it promises", arguments: [SIGINT, SIGTERM])
+    func signals(_ signal: Int32) async throws {
+        let (all, stop) = try await Self.subcommands()
+        for arguments in all {
+            let command = try RealtimeCommandLine.launch(arguments)
+            if arguments == ["demo"] {
+                // The demo runs its steps for about a second: signalled in the middle of them.
+                var lines = command.lines.makeAsyncIterator()
+                _ = await lines.next()
+            } else {
+                // The command connects and settles into waiting; nothing it prints marks that
+                // moment for every subcommand, so it gets a second.
+                try await Task.sleep(for: .seconds(1))
+            }
+            let sent = ContinuousClock.now
+            command.signal(signal)
+            let (status, stderr) = await command.wait()
+            let took = (command.endTime ?? .now) - sent
+            #expect(status == 128 + signal, "\(arguments[0]): status \(status), \(stderr)")
+            // The command stops itself 0.8 s after the signal; a loaded machine gets a margin.
+            #expect(took < .seconds(2), "\(arguments[0]) took \(took) to end after signal \(signal)")
+            #expect(!stderr.contains("Fatal error") && !stderr.contains("Illegal instruction"), "\(arguments[0]): \(stderr)")
+        }
+        await stop()
+    }
+
+    @Test("`| head -1`: the command ends quietly with 141 once its reader has gone")
+    func closedStandardOutput() async throws {
+        let sse = try await SSETestServer.start()
+        // A stream that keeps writing, so the command writes again after head has gone.
+        let publisher = Task {
+            var count = 0
+            while !Task.isCancelled, count < 2_000 {
+                sse.publish("tick \(count)")
+                count += 1
+                // A steady trickle, as a real stream: nothing to await but the pace.
+                try? await Task.sleep(for: .milliseconds(5))
+            }
+        }
+        defer { publisher.cancel() }
+        for arguments in [["demo"], ["sse", sse.url]] {
+            let script = #""$0" "$@" | head -1; exit "${PIPESTATUS[0]}""#
+            let (status, stdout, stderr) = try await RealtimeCommandLine.run(
+                executable: "/bin/bash", ["-c", script, RealtimeCommandLine.executable] + arguments)
+            #expect(status == 141, "\(arguments[0]): status \(status), stderr \(stderr)")
+            #expect(stdout.split(separator: "\n").count == 1, "\(arguments[0]): \(stdout)")
+            #expect(stderr.isEmpty, "\(arguments[0]) ends quietly: \(stderr)")
+        }
+        publisher.cancel()
+        await sse.stop()
+    }
+}
