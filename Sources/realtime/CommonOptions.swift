@@ -158,6 +158,8 @@ enum Interruption {
             sources.append(source)
         }
         defer { sources.forEach { $0.cancel() } }
+        // A task of its own, so that a signal handler (on a Dispatch queue, outside any task) can
+        // cancel the work; it is awaited right here.
         let task = Task { try await work() }
         running.withLockedValue { $0 = task }
         if signal != nil { task.cancel() }
