@@ -67,6 +67,9 @@ fi
 rm -f "$build_log"
 
 log "swift test"
+# Proxies' folders that were there before this run are not this run's (see the leftovers check).
+run_started=$(date +%s)
+proxies_before=$(ls -d "${TMPDIR:-/tmp}"/realtime-proxy-* 2>/dev/null || true)
 out=$(mktemp)
 set +e
 # Line-buffered (stdbuf), so the log names the last tests even if the run is killed; bounded
@@ -102,6 +105,21 @@ if [ "$failed" != 0 ] || [ "$status" != 0 ]; then
   mkdir -p .build && cp "$out" .build/failed-test-run.log && log "the whole output: .build/failed-test-run.log"
 fi
 rm -f "$out"
+# A run leaves nothing behind: no proxy it started still running, no proxy folder, no peer.
+sleep 2
+leftovers=""
+for folder in $(ls -d "${TMPDIR:-/tmp}"/realtime-proxy-* 2>/dev/null || true); do
+  if ! grep -qxF "$folder" <<<"$proxies_before"; then leftovers+=" $folder"; fi
+done
+for pid in $(pgrep -f "realtime-proxy-|tcp_relay.py|Peers/.*\.py" || true); do
+  command=$(tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null || true)
+  started=$(stat -c %Y "/proc/$pid" 2>/dev/null || echo 0)
+  if [ -n "$command" ] && [ "$started" -ge "$run_started" ]; then leftovers+=" [pid $pid: $command]"; fi
+done
+if [ -n "$leftovers" ]; then
+  log "the run left these behind:$leftovers"
+  status=1
+fi
 if [ "$status" != 0 ] && [ "$failed" = 0 ]; then failed=1; fi
 echo "${passed} passed, ${failed} failed"
 exit "$status"

@@ -1,5 +1,6 @@
 import Foundation
 public import RealtimeCore
+import NIOConcurrencyHelpers
 
 #if canImport(Glibc)
 import Glibc
@@ -80,6 +81,7 @@ public final class ProxyProcess: @unchecked Sendable {
     deinit {
         Self.end(process)
         try? FileManager.default.removeItem(atPath: directory)
+        Leftovers.ended(pid: process.processIdentifier)
     }
 
     /// Starts the proxy and returns once it accepts connections.
@@ -109,10 +111,44 @@ public final class ProxyProcess: @unchecked Sendable {
         }
     }
 
-    /// Stops the proxy (and the processes it started) and waits for it to exit.
+    /// Stops the proxy (and the processes it started), waits for it to exit and removes its
+    /// folder.
     public func stop() async {
-        let process = process
-        await BlockingWork.run { Self.end(process) }
+        let (process, directory) = (process, directory)
+        await BlockingWork.run {
+            Self.end(process)
+            try? FileManager.default.removeItem(atPath: directory)
+            Leftovers.ended(pid: process.processIdentifier)
+        }
+    }
+
+    /// The proxies still running when the test process exits: a test that stops its proxy from an
+    /// unstructured task (`defer { Task { await proxy.stop() } }`) may end the process before that
+    /// task runs, and dante's daemon would outlive it. At exit they are killed, with every process
+    /// they forked, and their folders removed.
+    private enum Leftovers {
+        private static let running = NIOLockedValueBox<[Int32: String]>([:])
+        private static let registered: Void = { atexit { Leftovers.endAll() } }()
+
+        static func started(pid: Int32, directory: String) {
+            _ = registered
+            running.withLockedValue { $0[pid] = directory }
+        }
+
+        static func ended(pid: Int32) {
+            _ = running.withLockedValue { $0.removeValue(forKey: pid) }
+        }
+
+        private static func endAll() {
+            let all = running.withLockedValue { running in
+                defer { running = [:] }
+                return running
+            }
+            for (pid, directory) in all {
+                for member in [pid] + ProxyProcess.descendants(of: pid) { kill(member, SIGKILL) }
+                try? FileManager.default.removeItem(atPath: directory)
+            }
+        }
     }
 
     /// Ends `process` and its descendants (dante forks children that outlive a terminated parent):
@@ -131,7 +167,7 @@ public final class ProxyProcess: @unchecked Sendable {
     }
 
     /// The processes below `pid`, from /proc (Linux; none elsewhere).
-    private static func descendants(of pid: Int32) -> [Int32] {
+    fileprivate static func descendants(of pid: Int32) -> [Int32] {
         guard let entries = try? FileManager.default.contentsOfDirectory(atPath: "/proc") else { return [] }
         var children: [Int32: [Int32]] = [:]
         for entry in entries {
@@ -187,6 +223,7 @@ public final class ProxyProcess: @unchecked Sendable {
             process.standardInput = Pipe()
             try process.run()
             let proxy = ProxyProcess(kind: kind, port: port, logPath: logPath, process: process, directory: directory)
+            Leftovers.started(pid: process.processIdentifier, directory: directory)
             let deadline = Date().addingTimeInterval(10)
             while Date() < deadline, process.isRunning {
                 if canConnect(port: port) { return proxy }

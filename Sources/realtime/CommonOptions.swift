@@ -152,7 +152,12 @@ enum Interruption {
                 // The work has most of a second to print what it has and close its connections;
                 // then the command ends whatever it is waiting for, so a signal always ends it
                 // within 1 s.
-                DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(800)) { exit(128 + number) }
+                // A thread of its own (the Dispatch queues may be busy with the work), and _exit:
+                // exit's handlers could wait on what the work holds.
+                Thread.detachNewThread {
+                    usleep(800_000)
+                    _exit(128 + number)
+                }
             }
             source.resume()
             sources.append(source)
