@@ -3,10 +3,10 @@ package enum Redaction {
     static let placeholder = "<redacted>"
 
     /// The query parameters of the protocols here, printed as they are (`EIO`, `transport`,
-    /// `negotiateVersion`...). Every other value is redacted: a parameter of the application's own
+    /// `negotiateVersion`, Spreadbot's `since` cursor, the `_` cache-buster of polls...). Every other value is redacted: a parameter of the application's own
     /// cannot tell by its name whether it is a secret (`?t=...` may be a token), and the
     /// connection tokens of the protocols (SignalR's `id`, Engine.IO's `sid`) are secrets too.
-    static let protocolParameters: Set<String> = ["eio", "transport", "b64", "negotiateversion", "clientprotocol", "connectiondata"]
+    static let protocolParameters: Set<String> = ["eio", "transport", "b64", "negotiateversion", "clientprotocol", "connectiondata", "since", "_"]
 
     static func isSecret(queryName name: Substring) -> Bool {
         !protocolParameters.contains(name.lowercased())

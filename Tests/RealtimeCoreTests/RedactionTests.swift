@@ -8,6 +8,9 @@ import Testing
         // Protocol parameters stay readable; connection tokens and keys do not.
         ("https://h/hub/negotiate?negotiateVersion=1&id=CONNTOKEN", "https://h/hub/negotiate?negotiateVersion=1&id=<redacted>"),
         ("http://h/socket.io/?EIO=4&transport=polling&sid=S1&api_key=K", "http://h/socket.io/?EIO=4&transport=polling&sid=<redacted>&api_key=<redacted>"),
+        // Spreadbot's cursor and a poll's cache-buster are no secrets; SignalR's connection token is.
+        ("https://h/room?since=42", "https://h/room?since=42"),
+        ("https://h/hub?id=TOKEN&_=1733000000000", "https://h/hub?id=<redacted>&_=1733000000000"),
         ("https://s3/x?X-Amz-Signature=abc&X-Amz-Credential=c", "https://s3/x?X-Amz-Signature=<redacted>&X-Amz-Credential=<redacted>"),
         ("wss://user:SECRET123@host:8443/ws", "wss://<redacted>@host:8443/ws"),
         ("http://host/path", "http://host/path"),
