@@ -35,19 +35,29 @@ final class CommandLineShellTests {
     func signals(_ signal: Int32) async throws {
         let (all, stop) = try await Self.subcommands()
         for arguments in all {
-            let command = try RealtimeCommandLine.launch(arguments)
-            if arguments == ["demo"] {
-                // The demo runs its steps for about a second: signalled in the middle of them.
-                var lines = command.lines.makeAsyncIterator()
-                _ = await lines.next()
-            } else {
-                // The command connects and settles into waiting; nothing it prints marks that
-                // moment for every subcommand, so it gets a second.
-                try await Task.sleep(for: .seconds(1))
-            }
-            let sent = ContinuousClock.now
-            command.signal(signal)
-            let (status, stderr) = await command.wait()
+            var attempt = 0
+            var command: RunningCommand
+            var sent: ContinuousClock.Instant
+            var status: Int32
+            var stderr: String
+            repeat {
+                attempt += 1
+                command = try RealtimeCommandLine.launch(arguments)
+                if arguments == ["demo"] {
+                    // The demo runs its steps for about a second: signalled in the middle of them.
+                    var lines = command.lines.makeAsyncIterator()
+                    _ = await lines.next()
+                } else {
+                    // The command connects and settles into waiting; nothing it prints marks that
+                    // moment for every subcommand, so it gets a second.
+                    try await Task.sleep(for: .seconds(1))
+                }
+                sent = ContinuousClock.now
+                command.signal(signal)
+                (status, stderr) = await command.wait()
+                // Status 0 from the demo: it had finished all its steps before the signal came (its
+                // first line reached this test late, on a loaded machine). Run it again.
+            } while arguments == ["demo"] && status == 0 && attempt < 3
             let took = (command.endTime ?? .now) - sent
             #expect(status == 128 + signal, "\(arguments[0]): status \(status), \(stderr)")
             // The command stops itself 0.8 s after the signal (measured alone: 0.80 s). In a full
