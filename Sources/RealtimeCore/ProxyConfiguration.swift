@@ -27,8 +27,10 @@ import Foundation
 /// - A SOCKS5 proxy tunnels every connection; the proxy resolves the server's name (curl's
 ///   `socks5h://`). Only SOCKS5 without authentication is supported.
 /// - ``environment`` (the default) reads `https_proxy`, `http_proxy`, `all_proxy` and `no_proxy`,
-///   lower case first, then upper case, when first used: `wss://` and `https://` use
+///   lower case first, then upper case, when first used, as curl does: `wss://` and `https://` use
 ///   `https_proxy`, `ws://` and `http://` use `http_proxy`, either falls back to `all_proxy`.
+///   `http_proxy` is read in lower case only: a server-side program may be handed a request's
+///   `Proxy:` header as `HTTP_PROXY` (the "httpoxy" problem), so curl ignores the upper-case name.
 ///
 /// Hosts in ``noProxy`` (and in the environment's `no_proxy`) are reached directly, by curl's
 /// rules: a comma-separated list of names, each matching the host itself and its subdomains (a
@@ -59,8 +61,9 @@ public struct ProxyConfiguration: Sendable, Hashable, CustomStringConvertible {
     /// No proxy: every connection goes straight to its server.
     public static let none = ProxyConfiguration(base: .direct)
 
-    /// The process's environment (`https_proxy`, `http_proxy`, `all_proxy`, `no_proxy`, in either
-    /// case), read once, when a connection first needs it. The default of every runtime.
+    /// The process's environment (`https_proxy`, `all_proxy` and `no_proxy` in either case,
+    /// `http_proxy` in lower case only, as curl reads them), read once, when a connection first
+    /// needs it. The default of every runtime.
     public static let environment = ProxyConfiguration(base: .environment(nil))
 
     /// Proxy settings read from these variables instead of the process's environment (the same
@@ -203,14 +206,15 @@ struct ProxyEnvironment: Sendable, Hashable {
     var noProxy: [String]
 
     init(_ variables: [String: String]) {
-        func pick(_ name: String) -> (name: String, value: String)? {
-            for candidate in [name.lowercased(), name.uppercased()] {
+        func pick(_ name: String, upperCase: Bool = true) -> (name: String, value: String)? {
+            for candidate in upperCase ? [name.lowercased(), name.uppercased()] : [name.lowercased()] {
                 if let value = variables[candidate], !value.isEmpty { return (candidate, value) }
             }
             return nil
         }
         https = pick("https_proxy")
-        http = pick("http_proxy")
+        // curl ignores HTTP_PROXY: a CGI program gets a request's `Proxy:` header under that name.
+        http = pick("http_proxy", upperCase: false)
         all = pick("all_proxy")
         noProxy = NoProxyRules.entries(pick("no_proxy")?.value ?? "")
     }

@@ -216,7 +216,7 @@ import Testing
         let proxy = try await FaultProxy.start(targetPort: server.port, connectFront: .init())
         defer { Task { await proxy.stop() } }
 
-        let bypassed = ProxyConfiguration.environment(["HTTP_PROXY": proxy.url(), "NO_PROXY": "example.com, 127.0.0.0/8"])
+        let bypassed = ProxyConfiguration.environment(["http_proxy": proxy.url(), "NO_PROXY": "example.com, 127.0.0.0/8"])
         #expect(try await echo(server.webSocketBaseURL, runtime: runtime(bypassed)) == "through the proxy")
         #expect(proxy.connectRequests.isEmpty)
         #expect(proxy.statistics.connectionsAccepted == 0)
@@ -297,8 +297,11 @@ import Testing
         ])
         #expect(try environment.server(forScheme: "wss", host: "a.example")?.host == "lower")
         #expect(try environment.server(forScheme: "https", host: "a.example")?.host == "lower")
-        #expect(try environment.server(forScheme: "ws", host: "a.example")?.host == "plain")
-        #expect(try environment.server(forScheme: "http", host: "a.example")?.host == "plain")
+        // HTTP_PROXY is ignored, as curl ignores it (httpoxy): ws and http fall back to ALL_PROXY.
+        #expect(try environment.server(forScheme: "ws", host: "a.example")?.host == "all")
+        #expect(try environment.server(forScheme: "http", host: "a.example")?.host == "all")
+        #expect(try ProxyConfiguration.environment(["HTTP_PROXY": "http://plain:3"]).server(forScheme: "http", host: "a.example") == nil)
+        #expect(try ProxyConfiguration.environment(["http_proxy": "http://plain:3"]).server(forScheme: "http", host: "a.example")?.host == "plain")
         let allOnly = ProxyConfiguration.environment(["all_proxy": "socks5://all:4"])
         #expect(try allOnly.server(forScheme: "wss", host: "a.example") == ProxyServer(kind: .socks5, host: "all", port: 4))
         #expect(try ProxyConfiguration.environment([:]).server(forScheme: "wss", host: "a.example") == nil)
