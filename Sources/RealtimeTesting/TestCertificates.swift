@@ -2,6 +2,7 @@
 import FoundationEssentials
 #endif
 import Foundation
+public import NIOSSL
 
 /// Certificates made with the `openssl` command for TLS tests: a CA, a server certificate it signed
 /// for 127.0.0.1 and localhost, a self-signed one for the same names, one the CA signed for a wrong
@@ -17,6 +18,13 @@ public struct TestCertificates: Sendable {
         public var certificatePEM: String { (try? String(contentsOfFile: certificatePath, encoding: .utf8)) ?? "" }
         /// The private key as PEM text.
         public var keyPEM: String { (try? String(contentsOfFile: keyPath, encoding: .utf8)) ?? "" }
+
+        /// A server's TLS configuration presenting this certificate and key.
+        public func serverConfiguration() throws -> TLSConfiguration {
+            TLSConfiguration.makeServerConfiguration(
+                certificateChain: try NIOSSLCertificate.fromPEMFile(certificatePath).map { .certificate($0) },
+                privateKey: .privateKey(try NIOSSLPrivateKey(file: keyPath, format: .pem)))
+        }
     }
 
     /// The folder holding the files.

@@ -25,11 +25,7 @@ final class RelayKillTests {
     deinit { certificates.remove() }
 
     var serverTLS: TLSConfiguration {
-        get throws {
-            TLSConfiguration.makeServerConfiguration(
-                certificateChain: try NIOSSLCertificate.fromPEMFile(certificates.server.certificatePath).map { .certificate($0) },
-                privateKey: .privateKey(try NIOSSLPrivateKey(file: certificates.server.keyPath, format: .pem)))
-        }
+        get throws { try certificates.server.serverConfiguration() }
     }
 
     var clientTLS: TLSOptions { TLSOptions(trustRoots: .pemFile(certificates.ca.certificatePath)) }

@@ -19,9 +19,7 @@ final class SocketIOTLSTests {
 
     func server(_ pair: TestCertificates.Pair) async throws -> SocketIOTestServer {
         var options = SocketIOTestServer.Options()
-        options.tls = TLSConfiguration.makeServerConfiguration(
-            certificateChain: try NIOSSLCertificate.fromPEMFile(pair.certificatePath).map { .certificate($0) },
-            privateKey: .privateKey(try NIOSSLPrivateKey(file: pair.keyPath, format: .pem)))
+        options.tls = try pair.serverConfiguration()
         return try await SocketIOTestServer.start(options: options)
     }
 

@@ -18,9 +18,7 @@ final class SpreadbotTLSTests {
 
     func start() async throws -> SpreadbotTestServer {
         var options = SpreadbotTestServer.Options()
-        options.tls = TLSConfiguration.makeServerConfiguration(
-            certificateChain: try NIOSSLCertificate.fromPEMFile(certificates.server.certificatePath).map { .certificate($0) },
-            privateKey: .privateKey(try NIOSSLPrivateKey(file: certificates.server.keyPath, format: .pem)))
+        options.tls = try certificates.server.serverConfiguration()
         return try await SpreadbotTestServer.start(options: options)
     }
 
