@@ -8,6 +8,7 @@ start it again on the same port.
 Prints "PORT <n>" once it listens. Exits when its standard input closes.
 """
 import asyncio
+import os
 import sys
 
 
@@ -44,6 +45,9 @@ async def main():
     loop = asyncio.get_running_loop()
     # Ends with the test: standard input closes when the test process goes away.
     await loop.run_in_executor(None, sys.stdin.read)
+    # The test closed our stdin (or ended): exit at once. A graceful shutdown would wait for
+    # held polls and open connections (aiohttp grants them up to 60 s) and outlive the test.
+    os._exit(0)
 
 
 asyncio.run(main())

@@ -57,6 +57,9 @@ public final class PythonPeer: @unchecked Sendable {
         process.standardError = errors
         process.standardInput = Pipe()  // the peer exits when this closes, even if the test is killed
         try process.run()
+        // Killed at exit if the test never stopped it (a stop from an unstructured task may come
+        // too late).
+        ChildProcessLeftovers.started(pid: process.processIdentifier)
         guard waitForPort else {
             port = 0
             return
@@ -64,6 +67,7 @@ public final class PythonPeer: @unchecked Sendable {
         let text = Self.readLine(output.fileHandleForReading)
         guard text.hasPrefix("PORT "), let port = Int(text.dropFirst(5)) else {
             process.terminate()
+            ChildProcessLeftovers.ended(pid: process.processIdentifier)
             let stderr = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
             throw Missing(description: "the peer \(scriptPath) did not start: \(text) \(stderr) (run Scripts/test.sh to install the pinned peers)")
         }
@@ -105,6 +109,7 @@ public final class PythonPeer: @unchecked Sendable {
         let collected = await BlockingWork.run {
             let data = handle.readDataToEndOfFile()
             process.waitUntilExit()
+            ChildProcessLeftovers.ended(pid: process.processIdentifier)
             return data
         }
         return (String(decoding: collected, as: UTF8.self), process.terminationStatus)
@@ -116,6 +121,7 @@ public final class PythonPeer: @unchecked Sendable {
         await BlockingWork.run {
             if self.process.isRunning { kill(self.process.processIdentifier, SIGKILL) }
             self.process.waitUntilExit()
+            ChildProcessLeftovers.ended(pid: self.process.processIdentifier)
         }
     }
 
@@ -136,5 +142,6 @@ public final class PythonPeer: @unchecked Sendable {
         while process.isRunning && Date() < deadline { usleep(10_000) }
         if process.isRunning { kill(process.processIdentifier, SIGKILL) }
         process.waitUntilExit()
+        ChildProcessLeftovers.ended(pid: process.processIdentifier)
     }
 }

@@ -6,6 +6,7 @@ Prints "PORT <n>" once listening, then one line per notable server-side observat
 Namespace "/":
   connect      emits "welcome" {"sid": sid} from the connect handler (arrives before the CONNECT
                reply on python-socketio, a quirk clients must tolerate)
+  disconnect   prints "GOT disconnect / reason=<json>" (python-socketio's reason)
   echo         acks with the arguments it got
   echo_event   emits "echoed" with the arguments it got
   ask          calls the client's "question" handler with an ack, then emits "answer" with the reply
@@ -68,6 +69,13 @@ def jsonable(value):
 async def connect(sid, environ, auth):
     print("GOT connect / auth=" + json.dumps(auth) + " query=" + json.dumps(environ.get("QUERY_STRING", "")), flush=True)
     await sio.emit("welcome", {"sid": sid}, to=sid)
+
+
+@sio.event
+async def disconnect(sid, reason=None):
+    # python-socketio 5.12+ passes why: "client disconnect" (a DISCONNECT packet or an Engine.IO
+    # close), "transport close", "transport error", "ping timeout", "server disconnect".
+    print("GOT disconnect / reason=" + json.dumps(reason), flush=True)
 
 
 @sio.event
@@ -210,7 +218,9 @@ async def main():
     # Exit when the test closes stdin (or dies).
     loop = asyncio.get_running_loop()
     await loop.run_in_executor(None, sys.stdin.read)
-    await runner.cleanup()
+    # The test closed our stdin (or ended): exit at once. A graceful shutdown would wait for
+    # held polls and open connections (aiohttp grants them up to 60 s) and outlive the test.
+    os._exit(0)
 
 
 asyncio.run(main())
