@@ -59,8 +59,12 @@ public struct TLSOptions: Sendable, Hashable {
     /// certificate's IP subject alternative names.
     public var serverName: String?
     var verificationDisabled: Bool
-    /// How long a TLS close waits for the peer's close_notify (swift-nio-ssl's default, 5 s, when
-    /// nil); a test sets it far beyond any scheduling delay, so waiting for it cannot pass for load.
+    /// How long a close we start waits for the peer's close_notify after sending ours. By default
+    /// (nil) it does not wait: the client has nothing more to read once it closes, and a server
+    /// busy writing a response (an event stream behind nginx) never answers, so waiting only
+    /// delays the end (swift-nio-ssl's own default is 5 s). TLS allows the closer to close the
+    /// connection without the reply (RFC 8446, section 6.1), as browsers do. A test sets it far
+    /// beyond any scheduling delay, so waiting for it cannot pass for load.
     package var shutdownTimeout: Duration?
 
     /// Makes options; every parameter is the property of the same name.
@@ -97,7 +101,7 @@ public struct TLSOptions: Sendable, Hashable {
     public func makeTLSConfiguration() throws -> TLSConfiguration {
         var configuration = TLSConfiguration.makeClientConfiguration()
         configuration.certificateVerification = verificationDisabled ? .none : .fullVerification
-        if let shutdownTimeout { configuration.shutdownTimeout = TimeAmount(shutdownTimeout) }
+        configuration.shutdownTimeout = shutdownTimeout.map { TimeAmount($0) } ?? .zero
         do {
             switch trustRoots.base {
             case .system:

@@ -1,5 +1,7 @@
 import Foundation
 import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
 import NIOSSL
 import RealtimeCore
 import RealtimeTesting
@@ -35,5 +37,65 @@ import Testing
             if let started = closeStarted.withLockedValue({ $0 }) { longest = max(longest, ContinuousClock.now - started) }
         }
         #expect(longest < .seconds(30), "a close took \(longest): it waited for a 60 s timeout (the peer's close frame or its close_notify)")
+    }
+}
+
+/// An https event stream whose server never answers our close_notify (it is busy writing the
+/// response and reads nothing more, as nginx in front of a stream does): a close we start ends the
+/// connection at once, as over plain http, not after a wait for the server's close_notify
+/// (swift-nio-ssl's default, 5 s, which a SignalR `stop()` over SSE paid behind nginx).
+@Suite(.timeLimit(.minutes(3))) struct TLSStreamCloseTests {
+    /// Answers the request with an event-stream head and one event, then stops reading: our
+    /// close_notify is never read, so never answered.
+    final class DeafStreamPeer: ChannelInboundHandler {
+        typealias InboundIn = ByteBuffer
+        typealias OutboundOut = ByteBuffer
+        private var request = ""
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            request += String(buffer: unwrapInboundIn(data))
+            guard request.contains("\r\n\r\n") else { return }
+            let answer = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n\r\ndata: hello\n\n"
+            context.writeAndFlush(wrapOutboundOut(ByteBuffer(string: answer)), promise: nil)
+            context.channel.setOption(ChannelOptions.autoRead, value: false).whenComplete { _ in }
+        }
+    }
+
+    @Test func aStreamWeCloseEndsWithoutWaitingForTheServersCloseNotify() async throws {
+        let certificates = try await TestCertificates.make()
+        defer { certificates.remove() }
+        let sslContext = try NIOSSLContext(configuration: try certificates.server.serverConfiguration())
+        let server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .childChannelInitializer { child in
+                child.eventLoop.makeCompletedFuture {
+                    try child.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: sslContext))
+                    try child.pipeline.syncOperations.addHandler(DeafStreamPeer())
+                }
+            }
+            .bind(host: "127.0.0.1", port: 0).get()
+        defer { server.close(promise: nil) }
+        // The default options: what a user gets.
+        let tls = TLSOptions(trustRoots: .pemFile(certificates.ca.certificatePath))
+        // A close that waited for the server's close_notify takes 5 s or more; one that did not
+        // takes milliseconds (seconds on two busy cores).
+        var longest = Duration.zero
+        for _ in 0..<3 {
+            let (events, continuation) = AsyncStream<String>.makeStream()
+            let stream = try EventStream.open(
+                HTTPRequestSpec(url: "https://127.0.0.1:\(server.localAddress!.port!)/events", tls: tls, headTimeout: .seconds(30)),
+                runtime: RealtimeRuntime(proxy: .none),
+                onHead: { _ in .accept },
+                onOutputs: { outputs in
+                    for case .event(let event) in outputs { continuation.yield(event.data) }
+                    return true
+                })
+            var iterator = events.makeAsyncIterator()
+            #expect(await iterator.next() == "hello")
+            let closeStarted = ContinuousClock.now
+            stream.cancel()
+            _ = try? await stream.finished()
+            longest = max(longest, ContinuousClock.now - closeStarted)
+        }
+        #expect(longest < .milliseconds(4500), "a close took \(longest): it waited for the server's close_notify")
     }
 }
