@@ -36,6 +36,9 @@ public final class SpreadbotTestServer: Sendable {
         public var port = 0
         /// Serve HTTPS and WSS with this configuration.
         public var tls: TLSConfiguration?
+        /// A POSTed send whose body is larger is answered 502, as a proxy in front of a server that
+        /// cannot take it answers (nil: no limit).
+        public var postBodyLimit: Int?
         /// Makes a value with every default.
         public init() {}
     }
@@ -415,6 +418,10 @@ public final class SpreadbotTestServer: Sendable {
         record(line)
         if method == .post {
             let body = try await request.body.collect(upTo: 16 << 20)
+            if let limit = options.postBodyLimit, body.readableBytes > limit {
+                record("\(line) 502")
+                return Response(status: .badGateway, body: .init(byteBuffer: ByteBuffer(string: "the body is over \(limit) bytes")))
+            }
             let contentType = request.headers[.contentType] ?? ""
             let data: Received = contentType.hasPrefix("text/") ? .text(String(buffer: body)) : .binary(Array(buffer: body))
             let stored = store(data, path: path, messageId: request.headers[HTTPField.Name("Spreadbot-Message-Id")!])

@@ -625,7 +625,7 @@ public final class Spreadbot: Service, Sendable {
         let maximum = configuration.maxMessageSize
         logger.log(level: level, "opening the event stream", metadata: ["realtime.url": "\(Redaction.url(url))"])
         let stream = try EventStream.open(
-            request, runtime: configuration.runtime, options: EventStreamOptions(maxEventSize: maximum, lastEventId: lastId),
+            request, runtime: configuration.runtime, options: EventStreamOptions(maxEventSize: maximum, lastEventId: lastId, idleTimeout: configuration.eventStreamIdleTimeout),
             onHead: { head in
                 guard head.status == .ok else {
                     let status = head.status
@@ -736,13 +736,26 @@ public final class Spreadbot: Service, Sendable {
 
     /// Writes the outbox in order while the session lives. `write` sends one message (throws when
     /// the connection is gone: the message stays first in line for the next connection); a POST the
-    /// server refuses with a 4xx fails only that message.
+    /// server refuses with a 4xx fails only that message, and so does one that every attempt of
+    /// ``SpreadbotOutbox/refusalsBeforeDropping`` connections in a row answered with a 5xx or a reset.
     private func writeLoop(path: String, _ write: @escaping @Sendable (SpreadbotOutbox.Item) async throws -> RealtimeError?) async throws {
-        while let item = await outbox.next() {
-            let refused: RealtimeError?
+        while let next = await outbox.next() {
+            var item = next
+            var refused: RealtimeError?
             do {
                 try Task.checkCancellation()
                 refused = try await write(item)
+            } catch let refusal as PostRefusal {
+                let error = refusal.error
+                item.refusals += 1
+                guard item.refusals >= SpreadbotOutbox.refusalsBeforeDropping else {
+                    outbox.writeFailed(item)
+                    throw error
+                }
+                refused = RealtimeError(
+                    error.code,
+                    "message \(item.sequence) was refused on \(item.refusals) connections in a row (\(error.detail)): dropped, so the messages after it can go",
+                    status: error.status, serverMessage: error.serverMessage, stage: error.stage, underlying: error.underlying)
             } catch {
                 outbox.writeFailed(item)
                 throw error
@@ -776,6 +789,23 @@ public final class Spreadbot: Service, Sendable {
             return nil
         } catch let error as RealtimeError where error.code == .badStatus && (error.status?.code ?? 0) < 500 {
             return error
+        } catch let error as RealtimeError where PostRefusal.isRefusal(error) {
+            throw PostRefusal(error: error)
+        }
+    }
+
+    /// A send's POST failed on every attempt in a way the server (or a proxy before it) gave this
+    /// message: a 5xx, or the connection reset or closed under it (as against a server that cannot
+    /// be reached at all, which says nothing of the message).
+    struct PostRefusal: Error {
+        let error: RealtimeError
+
+        static func isRefusal(_ error: RealtimeError) -> Bool {
+            switch error.code {
+            case .badStatus: (error.status?.code ?? 0) >= 500
+            case .connectionClosed: true
+            default: false
+            }
         }
     }
 

@@ -163,6 +163,12 @@ public struct SpreadbotConfiguration: Sendable, CustomStringConvertible {
     /// when nothing answers: a silent half-open connection is found within three times this. nil
     /// disables it. Default 30 s.
     public var webSocketPingInterval: Duration?
+    /// An event stream that carries nothing (no event, no comment) for this long is taken as lost
+    /// and reconnected with its `Last-Event-ID`: an event stream has no ping of its own, so a
+    /// connection that a NAT or a proxy forgot is found only this way. nil: never. Default 300 s,
+    /// as EventSource's `idleTimeout`; a server that sends a comment more often than this (most
+    /// send one every 15-30 s) is never taken for lost.
+    public var eventStreamIdleTimeout: Duration?
     /// Limit for one REST request, for a send's POST and for opening each transport. Default 5 s.
     public var requestTimeout: Duration
     /// Extra headers on every request: the stream (WebSocket upgrade, event stream, polls), sends,
@@ -211,6 +217,7 @@ public struct SpreadbotConfiguration: Sendable, CustomStringConvertible {
         self.maxPendingSends = 4096
         self.acknowledgedSends = false
         self.webSocketPingInterval = .seconds(30)
+        self.eventStreamIdleTimeout = .seconds(300)
         self.requestTimeout = .seconds(5)
         self.headers = [:]
         self.clientLabel = "default"

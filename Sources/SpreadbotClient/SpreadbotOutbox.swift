@@ -25,6 +25,9 @@ final class SpreadbotOutbox: Sendable {
         let sequence: UInt64
         let data: SpreadbotData
         let done: OneShot<Void>
+        /// Connections in a row whose server refused this message's POST with a 5xx or a reset on
+        /// every attempt (see ``SpreadbotOutbox/refusalsBeforeDropping``).
+        var refusals = 0
         /// Capacities count messages.
         var outboxSize: Int { 1 }
         var outboxParts: Int { 1 }
@@ -38,6 +41,12 @@ final class SpreadbotOutbox: Sendable {
         /// Accepted and not yet delivered or failed (queued or being written).
         var pending = 0
     }
+
+    /// A message whose POST every attempt of this many connections in a row answered with a 5xx or
+    /// a reset is dropped (failed with the last refusal, and reported), so it cannot hold the
+    /// messages after it forever: a server or proxy that cannot take it (a body over its limit
+    /// answered with a reset or a 502) would refuse it unchanged after every reconnect.
+    static let refusalsBeforeDropping = 2
 
     private let outbox = Outbox<Item>()
     private let state = NIOLockedValueBox(State())

@@ -1,4 +1,5 @@
 import Foundation
+import NIOHTTP1
 import RealtimeTesting
 import SpreadbotClient
 import Testing
@@ -30,6 +31,36 @@ struct SpreadbotDeliveryTests {
             await server.stop()
         }
     }
+    /// A send that the server (here, a proxy in front of it) refuses with a 5xx on every attempt
+    /// is not sent again unchanged after every reconnect forever: after its attempts on two
+    /// connections in a row it fails with the last refusal, is reported, and the sends queued
+    /// behind it go.
+    @Test func aSendRefusedOnEveryAttemptIsDroppedAfterTwoConnections() async throws {
+        var options = SpreadbotTestServer.Options()
+        options.postBodyLimit = 1000
+        let server = try await SpreadbotTestServer.start(options: options)
+        defer { Task { await server.stop() } }
+        var configuration = spreadbotConfiguration(server)
+        configuration.acknowledgedSends = true
+        let client = Spreadbot(configuration: configuration)
+        let recorder = Recorder(client)
+        client.establishConnection(path: "big")
+        await eventually("connected") { client.state == .connected }
+        let large = try client.enqueue(.text(String(repeating: "x", count: 5000)))
+        let small = try client.enqueue(.text("small"))
+        let refusal = await #expect(throws: RealtimeError.self) { try await large.delivered() }
+        #expect(refusal?.code == .badStatus && refusal?.status == .badGateway, "\(String(describing: refusal))")
+        #expect(refusal?.detail.contains("dropped") == true, "\(String(describing: refusal))")
+        try await small.delivered()
+        #expect(server.received(on: "big") == [.text("small")])
+        // Three attempts on each of two connections, then never again.
+        let refusedPosts = server.requestLog.filter { $0 == "POST /big 502" }.count
+        #expect(refusedPosts == 2 * configuration.requestAttempts, "\(server.requestLog)")
+        #expect(recorder.opens >= 2)
+        await eventually("the drop reported") { recorder.errors.contains { $0.contains("dropped") } }
+        client.closeConnection()
+    }
+
     /// During an outage 100 sends queue and the 101st is refused with `queueFull` (also through
     /// the seed's fire-and-forget call, via onError); after the outage all 100 arrive in order.
     @Test func hundredQueuedSendsDeliveredInOrderAfterAnOutage() async throws {
