@@ -752,8 +752,17 @@ public final class SocketIOClient: Sendable {
     /// not sent again and no longer held, so counted and reported, not named.
     func sessionEnded(written: [EngineIOFrame], unwritten: [EngineIOFrame], leftWindow: Int = 0) {
         // Volatile emits are not sent again.
-        let unwritten = unwritten.contains(where: \.isVolatile) ? unwritten.filter { !$0.isVolatile } : unwritten
-        let (failedAcks, dropped) = state.withLockedValue { state in
+        var unwritten = unwritten.contains(where: \.isVolatile) ? unwritten.filter { !$0.isVolatile } : unwritten
+        let (failedAcks, dropped, withdrawn) = state.withLockedValue { state in
+            // The retry queue's try in flight, never written: it did not count, and is not
+            // queued (its ack timer must not run offline); the next connection sends the emit.
+            var withdrawn: Int?
+            if let id = state.retryQueue.first?.inFlight, let index = unwritten.firstIndex(where: { $0.ackID == id }) {
+                unwritten.remove(at: index)
+                state.retryQueue[0].inFlight = nil
+                state.retryQueue[0].tries -= 1
+                if state.acks.removeValue(forKey: id) != nil { withdrawn = id }
+            }
             // Written emits that wait for an ack are reported through the ack, not sent again. The
             // others are marked: the server may have them.
             var resend: [EngineIOFrame] = []
@@ -769,8 +778,9 @@ public final class SocketIOClient: Sendable {
             for (id, _) in failed { state.acks.removeValue(forKey: id) }
             for frame in dropped { state.delivery.countDropped(frame) }
             state.delivery.leftResendWindow += leftWindow
-            return (failed, dropped)
+            return (failed, dropped, withdrawn)
         }
+        if let withdrawn { ackTimeouts.cancel(withdrawn) }
         if leftWindow > 0 {
             let error = RealtimeError(
                 .connectionClosed,
@@ -839,6 +849,8 @@ public final class SocketIOClient: Sendable {
         reportResent(resent)
         for (frame, error) in tooLarge { reportUnsendable(frame, error) }
         for frame in sent { notifyOutgoing(frame) }
+        // A try that found the send queue full goes now.
+        sendNextRetry()
     }
 
     /// Names the emits sent again after a drop (the server may see them twice).
@@ -1014,30 +1026,60 @@ extension SocketIOClient {
         removed?.deliver?(.failure(error))
     }
 
-    /// Sends the first emit of the retry queue when the namespace is connected and it has no try
-    /// in flight.
+    /// Sends the first emit of the retry queue when the namespace is connected on an open session
+    /// and it has no try in flight. A try counts (and is named by a `resent` event after the first)
+    /// only once it went to the connection: while offline no try starts and no ack timer runs; the
+    /// next connection sends the emit once (from ``didConnect(_:session:)``). Tries never wait in
+    /// the offline queue.
     private func sendNextRetry() {
+        guard let session = manager?.openSession else { return }
         let next = state.withLockedValue { state -> RetryEntry? in
             guard state.lifecycle.status == .connected, var first = state.retryQueue.first, first.inFlight == nil else { return nil }
-            first.tries += 1
             first.inFlight = reserveAckIDLocked(&state)
             state.retryQueue[0] = first
-            if first.tries > 1 { state.delivery.resent += 1 }
             return first
         }
         guard let next, let id = next.inFlight else { return }
-        if next.tries > 1 {
-            fire(.resent, [["event": .string(next.event), "data": .array(next.arguments), "tries": .integer(Int64(next.tries))]])
-        }
         let sequence = next.sequence
+        let packet = SocketIOPacket(type: .event, namespace: namespace, id: id, data: .array(Self.eventData(next.event, next.arguments)))
+        let frame = frame(packet, requeue: true)
+        // Registered before the frame is queued: the ack may come back before this returns.
         registerAck(id: id, timeout: next.timeout, event: next.event) { [weak self] result in
             self?.retryAnswered(sequence, result)
         }
-        do {
-            try submit(SocketIOPacket(type: .event, namespace: namespace, id: id, data: .array(Self.eventData(next.event, next.arguments))))
-        } catch {
-            failAck(id, with: RealtimeError.wrap(error))
+        if let error = sizeError(frame) {
+            manager?.metrics.dropped(reason: "too_large")
+            return failAck(id, with: error)
         }
+        let tries = state.withLockedValue { state -> Int? in
+            // A cancellation or the session's end may have taken the try back meanwhile.
+            guard state.lifecycle.status == .connected, state.retryQueue.first?.inFlight == id, session.trySend(frame) == .queued else {
+                return nil
+            }
+            state.retryQueue[0].tries += 1
+            if state.retryQueue[0].tries > 1 { state.delivery.resent += 1 }
+            return state.retryQueue[0].tries
+        }
+        guard let tries else {
+            // Not sent (the session ended, or its send queue is full: sendQueueDrained tries
+            // again): nothing counted, no timer left.
+            withdrawRetryTry(id)
+            return
+        }
+        if tries > 1 {
+            fire(.resent, [["event": .string(next.event), "data": .array(next.arguments), "tries": .integer(Int64(tries))]])
+        }
+        notifyOutgoing(packet)
+    }
+
+    /// Takes back a try that did not go out: its ack entry and timer go, silently, and the emit
+    /// waits for its next turn.
+    private func withdrawRetryTry(_ id: Int) {
+        let removed = state.withLockedValue { state -> Bool in
+            if state.retryQueue.first?.inFlight == id { state.retryQueue[0].inFlight = nil }
+            return state.acks.removeValue(forKey: id) != nil
+        }
+        if removed { ackTimeouts.cancel(id) }
     }
 
     /// The outcome of a try: the ack ends the entry; a timeout or a drop sends it again while tries

@@ -156,6 +156,48 @@ struct SocketIOEmitOptionsTests {
         #expect(connects.values.count == 2)
     }
 
+    /// JS semantics while offline: no retry timer runs and no try is counted. A try cut by a drop
+    /// (written, unanswered) and five emits waiting behind it stay put while the server cannot be
+    /// reached for longer than the ack timeout; after the reconnect each goes out once and is acked.
+    @Test("retries: while offline no try runs out; after the reconnect every emit is sent once and acked")
+    func retriesWaitOutAnOutage() async throws {
+        let server = try await SocketIOTestServer.start()
+        defer { Task { await server.stop() } }
+        let proxy = try await FaultProxy.start(targetPort: server.port)
+        defer { Task { await proxy.stop() } }
+        var configuration = SocketIOConfiguration.testing([.websocket])
+        configuration.retries = 1
+        configuration.ackTimeout = .seconds(2)
+        let manager = SocketManager(url: proxy.url(), configuration: configuration)
+        defer { manager.disconnect() }
+        let socket = manager.defaultSocket
+        let resent = Recorder<JSONValue>()
+        socket.on(clientEvent: .resent) { for emit in $0.arguments { resent.append(emit) } }
+        try await socket.connect(timeout: .seconds(30))
+        let keys = (0..<6).map { _ in UUID().uuidString }
+        // The first is answered from its second arrival on: its first try is cut unanswered.
+        let answers = keys.enumerated().map { index, key in
+            Task { try await socket.emitWithAck("flaky", key, index == 0 ? 2 : 1) }
+        }
+        try await waitUntil("the first try reached the server") { server.receivedEvents.contains { $0.name == "flaky" } }
+        await proxy.refuseConnections()
+        proxy.cutAll(.reset)
+        try await waitUntil("the drop was noticed") { socket.status != .connected }
+        // Nothing to await: the point is that nothing happens while offline for longer than the
+        // 2 s ack timeout (a try started offline would time out in it, with no tries left).
+        try await Task.sleep(for: .seconds(3))
+        try await proxy.acceptConnections()
+        for (index, answer) in answers.enumerated() {
+            #expect(try await answer.value == [index == 0 ? 2 : 1], "emit \(index)")
+        }
+        // Receipts on the server: the cut try and its one retry, then each other emit once.
+        for (index, key) in keys.enumerated() {
+            #expect(try await socket.emitWithAck("flaky_count", key, timeout: .seconds(30)) == [index == 0 ? 2 : 1], "emit \(index)")
+        }
+        #expect(resent.values == [["event": "flaky", "data": [.string(keys[0]), 2], "tries": 2]])
+        #expect(socket.deliveryCounts.resent == 1)
+    }
+
     @Test("onAnyOutgoing: every event as it goes to the connection, queued ones when flushed, acks not")
     func anyOutgoing() async throws {
         let server = try await SocketIOTestServer.start()
