@@ -330,6 +330,9 @@ final class SessionHandler: EngineIODelegate {
         var decoder: SocketIOPacketDecoder
         var open = false
         var closed = false
+        /// A Socket.IO packet from the server was decoded on this session (told to the reconnect
+        /// context once).
+        var progressed = false
         /// socket.io 2.x: the server's own CONNECT for `/` (sent at the handshake), and whether the
         /// `/` socket took it.
         var defaultNamespace: DefaultNamespace = .notJoined
@@ -448,12 +451,22 @@ final class SessionHandler: EngineIODelegate {
         case .none: break
         }
         let packet: SocketIOPacket?
+        // Whether this is the session's first Socket.IO packet from the server.
+        var first = false
         do {
             switch payload {
             case .text(let text):
-                packet = try state.withLockedValue { state in try state.decoder.receive(text: text) }
+                packet = try state.withLockedValue { state in
+                    let packet = try state.decoder.receive(text: text)
+                    first = packet != nil && Self.firstPacket(&state)
+                    return packet
+                }
             case .binary(let data):
-                packet = try state.withLockedValue { state in try state.decoder.receive(binary: data) }
+                packet = try state.withLockedValue { state in
+                    let packet = try state.decoder.receive(binary: data)
+                    first = packet != nil && Self.firstPacket(&state)
+                    return packet
+                }
             case .none:
                 throw SocketIOParseError.invalidPayload("an empty message packet")
             }
@@ -462,6 +475,9 @@ final class SessionHandler: EngineIODelegate {
         }
         guard let packet else { return }
         manager.metrics.received(messages: 1, bytes: 0)
+        // The session carried a packet: the backoff starts over at the next drop, however short
+        // the session was (the JavaScript client resets it at every reconnect).
+        if first { context.progressed() }
         if legacy, packet.type == .connect, packet.namespace == "/" {
             return serverJoinedDefaultNamespace(packet)
         }
@@ -470,6 +486,12 @@ final class SessionHandler: EngineIODelegate {
             return
         }
         socket.handle(packet, session: session)
+    }
+
+    /// Marks the session as having carried a packet; true the first time.
+    private static func firstPacket(_ state: inout State) -> Bool {
+        defer { state.progressed = true }
+        return !state.progressed
     }
 
     /// socket.io 2.x: the server joined `/` (at the handshake, or answering our CONNECT). The `/`
