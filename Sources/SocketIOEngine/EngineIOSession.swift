@@ -49,6 +49,8 @@ final class EngineIOSession: Sendable {
         var heartbeatTimer: TimerQueue.Timer?
         /// Engine.IO 3: when our next ping goes out.
         var pingTimer: TimerQueue.Timer?
+        /// The open session's WebSocket ended under it (``webSocketWasLost``).
+        var webSocketLost = false
     }
 
     /// How long polling is held for an unanswered probe at most (less when the server's
@@ -95,6 +97,30 @@ final class EngineIOSession: Sendable {
     }
 
     var handshake: EngineIOHandshake? { state.withLockedValue { $0.machine.handshake } }
+
+    /// The session failed because its open WebSocket ended without an Engine.IO close packet: a
+    /// normal close (1000, 1001, 1005), an end with no close frame, or a reset. The JavaScript
+    /// client calls that "transport close", not an error. Close codes that say why (1008, 1011...),
+    /// a missed heartbeat, a protocol violation and polling failures are not.
+    var webSocketWasLost: Bool { state.withLockedValue { $0.webSocketLost } }
+
+    /// Records whether `error`, ending the session's WebSocket, is a lost connection
+    /// (``webSocketWasLost``); returns it.
+    private func noteWebSocketEnd(_ error: any Error) -> any Error {
+        if let error = error as? RealtimeError, error.code == .connectionClosed {
+            markWebSocketLost()
+        }
+        return error
+    }
+
+    /// The open session's WebSocket ended without an Engine.IO close packet and without an error
+    /// of ours (a heartbeat that expired, a close we asked for).
+    private func markWebSocketLost() {
+        state.withLockedValue { state in
+            guard state.machine.handshake != nil, state.machine.heartbeatFailure == nil, !state.machine.closeRequested else { return }
+            state.webSocketLost = true
+        }
+    }
     var transport: EngineIOOptions.Transport { state.withLockedValue { $0.machine.transport } }
 
     /// Queues a frame for sending. Returns false once the session is over.
@@ -382,7 +408,7 @@ final class EngineIOSession: Sendable {
                 }
             }
         } catch {
-            if upgraded.withLockedValue({ $0 }) { throw error }
+            if upgraded.withLockedValue({ $0 }) { throw noteWebSocketEnd(error) }
             // Whatever happened, polling must not stay paused.
             resumePollingAfterFailedUpgrade()
             if error is CancellationError || Task.isCancelled { throw CancellationError() }
@@ -392,6 +418,7 @@ final class EngineIOSession: Sendable {
         let end = result.withLockedValue { $0 }
         if case .keepGoing = end {
             // The server closed the WebSocket without a close packet.
+            markWebSocketLost()
             throw RealtimeError(.connectionClosed, "the WebSocket closed without an Engine.IO close packet")
         }
         return end
@@ -432,20 +459,25 @@ final class EngineIOSession: Sendable {
     private func runWebSocketOnly() async throws -> EngineIOSessionEnd {
         let result = NIOLockedValueBox<EngineIOSessionEnd?>(nil)
         let connectTimeout = options.connectTimeout
-        try await WebSocketTransport.connect(
-            to: urls.websocket(sid: nil), runtime: runtime, configuration: makeWebSocketConfiguration
-        ) { connection in
-            // This closure's frame lives as long as the connection: the handshake is in a function
-            // of its own, whose frame is gone once the session is open.
-            var inbound = connection.inbound.makeAsyncIterator()
-            try await self.openOverWebSocket(&inbound, on: connection, within: connectTimeout)
-            // nil: the server closed the WebSocket without a close packet (reported below, or by
-            // the transport with the server's close code).
-            if let end = try await self.runWebSocket(connection, inbound: &inbound, generation: self.outbox.generation) {
-                result.withLockedValue { $0 = end }
+        do {
+            try await WebSocketTransport.connect(
+                to: urls.websocket(sid: nil), runtime: runtime, configuration: makeWebSocketConfiguration
+            ) { connection in
+                // This closure's frame lives as long as the connection: the handshake is in a function
+                // of its own, whose frame is gone once the session is open.
+                var inbound = connection.inbound.makeAsyncIterator()
+                try await self.openOverWebSocket(&inbound, on: connection, within: connectTimeout)
+                // nil: the server closed the WebSocket without a close packet (reported below, or by
+                // the transport with the server's close code).
+                if let end = try await self.runWebSocket(connection, inbound: &inbound, generation: self.outbox.generation) {
+                    result.withLockedValue { $0 = end }
+                }
             }
+        } catch {
+            throw noteWebSocketEnd(error)
         }
         guard let end = result.withLockedValue({ $0 }) else {
+            markWebSocketLost()
             throw RealtimeError(.connectionClosed, "the WebSocket closed without an Engine.IO close packet")
         }
         return end

@@ -300,9 +300,13 @@ public final class SocketManager: Service, Sendable {
             return (state.closing, handler.isOpen)
         }
         handler.markClosed()
+        // A WebSocket that closed or broke under an open session is "transport close" with no
+        // error event, as the JavaScript client reports it; the reconnect still sees the error.
+        let transportClosed = wasOpen && failure != nil && session.webSocketWasLost
         let reason: String = switch end {
         case .closedByClient: "io client disconnect"
         case .closedByServer: "transport close"
+        case nil where transportClosed: "transport close"
         case nil: failure?.code == .timeout && wasOpen ? "ping timeout" : "transport error"
         }
         let sockets = self.sockets
@@ -317,7 +321,7 @@ public final class SocketManager: Service, Sendable {
                 written: written[socket.namespace] ?? [], unwritten: unwritten[socket.namespace] ?? [],
                 leftWindow: leftWindow[socket.namespace] ?? 0)
         }
-        for socket in sockets { socket.engineClosed(reason: reason, error: failure) }
+        for socket in sockets { socket.engineClosed(reason: reason, error: transportClosed ? nil : failure) }
         if closing || end == .closedByClient { return .closed }
         if failure?.code == .cancelled { throw CancellationError() }
         return .dropped(failure)

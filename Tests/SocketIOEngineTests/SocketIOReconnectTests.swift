@@ -34,4 +34,42 @@ struct SocketIOReconnectTests {
         #expect(attempts.values == [1, 1, 1], "\(attempts.values)")
         #expect(reconnects.values == [1, 1, 1], "\(reconnects.values)")
     }
+
+    enum Ending: String, CaseIterable, CustomTestStringConvertible {
+        case serverClose1000, serverClose1001, cutFin, cutReset, serverShutdown
+        var testDescription: String { rawValue }
+    }
+
+    /// A WebSocket that ended under an open session without an Engine.IO close packet: the server
+    /// closed it (1000, 1001), the connection was killed (an EOF with no close frame, a reset), or
+    /// the server shut down. socket.io-client 4.x says "transport close" and fires no `error`.
+    /// Reconnection is off, so every event has fired once the manager stopped.
+    @Test("a WebSocket ended under the session: \"transport close\" and no error event", arguments: Ending.allCases)
+    func transportCloseReasons(ending: Ending) async throws {
+        let server = try await SocketIOTestServer.start()
+        let proxy = try await FaultProxy.start(targetPort: server.port)
+        defer { Task { await proxy.stop() } }
+        var configuration = SocketIOConfiguration.testing([.websocket])
+        configuration.reconnection = false
+        let manager = SocketManager(url: proxy.url(), configuration: configuration)
+        defer { manager.disconnect() }
+        let socket = manager.defaultSocket
+        let reasons = Recorder<[JSONValue]>()
+        socket.on(clientEvent: .disconnect) { reasons.append($0.arguments) }
+        let errors = Recorder<[JSONValue]>()
+        socket.on(clientEvent: .error) { errors.append($0.arguments) }
+        try await socket.connect(timeout: .seconds(30))
+        #expect(try await socket.emitWithAck("echo", "before", timeout: .seconds(30)) == ["before"])
+        switch ending {
+        case .serverClose1000: server.dropAllConnections()
+        case .serverClose1001: server.closeWebSockets(code: 1001, reason: "going away")
+        case .cutFin: proxy.cutAll(.fin)
+        case .cutReset: proxy.cutAll(.reset)
+        case .serverShutdown: await server.stop()
+        }
+        await manager.waitUntilStopped()
+        #expect(reasons.values == [["transport close"]], "\(reasons.values)")
+        #expect(errors.values.isEmpty, "\(errors.values)")
+        if ending != .serverShutdown { await server.stop() }
+    }
 }
