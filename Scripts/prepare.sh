@@ -17,6 +17,10 @@ python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need_apt+=(python3-venv)
 # tests start their own instances on free ports; the packages' services are not used.
 [ -x /usr/bin/tinyproxy ] || need_apt+=(tinyproxy-bin)
 [ -x /usr/sbin/danted ] || need_apt+=(dante-server)
+# squid with Debian's stock rules (CONNECT to 443 only), and curl as the reference for the proxy
+# environment rules.
+[ -x /usr/sbin/squid ] || need_apt+=(squid)
+[ -x /usr/bin/curl ] || need_apt+=(curl)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo [prepare] "installing Debian packages: ${need_apt[*]}"
   if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi

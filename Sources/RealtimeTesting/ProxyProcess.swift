@@ -12,8 +12,10 @@ import Darwin
 
 /// A real proxy server from Debian, started on 127.0.0.1 on a free port with a configuration of its
 /// own in a temporary folder, for tests that must show traffic went through a proxy:
-/// `tinyproxy` (HTTP `CONNECT` and absolute-form requests, optionally with Basic credentials) or
-/// `danted` from `dante-server` (SOCKS5 without authentication).
+/// `tinyproxy` (HTTP `CONNECT` and absolute-form requests, optionally with Basic credentials),
+/// `squid` with Debian's stock rules (absolute-form requests to any port above 1024, `CONNECT` to
+/// port 443 only: a tunnel to any other port is refused with 403) or `danted` from `dante-server`
+/// (SOCKS5 without authentication).
 ///
 /// ``log`` is the proxy's own log, where each tunnel or request names its target: a test reads it
 /// to assert from the proxy's side that a connection went through it. Fails with instructions when
@@ -26,6 +28,9 @@ public final class ProxyProcess: @unchecked Sendable {
     public enum Kind: Sendable, Hashable, CustomStringConvertible {
         /// tinyproxy; with credentials, it requires them (`BasicAuth`).
         case tinyproxy(username: String? = nil, password: String? = nil)
+        /// Debian's squid with its stock `/etc/squid/squid.conf`, changed only in its `http_port`
+        /// and the files it writes (pid, logs, core dumps), which go to the proxy's folder.
+        case squid
         /// dante's `danted`, SOCKS5 without authentication.
         case dante
 
@@ -33,6 +38,7 @@ public final class ProxyProcess: @unchecked Sendable {
         public var description: String {
             switch self {
             case .tinyproxy(let username, _): username == nil ? "tinyproxy" : "tinyproxy with Basic auth"
+            case .squid: "squid (stock rules)"
             case .dante: "dante (SOCKS5)"
             }
         }
@@ -57,6 +63,7 @@ public final class ProxyProcess: @unchecked Sendable {
     public var configuration: ProxyConfiguration {
         switch kind {
         case .tinyproxy(let username, let password): .http(host: "127.0.0.1", port: port, username: username, password: password)
+        case .squid: .http(host: "127.0.0.1", port: port)
         case .dante: .socks5(host: "127.0.0.1", port: port)
         }
     }
@@ -65,7 +72,7 @@ public final class ProxyProcess: @unchecked Sendable {
     public var url: String {
         switch kind {
         case .tinyproxy(let username?, let password): "http://\(username):\(password ?? "")@127.0.0.1:\(port)"
-        case .tinyproxy: "http://127.0.0.1:\(port)"
+        case .tinyproxy, .squid: "http://127.0.0.1:\(port)"
         case .dante: "socks5h://127.0.0.1:\(port)"
         }
     }
@@ -81,22 +88,30 @@ public final class ProxyProcess: @unchecked Sendable {
     deinit {
         Self.end(process)
         try? FileManager.default.removeItem(atPath: directory)
-        Leftovers.ended(pid: process.processIdentifier)
+        ChildProcessLeftovers.ended(pid: process.processIdentifier)
     }
 
     /// Starts the proxy and returns once it accepts connections.
-    public static func start(_ kind: Kind) async throws -> ProxyProcess {
-        try await BlockingWork.run { try launch(kind) }
+    ///
+    /// With `port`, on that port (a proxy started again where it was, for a restart); otherwise on
+    /// a free one.
+    public static func start(_ kind: Kind, port: Int = 0) async throws -> ProxyProcess {
+        try await BlockingWork.run { try launch(kind, port: port) }
     }
 
     /// The proxy's log so far.
     public var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
 
-    /// Whether the log shows a tunnel or request to `127.0.0.1:port` or `localhost:port`.
+    /// Whether the log shows a tunnel or request to `127.0.0.1:port` or `localhost:port`: a
+    /// `CONNECT 127.0.0.1:port` or an absolute-form `GET http://127.0.0.1:port/…` (tinyproxy logs a
+    /// request as it starts, squid in its access log when the transaction ends, refused or not).
     public func sawTarget(port target: Int) -> Bool {
         let log = log
         return switch kind {
-        case .tinyproxy: log.contains("127.0.0.1:\(target) ") || log.contains("localhost:\(target) ")
+        case .tinyproxy, .squid:
+            ["127.0.0.1", "localhost"].contains { host in
+                log.contains("\(host):\(target) ") || log.contains("//\(host):\(target)/")
+            }
         case .dante: log.contains("127.0.0.1.\(target) ") || log.contains("localhost.\(target) ")
         }
     }
@@ -118,36 +133,7 @@ public final class ProxyProcess: @unchecked Sendable {
         await BlockingWork.run {
             Self.end(process)
             try? FileManager.default.removeItem(atPath: directory)
-            Leftovers.ended(pid: process.processIdentifier)
-        }
-    }
-
-    /// The proxies still running when the test process exits: a test that stops its proxy from an
-    /// unstructured task (`defer { Task { await proxy.stop() } }`) may end the process before that
-    /// task runs, and dante's daemon would outlive it. At exit they are killed, with every process
-    /// they forked, and their folders removed.
-    private enum Leftovers {
-        private static let running = NIOLockedValueBox<[Int32: String]>([:])
-        private static let registered: Void = { atexit { Leftovers.endAll() } }()
-
-        static func started(pid: Int32, directory: String) {
-            _ = registered
-            running.withLockedValue { $0[pid] = directory }
-        }
-
-        static func ended(pid: Int32) {
-            _ = running.withLockedValue { $0.removeValue(forKey: pid) }
-        }
-
-        private static func endAll() {
-            let all = running.withLockedValue { running in
-                defer { running = [:] }
-                return running
-            }
-            for (pid, directory) in all {
-                for member in [pid] + ProxyProcess.descendants(of: pid) { kill(member, SIGKILL) }
-                try? FileManager.default.removeItem(atPath: directory)
-            }
+            ChildProcessLeftovers.ended(pid: process.processIdentifier)
         }
     }
 
@@ -157,7 +143,7 @@ public final class ProxyProcess: @unchecked Sendable {
     private static func end(_ process: Process) {
         guard process.isRunning else { return }
         let pid = process.processIdentifier
-        let family = [pid] + descendants(of: pid)
+        let family = [pid] + ChildProcessLeftovers.descendants(of: pid)
         for member in family { kill(member, SIGTERM) }
         let deadline = Date().addingTimeInterval(1)
         while process.isRunning, Date() < deadline { usleep(5_000) }
@@ -166,31 +152,10 @@ public final class ProxyProcess: @unchecked Sendable {
         while process.isRunning, Date() < last { usleep(5_000) }
     }
 
-    /// The processes below `pid`, from /proc (Linux; none elsewhere).
-    fileprivate static func descendants(of pid: Int32) -> [Int32] {
-        guard let entries = try? FileManager.default.contentsOfDirectory(atPath: "/proc") else { return [] }
-        var children: [Int32: [Int32]] = [:]
-        for entry in entries {
-            guard let child = Int32(entry), let stat = try? String(contentsOfFile: "/proc/\(entry)/stat", encoding: .utf8),
-                let close = stat.lastIndex(of: ")")
-            else { continue }
-            let fields = stat[stat.index(after: close)...].split(separator: " ")
-            if fields.count > 1, let parent = Int32(fields[1]) { children[parent, default: []].append(child) }
-        }
-        var result: [Int32] = []
-        var queue = [pid]
-        while let next = queue.popLast() {
-            for child in children[next] ?? [] {
-                result.append(child)
-                queue.append(child)
-            }
-        }
-        return result
-    }
-
-    private static func launch(_ kind: Kind) throws -> ProxyProcess {
+    private static func launch(_ kind: Kind, port fixedPort: Int) throws -> ProxyProcess {
         let (program, package) = switch kind {
         case .tinyproxy: ("/usr/bin/tinyproxy", "tinyproxy-bin")
+        case .squid: ("/usr/sbin/squid", "squid")
         case .dante: ("/usr/sbin/danted", "dante-server")
         }
         guard FileManager.default.isExecutableFile(atPath: program) else {
@@ -204,14 +169,16 @@ public final class ProxyProcess: @unchecked Sendable {
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
             // The proxies drop privileges to `nobody` for some work: the folder must be theirs to write.
             try FileManager.default.setAttributes([.posixPermissions: 0o777], ofItemAtPath: directory)
-            let port = try freePort()
+            let port = fixedPort == 0 ? try freePort() : fixedPort
             let logPath = directory + "/proxy.log"
             let configPath = directory + "/proxy.conf"
-            try configuration(kind, port: port, logPath: logPath).write(toFile: configPath, atomically: true, encoding: .utf8)
+            try configuration(kind, port: port, logPath: logPath, directory: directory).write(toFile: configPath, atomically: true, encoding: .utf8)
             let process = Process()
             process.executableURL = URL(fileURLWithPath: program)
             process.arguments = switch kind {
             case .tinyproxy: ["-d", "-c", configPath]
+            // -N: in the foreground, no daemon, so that ending the process ends the proxy.
+            case .squid: ["-N", "-f", configPath]
             case .dante: ["-f", configPath, "-N", "1"]
             }
             // Its own output goes to a file: a pipe nobody reads would stall it once full.
@@ -223,7 +190,7 @@ public final class ProxyProcess: @unchecked Sendable {
             process.standardInput = Pipe()
             try process.run()
             let proxy = ProxyProcess(kind: kind, port: port, logPath: logPath, process: process, directory: directory)
-            Leftovers.started(pid: process.processIdentifier, directory: directory)
+            ChildProcessLeftovers.started(pid: process.processIdentifier, directory: directory)
             let deadline = Date().addingTimeInterval(10)
             while Date() < deadline, process.isRunning {
                 if canConnect(port: port) { return proxy }
@@ -235,8 +202,23 @@ public final class ProxyProcess: @unchecked Sendable {
         throw Missing(description: "\(program) did not start listening: \(lastFailure.suffix(2000))")
     }
 
-    private static func configuration(_ kind: Kind, port: Int, logPath: String) -> String {
+    /// Debian's stock squid configuration.
+    static let stockSquidConfiguration = "/etc/squid/squid.conf"
+
+    private static func configuration(_ kind: Kind, port: Int, logPath: String, directory: String) throws -> String {
         switch kind {
+        case .squid:
+            // Stock rules unchanged (among them `http_access deny CONNECT !SSL_ports`): only the
+            // port, and the files squid writes (it drops to the user `proxy`; the folder is 0777).
+            let stock = try String(contentsOfFile: stockSquidConfiguration, encoding: .utf8)
+            var lines = stock.components(separatedBy: "\n").map { line in
+                line.hasPrefix("http_port ") ? "http_port 127.0.0.1:\(port)" : line
+            }
+            lines += [
+                "pid_filename \(directory)/squid.pid", "access_log stdio:\(logPath)", "cache_log stdio:\(directory)/cache.log",
+                "coredump_dir \(directory)", "pinger_enable off", "shutdown_lifetime 0 seconds",
+            ]
+            return lines.joined(separator: "\n") + "\n"
         case .tinyproxy(let username, let password):
             var lines = [
                 "Port \(port)", "Listen 127.0.0.1", "Timeout 60", "LogFile \"\(logPath)\"", "LogLevel Info", "MaxClients 200",
