@@ -277,13 +277,24 @@ public final class EventStream: Sendable {
 
     /// Opens the connection of request `attempt` (the first, or a redirect's) and sends it.
     private func connect(attempt: Int, on eventLoop: any EventLoop) {
-        let prepared: (request: ByteBuffer, endpoint: Endpoint, proxy: ProxyServer?, tls: (NIOSSLContext, TLSOptions)?, isHead: Bool)
+        let prepared: (
+            request: ByteBuffer, endpoint: Endpoint, proxy: ProxyServer?, tunnel: ProxyServer?, tls: (NIOSSLContext, TLSOptions)?, isHead: Bool
+        )
         do {
             let (pending, proxy) = state.withLockedValue { ($0.pending, $0.currentProxy) }
             guard let pending else { return }
             var headers = pending.headers
             cookies?.apply(to: &headers, url: state.withLockedValue { $0.currentURL })
-            let request = try HTTPStreamRequest(method: pending.method, target: pending.endpoint, headers: headers, body: pending.body).encoded()
+            // Plain http through an HTTP proxy goes to the proxy in absolute-form, as curl sends it;
+            // https is tunnelled with CONNECT (TLS to the server inside the tunnel).
+            let form: HTTPStreamRequest.Form = if let proxy, proxy.kind == .http, !pending.endpoint.isSecure {
+                .absolute(proxyAuthorization: proxy.basicAuthorization)
+            } else {
+                .origin
+            }
+            let request = try HTTPStreamRequest(
+                method: pending.method, target: pending.endpoint, headers: headers, body: pending.body, form: form
+            ).encoded()
             var tls: (NIOSSLContext, TLSOptions)?
             if pending.endpoint.isSecure {
                 tls = (try pending.tls.sslContext(), pending.tls)
@@ -291,7 +302,7 @@ public final class EventStream: Sendable {
                 throw RealtimeError(
                     .certificatePinMismatch, "a redirect to \(Redaction.url(state.withLockedValue { $0.currentURL })) leaves TLS, and keys are pinned")
             }
-            prepared = (request, pending.endpoint, proxy, tls, pending.method == .HEAD)
+            prepared = (request, pending.endpoint, proxy, form == .origin ? proxy : nil, tls, pending.method == .HEAD)
         } catch {
             return connectionEnded(error, attempt: attempt)
         }
@@ -309,22 +320,37 @@ public final class EventStream: Sendable {
         let bootstrap = SocketConnection.bootstrap(on: eventLoop, connectTimeout: runtime.http.connectTimeout, allowRemoteHalfClosure: false)
             .channelInitializer { [self] channel in
                 channel.eventLoop.makeCompletedFuture {
+                    // Attached before the connect: a cancel or a failure meanwhile closes it.
                     guard attach(channel, attempt: attempt) else { throw CancellationError() }
-                    guard let proxy = prepared.proxy else { return try install(channel) }
-                    let tunnel = try ProxyTunnel.install(through: proxy, to: target.host, port: target.port, url: url, on: channel)
-                    tunnel.whenComplete { result in
-                        do {
-                            try result.get()
-                            try install(channel)
-                        } catch {
-                            self.connectionEnded(error, attempt: attempt)
-                            channel.close(promise: nil)
+                    if prepared.tunnel == nil { try install(channel) }
+                }
+            }
+        // The tunnel's handlers go on only once the connect succeeded: installed before it, a connect
+        // that failed would also fail the tunnel ("abandoned"), a second report racing the first.
+        SocketConnection.connect(bootstrap, host: host, port: port).whenComplete { [self] result in
+            switch result {
+            case .failure(let error):
+                connectionEnded(error, attempt: attempt)
+            case .success(let channel):
+                guard let proxy = prepared.tunnel else { return }
+                channel.eventLoop.execute { [self] in
+                    do {
+                        try ProxyTunnel.install(through: proxy, to: target.host, port: target.port, url: url, on: channel).whenComplete { result in
+                            do {
+                                try result.get()
+                                try install(channel)
+                            } catch {
+                                self.connectionEnded(error, attempt: attempt)
+                                channel.close(promise: nil)
+                            }
                         }
+                    } catch {
+                        connectionEnded(error, attempt: attempt)
+                        channel.close(promise: nil)
                     }
                 }
             }
-        SocketConnection.connect(bootstrap, host: host, port: port)
-            .whenFailure { [self] error in connectionEnded(error, attempt: attempt) }
+        }
     }
 
     /// Keeps the channel of request `attempt`; false when the stream ended or moved on meanwhile.
@@ -497,6 +523,15 @@ public final class EventStream: Sendable {
             state.attempt == attempt && state.result == nil ? state.currentURL : nil
         }
         guard let current else { return false }
+        // Through an HTTP proxy in absolute-form, a 407 is the proxy's refusal, not the server's answer.
+        let forwardedBy = state.withLockedValue { state -> ProxyServer? in
+            guard let proxy = state.currentProxy, proxy.kind == .http, state.pending?.endpoint.isSecure == false else { return nil }
+            return proxy
+        }
+        if let proxy = forwardedBy, let refusal = ProxyTunnel.forwardRefusal(status: status, proxy: proxy, url: current) {
+            end(refusal)
+            return false
+        }
         cookies?.record(headers, from: current)
         if [301, 302, 303, 307, 308].contains(status.code), let location = headers.first(name: "location") {
             redirect(to: location, status: status, from: current)

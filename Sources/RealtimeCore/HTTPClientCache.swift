@@ -66,7 +66,9 @@ final class HTTPClientCache: Sendable {
         return configuration
     }
 
-    /// async-http-client's description of a proxy (it tunnels http and https alike with CONNECT).
+    /// async-http-client's description of a proxy. Requests through an HTTP proxy go on connections
+    /// of ours (``HTTPProxyExchange``: async-http-client would tunnel plain http with CONNECT too,
+    /// and loses a refused tunnel's status), so only SOCKS5 proxies reach it in practice.
     static func ahcProxy(_ proxy: ProxyServer) -> HTTPClient.Configuration.Proxy {
         switch proxy.kind {
         case .http:

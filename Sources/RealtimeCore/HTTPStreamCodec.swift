@@ -3,16 +3,27 @@ package import NIOHTTP1
 
 /// The bytes of one HTTP/1.1 request with its body, as an event stream sends it.
 package struct HTTPStreamRequest: Sendable {
+    /// How the request line names its target (RFC 9112 section 3.2).
+    package enum Form: Sendable, Equatable {
+        /// `GET /path?query HTTP/1.1`: to the server itself, or through a tunnel.
+        case origin
+        /// `GET http://host:port/path?query HTTP/1.1`: to an HTTP proxy that forwards it (a plain
+        /// `http://` request, as curl sends it), with the proxy's Basic credentials when it has some.
+        case absolute(proxyAuthorization: String?)
+    }
+
     package let method: HTTPMethod
     package let target: Endpoint
     package let headers: HTTPHeaders
     package let body: ByteBuffer?
+    package let form: Form
 
-    package init(method: HTTPMethod, target: Endpoint, headers: HTTPHeaders, body: ByteBuffer?) {
+    package init(method: HTTPMethod, target: Endpoint, headers: HTTPHeaders, body: ByteBuffer?, form: Form = .origin) {
         self.method = method
         self.target = target
         self.headers = headers
         self.body = body
+        self.form = form
     }
 
     /// Headers the request sets itself; a caller's copies would contradict the framing.
@@ -22,11 +33,20 @@ package struct HTTPStreamRequest: Sendable {
     /// the request line's framing (a CR, LF or NUL in a value, a name that is not a token).
     package func encoded() throws -> ByteBuffer {
         var buffer = ByteBuffer()
-        buffer.writeString("\(method.rawValue) \(target.pathAndQuery) HTTP/1.1\r\n")
         let hostPart = target.host.contains(":") ? "[\(target.host)]" : target.host
         let defaultPort = target.isSecure ? 443 : 80
-        buffer.writeString("Host: \(target.port == defaultPort ? hostPart : "\(hostPart):\(target.port)")\r\n")
-        for header in headers where !Self.reservedHeaders.contains(header.name.lowercased()) {
+        let authority = target.port == defaultPort ? hostPart : "\(hostPart):\(target.port)"
+        switch form {
+        case .origin:
+            buffer.writeString("\(method.rawValue) \(target.pathAndQuery) HTTP/1.1\r\n")
+        case .absolute:
+            buffer.writeString("\(method.rawValue) \(target.scheme)://\(authority)\(target.pathAndQuery) HTTP/1.1\r\n")
+        }
+        buffer.writeString("Host: \(authority)\r\n")
+        if case .absolute(let authorization?) = form { buffer.writeString("Proxy-Authorization: \(authorization)\r\n") }
+        // Through a proxy the credentials are the proxy configuration's.
+        let skipped = form == .origin ? Self.reservedHeaders : Self.reservedHeaders.union(["proxy-authorization"])
+        for header in headers where !skipped.contains(header.name.lowercased()) {
             guard Self.isToken(header.name), !header.value.utf8.contains(where: { $0 == 13 || $0 == 10 || $0 == 0 }) else {
                 throw RealtimeError(.invalidURL, "the request header \(header.name.prefix(64)) has characters HTTP/1.1 does not allow")
             }

@@ -8,8 +8,10 @@ import FoundationEssentials
 import Foundation
 #endif
 
-/// The HTTP mechanics under SSE, long polling and POST sends, on async-http-client.
-/// It knows nothing of any protocol: status codes and bodies mean what the caller decides.
+/// The HTTP mechanics under SSE, long polling and POST sends, on async-http-client; requests
+/// through an HTTP proxy go on connections of their own (absolute-form for `http://`, a `CONNECT`
+/// tunnel for `https://`), as curl sends them. It knows nothing of any protocol: status codes and
+/// bodies mean what the caller decides.
 public enum HTTPTransport {
     /// Sends `request` and runs `body` with the response head and its body chunks as they arrive.
     ///
@@ -20,6 +22,12 @@ public enum HTTPTransport {
         runtime: RealtimeRuntime = .shared,
         _ body: @escaping @Sendable (HTTPResponseHead, HTTPBodyChunks) async throws -> Result
     ) async throws -> Result {
+        if try HTTPProxyExchange.proxy(for: request, runtime: runtime) != nil {
+            let (head, chunks) = try await HTTPProxyExchange.send(
+                request, runtime: runtime, deadline: .now() + TimeAmount(request.headTimeout), coversBody: false,
+                timeoutError: { RealtimeError(.timeout, "request to \(Redaction.url(request.url)) timed out") })
+            return try await stream(head: head, body: .stream(chunks), request: request, runtime: runtime, body)
+        }
         let (client, clientRequest, proxy) = try request.prepare(runtime: runtime)
         let response: HTTPClientResponse
         do {
@@ -29,14 +37,22 @@ public enum HTTPTransport {
         }
         request.cookies?.record(response.headers, from: response.url?.absoluteString ?? request.url)
         let head = HTTPResponseHead(status: response.status, headers: response.headers, url: response.url?.absoluteString ?? request.url)
+        return try await stream(head: head, body: response.body, request: request, runtime: runtime, body)
+    }
+
+    /// Runs `body` with a response's head and body, watching the body's idle timeout.
+    private static func stream<Result: Sendable>(
+        head: HTTPResponseHead, body responseBody: HTTPClientResponse.Body, request: HTTPRequestSpec, runtime: RealtimeRuntime,
+        _ body: @escaping @Sendable (HTTPResponseHead, HTTPBodyChunks) async throws -> Result
+    ) async throws -> Result {
         guard let idleTimeout = request.idleTimeout else {
-            return try await body(head, HTTPBodyChunks(base: response.body, progress: nil))
+            return try await body(head, HTTPBodyChunks(base: responseBody, progress: nil))
         }
         let timeline = ClockTimeline(clock: runtime.clock)
         let progress = BodyProgress(now: timeline.now, timeline: timeline)
         return try await withThrowingTaskGroup(of: Result?.self) { group in
             group.addTask {
-                try await body(head, HTTPBodyChunks(base: response.body, progress: progress))
+                try await body(head, HTTPBodyChunks(base: responseBody, progress: progress))
             }
             group.addTask {
                 // Fires at the last byte + idleTimeout (within the clock's scheduling delay), never
@@ -66,6 +82,9 @@ public enum HTTPTransport {
     /// task besides the caller's, and cancelling the caller cancels the request.
     public static func execute(_ request: HTTPRequestSpec, runtime: RealtimeRuntime = .shared) async throws -> (HTTPResponseHead, ByteBuffer) {
         let total = request.headTimeout + (request.idleTimeout ?? .zero)
+        if try HTTPProxyExchange.proxy(for: request, runtime: runtime) != nil {
+            return try await executeThroughProxy(request, runtime: runtime, total: total)
+        }
         let (client, clientRequest, proxy) = try request.prepareForDelegate(runtime: runtime)
         let collector = BodyCollector(limit: request.maxBodySize, cookies: request.cookies, url: request.url)
         let task = client.execute(
@@ -89,6 +108,31 @@ public enum HTTPTransport {
                     .messageTooLarge, "the response body from \(Redaction.url(request.url)) exceeds \(request.maxBodySize) bytes", underlying: error)
             }
             throw mapError(error, url: request.url, proxy: proxy)
+        }
+    }
+
+    /// ``execute(_:runtime:)`` through an HTTP proxy, on a connection of its own (``HTTPProxyExchange``).
+    private static func executeThroughProxy(
+        _ request: HTTPRequestSpec, runtime: RealtimeRuntime, total: Duration
+    ) async throws -> (HTTPResponseHead, ByteBuffer) {
+        do {
+            let (head, chunks) = try await HTTPProxyExchange.send(
+                request, runtime: runtime, deadline: .now() + TimeAmount(total), coversBody: true,
+                timeoutError: { RealtimeError.timeout("the response from \(Redaction.url(request.url)) did not complete within \(total)") })
+            var collected = ByteBuffer()
+            for try await chunk in chunks {
+                collected.writeImmutableBuffer(chunk)
+                if collected.readableBytes > request.maxBodySize {
+                    throw RealtimeError(
+                        .messageTooLarge, "the response body from \(Redaction.url(request.url)) exceeds \(request.maxBodySize) bytes")
+                }
+            }
+            // A cancelled task ends the body's iteration early: that is no complete body.
+            try Task.checkCancellation()
+            return (head, collected)
+        } catch {
+            if Task.isCancelled { throw CancellationError() }
+            throw error
         }
     }
 

@@ -19,11 +19,14 @@ import Foundation
 /// (``RealtimeRuntime/proxy``); a client given a copy of the runtime with another proxy uses that
 /// one, and the copy still shares the event loops and connection pools.
 ///
-/// - An HTTP proxy tunnels every connection with `CONNECT`, plain `ws://` and `http://` included
-///   (as curl's `--proxytunnel` does; a tunnel carries a WebSocket upgrade that an absolute-form
-///   request through some proxies would not). TLS to the server runs inside the tunnel, with every
-///   ``TLSOptions`` rule: SNI, trust roots, pins, client certificates. Credentials in the proxy URL
-///   are sent as `Proxy-Authorization: Basic`.
+/// - An HTTP proxy is used as curl uses one. A plain `http://` request (an SSE stream, a long
+///   poll, a POST, SignalR's negotiate, Spreadbot's REST calls) goes to the proxy in absolute-form,
+///   `GET http://host:port/path HTTP/1.1`, for the proxy to forward: no tunnel, so a proxy that
+///   allows `CONNECT` to port 443 only (squid's stock rules) passes it. `ws://` (a WebSocket
+///   upgrade needs a tunnel, as with curl's `--proxytunnel`), `wss://` and `https://` go through a
+///   `CONNECT` tunnel; TLS to the server runs inside it, with every ``TLSOptions`` rule: SNI, trust
+///   roots, pins, client certificates. Credentials in the proxy URL are sent as
+///   `Proxy-Authorization: Basic`, on the `CONNECT` or on each forwarded request.
 /// - A SOCKS5 proxy tunnels every connection; the proxy resolves the server's name (curl's
 ///   `socks5h://`). Only SOCKS5 without authentication is supported.
 /// - ``environment`` (the default) reads `https_proxy`, `http_proxy`, `all_proxy` and `no_proxy`,
@@ -38,9 +41,11 @@ import Foundation
 /// matching every host. Names are not resolved to match addresses. As in curl, a proxy URL without
 /// a port uses 1080, and one without a scheme is an HTTP proxy.
 ///
-/// A proxy that refuses the tunnel (a 407 for missing or wrong credentials, a 403, a 502) or closes
+/// A proxy that refuses a tunnel (a 407 for missing or wrong credentials, a 403, a 502) or closes
 /// before opening it fails the connection with ``RealtimeError/Code/proxyFailed``, its status in
-/// ``RealtimeError/status``; a proxy that cannot be reached fails with
+/// ``RealtimeError/status``; so does a 407 to a forwarded `http://` request. Any other answer to a
+/// forwarded request is the server's as the proxy passed it on (a proxy's own 403 or 502 cannot be
+/// told from the server's, as with curl). A proxy that cannot be reached fails with
 /// ``RealtimeError/Code/connectFailed``. Both name the proxy (never its credentials), and the
 /// client's reconnect rules apply as to any failed connection.
 public struct ProxyConfiguration: Sendable, Hashable, CustomStringConvertible {
@@ -131,7 +136,7 @@ public struct ProxyConfiguration: Sendable, Hashable, CustomStringConvertible {
 public struct ProxyServer: Sendable, Hashable, CustomStringConvertible {
     /// The proxy protocol.
     public enum Kind: String, Sendable, Hashable {
-        /// HTTP: `CONNECT` tunnels.
+        /// HTTP: absolute-form requests for `http://`, `CONNECT` tunnels for the rest.
         case http
         /// SOCKS5, without authentication.
         case socks5

@@ -4,7 +4,8 @@ import NIOHTTP1
 import NIOPosix
 import NIOSOCKS
 
-/// A tunnel through a proxy for a connection of ours (a WebSocket): the handlers that open it on a
+/// A tunnel through a proxy for a connection of ours (a WebSocket, an event stream or a request
+/// to an `https://` server): the handlers that open it on a
 /// channel connected to the proxy, and what a proxy's failure is called.
 ///
 /// The handlers are the first in the pipeline and the only ones while the tunnel opens; once it is
@@ -60,7 +61,7 @@ enum ProxyTunnel {
         if let error = error as? HTTPClientError {
             if error == .proxyAuthenticationRequired {
                 return RealtimeError(
-                    .proxyFailed, "the proxy \(proxy) refused the tunnel to \(target): proxy authentication required",
+                    .proxyFailed, "the proxy \(proxy) refused the tunnel to \(target): \(authenticationRefusal(proxy))",
                     status: .proxyAuthenticationRequired, underlying: error)
             }
             if error == .invalidProxyResponse {
@@ -84,6 +85,20 @@ enum ProxyTunnel {
             return RealtimeError(.connectFailed, "could not connect to the proxy \(proxy) (for \(target))", underlying: error)
         }
         return nil
+    }
+
+    /// What an HTTP proxy's answer to a request it was asked to forward (absolute-form: plain
+    /// `http://` through an HTTP proxy) means: a 407 is the proxy's own refusal, ``RealtimeError/Code/proxyFailed``
+    /// with the status; nil for any other status, which is the server's answer passed on.
+    static func forwardRefusal(status: HTTPResponseStatus, proxy: ProxyServer, url: String) -> RealtimeError? {
+        guard status == .proxyAuthenticationRequired else { return nil }
+        return RealtimeError(
+            .proxyFailed, "the proxy \(proxy) refused the request to \(Redaction.url(url)): \(authenticationRefusal(proxy))", status: status)
+    }
+
+    /// Why a proxy answered 407: no credentials were sent, or the ones sent were refused.
+    static func authenticationRefusal(_ proxy: ProxyServer) -> String {
+        proxy.username == nil ? "proxy authentication required" : "the proxy did not accept the credentials"
     }
 
     /// Whether the TCP connection itself could not be made (to a proxy, that is the proxy's address).
@@ -146,8 +161,7 @@ private final class HTTPConnectHandler: ChannelInboundHandler, RemovableChannelH
                 return
             }
             let why = head.status == .proxyAuthenticationRequired
-                ? (proxy.username == nil ? "proxy authentication required" : "the proxy did not accept the credentials")
-                : "it answered \(head.status.code) \(head.status.reasonPhrase)"
+                ? ProxyTunnel.authenticationRefusal(proxy) : "it answered \(head.status.code) \(head.status.reasonPhrase)"
             fail(
                 RealtimeError(.proxyFailed, "the proxy \(proxy) refused the tunnel to \(Redaction.url(url)): \(why)", status: head.status),
                 context: context)
