@@ -106,6 +106,7 @@ public final class SocketIOTestServer: Sendable {
         var pollsBeforeProbeAnswer = 0
         /// `flaky`'s arrivals per key.
         var flakyArrivals: [String: Int] = [:]
+        var postBodies: [String] = []
     }
 
     /// The options the server was started with.
@@ -152,6 +153,9 @@ public final class SocketIOTestServer: Sendable {
     public var pongsReceived: Int { state.withLockedValue { $0.pongsReceived } }
     /// GETs that came during an upgrade before `3probe` went out (``ProbeAnswer/afterPollAnswered(_:)``).
     public var pollsBeforeProbeAnswer: Int { state.withLockedValue { $0.pollsBeforeProbeAnswer } }
+    /// The body of every polling POST to a session, in arrival order (UTF-8 text; Engine.IO 4
+    /// payloads are text).
+    public var postBodies: [String] { state.withLockedValue { $0.postBodies } }
     /// Open Engine.IO sessions.
     public var sessionCount: Int { state.withLockedValue { $0.sessions.count } }
 
@@ -338,6 +342,7 @@ public final class SocketIOTestServer: Sendable {
             guard let body = try? await request.collectBody(upTo: options.maxPayload) else {
                 return Response(status: .contentTooLarge)
             }
+            state.withLockedValue { $0.postBodies.append(String(buffer: body)) }
             let packets: [EngineIOPacket]
             do {
                 packets = try body.withUnsafeReadableBytes { try EngineIOCodec.decodePayload($0) }

@@ -133,9 +133,10 @@ final class EngineIOSession: Sendable {
     /// Called when the send queue has room again after a `trySend` was refused.
     func onSendQueueDrained(_ callback: @escaping @Sendable () -> Void) { outbox.setOnDrain(callback) }
 
-    /// Sends the close packet; ``run()`` returns ``EngineIOSessionEnd/closedByClient`` once it is written.
+    /// Sends the close packet (once, however often this is called); ``run()`` returns
+    /// ``EngineIOSessionEnd/closedByClient`` once it is written.
     func close() {
-        state.withLockedValue { $0.machine.closing() }
+        guard state.withLockedValue({ $0.machine.closing() }) else { return }
         outbox.push(EngineIOFrame(packets: [EngineIOPacket(.close)], requeueNamespace: nil))
     }
 
@@ -252,28 +253,44 @@ final class EngineIOSession: Sendable {
         // Engine.IO 3's records carry their length's digits: control packets (a ping, a close) are
         // sized as in revision 4, so a few bytes are kept free for them.
         let limit = revision == 3 ? handshake.maxPayload - 64 : handshake.maxPayload
-        while let frames = await outbox.take(
+        while let taken = await outbox.take(
             maxBytes: max(limit, 1), maxParts: max(options.maxPacketsPerPoll, 1), generation: generation
         ) {
-            let payload = revision == 3 ? EngineIOFrame.pollingPayloadRevision3(frames) : EngineIOFrame.pollingPayload(frames)
-            let request = pollingRequest(method: .POST, body: payload, handshake: handshake)
-            do {
-                let (head, body) = try await HTTPTransport.execute(request, runtime: runtime)
-                guard head.status == .ok else {
-                    throw RealtimeError.badStatus(head.status, url: head.url, body: String(buffer: body))
+            // The close packet goes alone, once the POST with what came before it is answered (as
+            // the JavaScript client sends it): a server reads the namespaces' DISCONNECTs before
+            // the session ends. Nothing after it is sent.
+            let closeIndex = taken.firstIndex(where: \.isClose)
+            let frames = closeIndex.map { Array(taken[..<$0]) } ?? taken
+            if !frames.isEmpty {
+                do {
+                    try await post(frames, handshake: handshake)
+                } catch {
+                    // The server may have read the body before the request failed: what it carried is
+                    // possibly delivered, like frames written to a WebSocket that broke.
+                    outbox.wroteUnconfirmed(frames)
+                    outbox.finishedWrite()
+                    throw error
                 }
-            } catch {
-                // The server may have read the body before the request failed: what it carried is
-                // possibly delivered, like frames written to a WebSocket that broke.
-                outbox.wroteUnconfirmed(frames)
-                outbox.finishedWrite()
-                throw error
+                countSent(frames)
+            }
+            if let closeIndex {
+                defer { outbox.finishedWrite() }
+                try await post([taken[closeIndex]], handshake: handshake)
+                return .sessionOver(.closedByClient)
             }
             outbox.finishedWrite()
-            countSent(frames)
-            if frames.contains(where: \.isClose) { return .sessionOver(.closedByClient) }
         }
         return .keepGoing
+    }
+
+    /// One POST carrying `frames`; throws unless the server answered 200.
+    private func post(_ frames: [EngineIOFrame], handshake: EngineIOHandshake) async throws {
+        let payload = revision == 3 ? EngineIOFrame.pollingPayloadRevision3(frames) : EngineIOFrame.pollingPayload(frames)
+        let request = pollingRequest(method: .POST, body: payload, handshake: handshake)
+        let (head, body) = try await HTTPTransport.execute(request, runtime: runtime)
+        guard head.status == .ok else {
+            throw RealtimeError.badStatus(head.status, url: head.url, body: String(buffer: body))
+        }
     }
 
     /// Called by the polling reader before each GET: while an upgrade holds polling, parks and waits

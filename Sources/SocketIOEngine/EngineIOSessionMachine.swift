@@ -101,9 +101,12 @@ struct EngineIOSessionMachine<ReaderWaiter, PauseWaiter> {
         return now + limit
     }
 
-    /// The app asked to close; the close packet is queued.
-    mutating func closing() {
-        closeRequested = true
+    /// The app asked to close; the close packet is queued. Returns false when it already was
+    /// (the packet goes once).
+    @discardableResult
+    mutating func closing() -> Bool {
+        defer { closeRequested = true }
+        return !closeRequested
     }
 
     /// The session is over. Returns the waiters still parked, to be resumed (the reader stops, the
@@ -217,7 +220,8 @@ struct EngineIOSessionMachine<ReaderWaiter, PauseWaiter> {
         let error = RealtimeError.timeout(
             clientPings
                 ? "no pong from the server within pingInterval + pingTimeout (\(limit))"
-                : "no ping from the server within pingInterval + pingTimeout (\(limit))")
+                : "no ping from the server within pingInterval + pingTimeout (\(limit))"
+        ).at(.established)
         heartbeatFailure = error
         return .expired(error)
     }

@@ -228,12 +228,16 @@ struct EngineIOSessionMachineTests {
         #expect(machine.heartbeatFailure == nil)
     }
 
-    @Test("closing is recorded for the reader, which then reports the end as the client's")
+    @Test("closing is recorded for the reader, which then reports the end as the client's; only the first queues the packet")
     func closing() {
         var machine = Machine()
         _ = machine.opened(Self.handshake, on: .websocket, now: .zero)
         #expect(!machine.closeRequested)
-        machine.closing()
+        let first = machine.closing()
+        #expect(first)
+        #expect(machine.closeRequested)
+        let second = machine.closing()
+        #expect(!second)
         #expect(machine.closeRequested)
     }
 }

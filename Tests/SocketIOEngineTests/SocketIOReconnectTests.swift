@@ -72,4 +72,48 @@ struct SocketIOReconnectTests {
         #expect(errors.values.isEmpty, "\(errors.values)")
         if ending != .serverShutdown { await server.stop() }
     }
+
+    /// A client disconnect over HTTP long-polling, as socket.io-client 4.x sends it: the namespace's
+    /// DISCONNECT (`41`) in one POST, then, once that POST is answered, the Engine.IO close (`1`)
+    /// alone, once (the manager's disconnect leaves every namespace, then closes the engine).
+    @Test("client disconnect over polling: POST \"41\", then POST \"1\", the close sent once")
+    func clientDisconnectOverPolling() async throws {
+        let server = try await SocketIOTestServer.start()
+        defer { Task { await server.stop() } }
+        let manager = SocketManager(url: server.url, configuration: .testing([.polling], upgrade: false))
+        let socket = manager.defaultSocket
+        let reasons = Recorder<[JSONValue]>()
+        socket.on(clientEvent: .disconnect) { reasons.append($0.arguments) }
+        try await socket.connect(timeout: .seconds(30))
+        #expect(try await socket.emitWithAck("echo", "before", timeout: .seconds(30)) == ["before"])
+        manager.disconnect()
+        await manager.waitUntilStopped()
+        try await waitUntil("the server ended the session") { server.sessionCount == 0 }
+        let bodies = server.postBodies
+        #expect(Array(bodies.suffix(2)) == ["41", "1"], "\(bodies)")
+        let closes = bodies.flatMap { $0.split(separator: "\u{1e}") }.filter { $0 == "1" }
+        #expect(closes.count == 1, "\(bodies)")
+        #expect(reasons.values == [["io client disconnect"]])
+    }
+
+    /// The same against python-socketio: its disconnect handler is told the client left (its
+    /// reason for a DISCONNECT packet), not that the transport closed.
+    @Test("client disconnect over polling: python-socketio sees the client leave")
+    func clientDisconnectOverPollingPython() async throws {
+        let peer = try await PythonPeer.start(scriptPath: peerScript("sio_server.py"))
+        defer { Task { await peer.stop() } }
+        let manager = SocketManager(url: "http://127.0.0.1:\(peer.port)", configuration: .testing([.polling], upgrade: false))
+        let socket = manager.defaultSocket
+        try await socket.connect(timeout: .seconds(30))
+        #expect(try await socket.emitWithAck("echo", "before", timeout: .seconds(30)) == ["before"])
+        manager.disconnect()
+        await manager.waitUntilStopped()
+        var disconnects: [String] = []
+        while disconnects.isEmpty {
+            let line = await peer.nextLine()
+            if line.hasPrefix("GOT disconnect") { disconnects.append(line) }
+            if line.isEmpty { break }
+        }
+        #expect(disconnects == [#"GOT disconnect / reason="client disconnect""#])
+    }
 }
