@@ -67,6 +67,10 @@ fi
 rm -f "$build_log"
 
 log "swift test"
+# The fault matrix (Tests/FaultMatrixTests) tests two cells per fault in this run, drawn with a seed
+# printed here; the same seed draws the same cells again, and Scripts/fault-matrix.sh runs them all.
+export REALTIME_FAULT_SEED="${REALTIME_FAULT_SEED:-$(( (RANDOM << 15 | RANDOM) % 1000000 + 1 ))}"
+log "fault matrix: 2 cells per fault, seed $REALTIME_FAULT_SEED (Scripts/fault-matrix.sh $REALTIME_FAULT_SEED draws them again; Scripts/fault-matrix.sh runs every cell)"
 # Proxies' folders that were there before this run are not this run's (see the leftovers check).
 run_started=$(date +%s)
 proxies_before=$(ls -d "${TMPDIR:-/tmp}"/realtime-proxy-* 2>/dev/null || true)

@@ -152,7 +152,7 @@ final class WebSocketKeepAlive: ChannelDuplexHandler, RemovableChannelHandler {
         case .close:
             let interval = interval
             failure.withLockedValue {
-                if $0 == nil { $0 = RealtimeError(.timeout, "the WebSocket peer answered nothing for \(interval) after a ping") }
+                if $0 == nil { $0 = RealtimeError(.timeout, "the WebSocket peer answered nothing for \(interval) after a ping", stage: .established) }
             }
             self.context = nil
             timer = nil

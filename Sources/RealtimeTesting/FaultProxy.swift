@@ -55,8 +55,9 @@ public final class FaultProxy: Sendable {
     public let port: Int
     /// Where connections are forwarded.
     public let targetHost: String
-    /// The port of the server behind the proxy.
-    public let targetPort: Int
+    /// The port of the server behind the proxy (``retarget(port:)`` changes it for new connections).
+    public var targetPort: Int { state.withLockedValue { $0.targetPort ?? initialTargetPort } }
+    private let initialTargetPort: Int
 
     let state: NIOLockedValueBox<ProxyState>
 
@@ -178,7 +179,7 @@ public final class FaultProxy: Sendable {
     private init(port: Int, targetHost: String, targetPort: Int, state: NIOLockedValueBox<ProxyState>) {
         self.port = port
         self.targetHost = targetHost
-        self.targetPort = targetPort
+        self.initialTargetPort = targetPort
         self.state = state
     }
 
@@ -319,6 +320,12 @@ public final class FaultProxy: Sendable {
             defer { state.placeholder = nil }
             return state.placeholder
         }?.release()
+    }
+
+    /// Forwards new connections to `port` from now on (a server restarted on another port, as one
+    /// behind a load balancer comes back); open connections stay with the old one.
+    public func retarget(port: Int) {
+        state.withLockedValue { $0.targetPort = port }
     }
 
     /// Cuts every open connection now (``Fault/cut(_:)``).
@@ -564,6 +571,8 @@ final class ProxyBox: Sendable {
 }
 
 struct ProxyState {
+    /// Set by ``FaultProxy/retarget(port:)``.
+    var targetPort: Int?
     var connectFront: FaultProxy.ConnectFront?
     var connectRequests: [FaultProxy.ConnectRequest] = []
     var listener: (any Channel)?

@@ -120,7 +120,7 @@ public final class PythonPeer: @unchecked Sendable {
     public func killAbruptly() async {
         await BlockingWork.run {
             if self.process.isRunning { kill(self.process.processIdentifier, SIGKILL) }
-            self.process.waitUntilExit()
+            self.waitForEnd(limit: 10)
             ChildProcessLeftovers.ended(pid: self.process.processIdentifier)
         }
     }
@@ -141,7 +141,22 @@ public final class PythonPeer: @unchecked Sendable {
         let deadline = Date().addingTimeInterval(1)
         while process.isRunning && Date() < deadline { usleep(10_000) }
         if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-        process.waitUntilExit()
+        waitForEnd(limit: 10)
         ChildProcessLeftovers.ended(pid: process.processIdentifier)
+    }
+
+    /// Waits up to `limit` seconds for the process to end, polling: Foundation's `waitUntilExit`
+    /// has been seen to wait forever for a peer killed with SIGKILL that had already ended (its
+    /// exit never reached the `Process`). Ended: `isRunning` says so, or /proc has the process no
+    /// more or only as a zombie.
+    private func waitForEnd(limit: TimeInterval) {
+        let pid = process.processIdentifier
+        let deadline = Date().addingTimeInterval(limit)
+        while process.isRunning, Date() < deadline {
+            guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+                let close = stat.lastIndex(of: ")"), stat[stat.index(after: close)...].split(separator: " ").first != "Z"
+            else { return }
+            usleep(5_000)
+        }
     }
 }

@@ -291,7 +291,8 @@ struct HubConnectionStateMachine<Call> {
         if readingPaused { lastReceived = now }
         if now >= lastReceived + timing.serverTimeout {
             return [.abortTransport(RealtimeError(
-                .timeout, "the server sent nothing for \(timing.serverTimeout) (serverTimeout); the connection is considered lost"))]
+                .timeout, "the server sent nothing for \(timing.serverTimeout) (serverTimeout); the connection is considered lost",
+                stage: .established))]
         }
         if now >= lastSent + timing.keepAliveInterval {
             lastSent = now
