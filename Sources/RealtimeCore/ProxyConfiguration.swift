@@ -35,11 +35,25 @@ import Foundation
 ///   `http_proxy` is read in lower case only: a server-side program may be handed a request's
 ///   `Proxy:` header as `HTTP_PROXY` (the "httpoxy" problem), so curl ignores the upper-case name.
 ///
-/// Hosts in ``noProxy`` (and in the environment's `no_proxy`) are reached directly, by curl's
-/// rules: a comma-separated list of names, each matching the host itself and its subdomains (a
-/// leading dot is ignored), IP addresses and CIDR ranges matching IP literals, and `*` alone
-/// matching every host. Names are not resolved to match addresses. As in curl, a proxy URL without
-/// a port uses 1080, and one without a scheme is an HTTP proxy.
+/// Hosts in ``noProxy`` are reached directly; with ``environment``, so are those in `no_proxy`
+/// (`NO_PROXY` when `no_proxy` is unset or empty), unless ``noProxy`` is set, which replaces it as
+/// curl's `--noproxy` does. The rules are curl's (checked against curl 7.88 by a test):
+/// - Entries are separated by commas, spaces and tabs; empty ones are skipped; case is ignored.
+/// - `*` matches every host only as the whole list (`no_proxy=*`, `["*"]`); with other entries or
+///   blanks around it, it matches nothing. There are no wildcards (`*.example.com` matches nothing).
+/// - A host name matches an entry equal to it or to one of its parent domains (`example.com`
+///   matches `example.com` and `api.example.com`, not `notexample.com`), after one trailing dot is
+///   taken off the host and one leading and one trailing dot off the entry (`.example.com` and
+///   `example.com.` are `example.com`; `..example.com` matches nothing).
+/// - An IP address matches only an address of its family: equal to it, or a CIDR range
+///   `address/bits` holding it; never a name's tail (`0.0.1` does not match `127.0.0.1`). The bits
+///   are read as C's `atoi` reads them, as curl does: `/0` (or `/abc`) and all of the address's bits
+///   compare the whole address, more bits than it has never match. IPv6 addresses may be in
+///   brackets. (curl 7.88 compares an IPv6 host with the entries as text, so ranges such as
+///   `fd00::/8` never match there; here they match as IPv4 ranges do.)
+/// - Names are not resolved to match addresses (`localhost` does not match `127.0.0.1`).
+///
+/// As in curl, a proxy URL without a port uses 1080, and one without a scheme is an HTTP proxy.
 ///
 /// A proxy that refuses a tunnel (a 407 for missing or wrong credentials, a 403, a 502) or closes
 /// before opening it fails the connection with ``RealtimeError/Code/proxyFailed``, its status in
@@ -55,7 +69,8 @@ public struct ProxyConfiguration: Sendable, Hashable, CustomStringConvertible {
         case environment(ProxyEnvironment?)
     }
     let base: Base
-    /// Hosts reached directly, by the rules above (`--noproxy` in curl). Default: none.
+    /// Hosts reached directly, by the rules above (`--noproxy` in curl: when not empty, it replaces
+    /// the environment's `no_proxy`). Default: none.
     public var noProxy: [String]
 
     init(base: Base, noProxy: [String] = []) {
@@ -110,9 +125,8 @@ public struct ProxyConfiguration: Sendable, Hashable, CustomStringConvertible {
             return NoProxyRules.matches(host: host, entries: noProxy) ? nil : server
         case .environment(let variables):
             let environment = variables ?? ProxyEnvironment.process
-            if NoProxyRules.matches(host: host, entries: noProxy) || NoProxyRules.matches(host: host, entries: environment.noProxy) {
-                return nil
-            }
+            // As curl's --noproxy: a list of its own replaces the environment's.
+            if NoProxyRules.matches(host: host, entries: noProxy.isEmpty ? environment.noProxy : noProxy) { return nil }
             return try environment.server(secure: secure)
         }
     }
@@ -245,42 +259,71 @@ struct ProxyEnvironment: Sendable, Hashable {
     }
 }
 
-/// curl's `no_proxy` rules.
+/// curl's `no_proxy` rules (as curl 7.88 applies them; see ``ProxyConfiguration``).
 package enum NoProxyRules {
-    /// The entries of a `no_proxy` text: separated by commas or spaces, lower case, empty ones dropped.
+    /// The entries of a `no_proxy` text: separated by commas, spaces or tabs, lower case, empty
+    /// ones dropped. `*` matches every host only as the whole text (`["*"]`); among other entries,
+    /// or with blanks around it, it matches none and is dropped.
     package static func entries(_ text: String) -> [String] {
-        text.split(whereSeparator: { $0 == "," || $0 == " " || $0 == "\t" }).map { $0.lowercased() }
+        guard text != "*" else { return ["*"] }
+        return text.split(whereSeparator: { $0 == "," || $0 == " " || $0 == "\t" }).map { $0.lowercased() }.filter { $0 != "*" }
     }
 
     /// Whether `host` is reached directly.
     package static func matches(host: String, entries: [String]) -> Bool {
         guard !entries.isEmpty else { return false }
+        // Only as the whole list: "*" among other entries is a name like any other (matching none).
+        if entries == ["*"] { return true }
         var name = host.lowercased()
         if name.hasPrefix("[") && name.hasSuffix("]") { name = String(name.dropFirst().dropLast()) }
-        while name.hasSuffix(".") { name.removeLast() }
-        let address = IPAddressBytes(name)
+        if let address = IPAddressBytes(name) {
+            // An IP literal matches an address or a CIDR range of its family, never a name's tail.
+            return entries.contains { entry in matches(address: address, entry: entry) }
+        }
+        // One trailing dot of the host and one leading and one trailing dot of an entry are ignored.
+        if name.hasSuffix(".") { name.removeLast() }
         for entry in entries {
-            if entry == "*" { return true }
             var pattern = Substring(entry)
-            if pattern.hasPrefix("[") && pattern.hasSuffix("]") { pattern = pattern.dropFirst().dropLast() }
-            if let address, let slash = pattern.firstIndex(of: "/") {
-                if let network = IPAddressBytes(String(pattern[..<slash])), let bits = Int(pattern[pattern.index(after: slash)...]),
-                    address.isIn(network: network, prefix: bits)
-                {
-                    return true
-                }
-                continue
-            }
-            if let address, let other = IPAddressBytes(String(pattern)) {
-                if address == other { return true }
-                continue
-            }
-            while pattern.hasPrefix(".") { pattern = pattern.dropFirst() }
-            while pattern.hasSuffix(".") { pattern = pattern.dropLast() }
+            if pattern.hasSuffix(".") { pattern = pattern.dropLast() }
+            if pattern.hasPrefix(".") { pattern = pattern.dropFirst() }
             guard !pattern.isEmpty else { continue }
             if name == pattern || name.hasSuffix("." + pattern) { return true }
         }
         return false
+    }
+
+    /// An IP literal against one entry: `address`, `address/bits` (curl reads the bits as C's
+    /// `atoi` does; 0, or all of the address's bits, compares the whole address; more never
+    /// matches), IPv6 ones in brackets or not.
+    private static func matches(address: IPAddressBytes, entry: String) -> Bool {
+        var pattern = Substring(entry)
+        var bits = 0
+        if let slash = pattern.firstIndex(of: "/") {
+            bits = atoi(pattern[pattern.index(after: slash)...])
+            pattern = pattern[..<slash]
+        }
+        if pattern.hasPrefix("[") && pattern.hasSuffix("]") { pattern = pattern.dropFirst().dropLast() }
+        guard let network = IPAddressBytes(String(pattern)), network.bytes.count == address.bytes.count else { return false }
+        let width = address.bytes.count * 8
+        if bits < 0 || bits > width { return false }
+        if bits == 0 || bits == width { return address == network }
+        return address.isIn(network: network, prefix: bits)
+    }
+
+    /// C's `atoi`: leading blanks, an optional sign, then digits up to the first other character.
+    private static func atoi(_ text: Substring) -> Int {
+        var rest = text.drop { $0 == " " || $0 == "\t" }
+        var sign = 1
+        if let first = rest.first, first == "-" || first == "+" {
+            sign = first == "-" ? -1 : 1
+            rest = rest.dropFirst()
+        }
+        var value = 0
+        for character in rest {
+            guard let digit = character.wholeNumberValue, character.isASCII else { break }
+            value = min(value * 10 + digit, 1 << 32)
+        }
+        return sign * value
     }
 }
 

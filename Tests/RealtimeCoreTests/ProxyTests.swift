@@ -81,7 +81,7 @@ import Testing
         }
         let runtime = runtime(proxy.configuration)
 
-        // Plain http: a tunnel too (CONNECT, or SOCKS5).
+        // Plain http: absolute-form through tinyproxy (as curl sends it), a tunnel through SOCKS5.
         let (head, body) = try await HTTPTransport.execute(HTTPRequestSpec(url: plain.baseURL + "/hello"), runtime: runtime)
         #expect(head.status == .ok)
         #expect(String(buffer: body) == "hi GET")
@@ -230,7 +230,7 @@ import Testing
         #expect(try await echo(server.webSocketBaseURL, runtime: runtime(secureOnly)) == "through the proxy")
         #expect(proxy.connectRequests.count == 1)
 
-        // --noproxy beside the environment's list.
+        // --noproxy, which replaces the environment's list.
         var cli = ProxyConfiguration.environment(["all_proxy": proxy.url()])
         cli.noProxy = ["127.0.0.1"]
         #expect(try await echo(server.webSocketBaseURL, runtime: runtime(cli)) == "through the proxy")
@@ -333,8 +333,33 @@ import Testing
         ("*", "anything.example", true),
         ("*.example.com", "a.example.com", false),
         ("", "example.com", false),
+        // curl 7.88's details: `*` only alone; one dot stripped; IP hosts never by a name's tail;
+        // the bits of a range read as atoi reads them.
+        (" *", "anything.example", false),
+        ("*,other.example", "anything.example", false),
+        ("..example.com", "example.com", false),
+        ("example.com..", "example.com", false),
+        ("example.com.", "example.com", true),
+        ("example.com", "example.com..", false),
+        ("0.0.1", "127.0.0.1", false),
+        ("1.2.3.4/0", "127.0.0.1", false),
+        ("127.0.0.1/0", "127.0.0.1", true),
+        ("127.0.0.1/33", "127.0.0.1", false),
+        ("127.0.0.0/8x", "127.0.0.1", true),
+        ("localhost", "127.0.0.1", false),
     ])
     func noProxyFollowsCurl(_ list: String, _ host: String, _ bypass: Bool) {
         #expect(NoProxyRules.matches(host: host, entries: NoProxyRules.entries(list)) == bypass)
+    }
+
+    /// ``ProxyConfiguration/noProxy`` replaces the environment's `no_proxy`, as curl's `--noproxy` does.
+    @Test func noProxyReplacesTheEnvironmentsList() throws {
+        var configuration = ProxyConfiguration.environment(["http_proxy": "http://proxy:3128", "no_proxy": "127.0.0.1"])
+        #expect(try configuration.server(forScheme: "http", host: "127.0.0.1") == nil)
+        configuration.noProxy = ["example.com"]
+        #expect(try configuration.server(forScheme: "http", host: "127.0.0.1")?.host == "proxy")
+        #expect(try configuration.server(forScheme: "http", host: "api.example.com") == nil)
+        #expect(try ProxyConfiguration.environment(["http_proxy": "http://proxy:3128", "no_proxy": "", "NO_PROXY": "*"])
+            .server(forScheme: "http", host: "a.example") == nil)
     }
 }
