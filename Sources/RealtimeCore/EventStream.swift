@@ -718,6 +718,6 @@ public final class EventStream: Sendable {
             state.idleTimer = nil
             return true
         }
-        if expired { fail(RealtimeError.timeout("no bytes from \(Redaction.url(url)) for \(idle)")) }
+        if expired { fail(RealtimeError.timeout("no bytes from \(Redaction.url(url)) for \(idle)").at(.established)) }
     }
 }
