@@ -1,4 +1,5 @@
 import Foundation
+import NIOHTTP1
 import RealtimeCore
 import RealtimeTesting
 import SignalRHub
@@ -28,16 +29,24 @@ import Testing
         try await proxy.waitForTarget(port: server.port)
     }
 
+    /// An https hub (negotiate goes through a `CONNECT` tunnel; a plain-http one would be an
+    /// absolute-form request, answered by the server through the proxy).
     @Test func aProxyThatRefusesFailsStartWithItsStatus() async throws {
-        let server = try await SignalRTestServer.start()
+        let certificates = try await TestCertificates.make()
+        defer { certificates.remove() }
+        var options = SignalRTestServer.Options()
+        options.tls = try certificates.server.serverConfiguration()
+        let server = try await SignalRTestServer.start(options: options)
         defer { Task { await server.stop() } }
         let proxy = try await FaultProxy.start(targetPort: server.port, connectFront: .init(answer: .refuse(status: 403)))
         defer { Task { await proxy.stop() } }
         var runtime = RealtimeRuntime()
         runtime.proxy = .http(host: "127.0.0.1", port: proxy.port)
-        let connection = HubConnectionBuilder().withUrl(url: server.url).withRuntime(runtime).build()
+        let tls = TLSOptions(trustRoots: .pemFile(certificates.ca.certificatePath))
+        let connection = HubConnectionBuilder().withUrl(url: server.url).withRuntime(runtime).withOptions { $0.tls = tls }.build()
         let error = await #expect(throws: RealtimeError.self) { try await connection.start() }
         #expect(error?.code == .proxyFailed, "\(String(describing: error))")
+        #expect(error?.status?.code == 403, "\(String(describing: error))")
         #expect(proxy.connectRequests.first?.status == 403)
         #expect(server.transportsUsed.isEmpty)
     }
