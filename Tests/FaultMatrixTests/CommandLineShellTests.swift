@@ -61,9 +61,10 @@ final class CommandLineShellTests {
             let took = (command.endTime ?? .now) - sent
             #expect(status == 128 + signal, "\(arguments[0]): status \(status), \(stderr)")
             // The command stops itself 0.8 s after the signal (measured alone: 0.80 s). In a full
-            // run, beside other suites, seeing the exit here has taken up to 6 s (the waiting
-            // thread's turn), so this bound only tells a command that ends from one that does not.
-            #expect(took < .seconds(15), "\(arguments[0]) took \(took) to end after signal \(signal)")
+            // run, beside other suites (the fault matrix's proxies and relays among them), seeing
+            // the exit here has taken up to 16 s (the waiting thread's turn), so this bound only
+            // tells a command that ends from one that does not.
+            #expect(took < .seconds(30), "\(arguments[0]) took \(took) to end after signal \(signal)")
             #expect(!stderr.contains("Fatal error") && !stderr.contains("Illegal instruction"), "\(arguments[0]): \(stderr)")
         }
         await stop()

@@ -117,7 +117,9 @@ final class FaultRig: Sendable {
         #expect(!subject.gaveUp, "the client gave up; losses \(subject.losses)")
         let first = subject.losses.first
         #expect(first.map { subject.isLostConnection($0, silent: cell.fault == .stall, polling: cell.subject == .signalRLongPolling) } == true, "first report: \(String(describing: first?.text))")
-        #expect(!subject.losses.contains { $0.code == "tlsFailure" || $0.stage == "tls" || $0.stage == "handshake" }, "\(subject.losses.map(\.text))")
+        // Attempts while the server is away may end in the TLS handshake (a relay or proxy accepts,
+        // then finds no server): `connectionClosed` at stage `tls`, retried. Never a TLS failure.
+        #expect(!subject.losses.contains { $0.code == "tlsFailure" }, "\(subject.losses.map(\.text))")
         var delivered = 0
         var reported: [String] = []
         for task in tracked {

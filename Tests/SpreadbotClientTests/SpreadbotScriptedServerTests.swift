@@ -89,6 +89,8 @@ struct SpreadbotScriptedServerTests {
         configuration.reachability = AlwaysReachable()
         configuration.transports = [.serverSentEvents]
         configuration.reconnectDelay = .milliseconds(50)
+        // The stream's idle timer would be a sleeper on the same clock; only the reconnect's is counted.
+        configuration.eventStreamIdleTimeout = nil
         let client = Spreadbot(configuration: configuration)
         let recorder = Recorder(client)
         client.establishConnection(path: "hinted")
