@@ -57,8 +57,27 @@ public final class SocketIOTestServer: Sendable {
         public var probeAnswer: ProbeAnswer = .immediately
         /// Where Engine.IO is mounted (a server behind a prefix: `/prefix/socket.io/`).
         public var path = "/socket.io/"
+        /// Polling POST bodies larger than this many bytes are refused (``postRefusal``) while the
+        /// handshake still announces `maxPayload`: a server behind a proxy with a lower body limit
+        /// (nginx's `client_max_body_size` answering 413), or a socket.io 2.x server configured
+        /// below what the client assumes (it resets the connection). Refused bodies are recorded in
+        /// ``SocketIOTestServer/refusedPostBodies``. Nil (the default): only `maxPayload` applies.
+        public var postBodyLimit: Int?
+        /// How a POST over ``postBodyLimit`` is refused.
+        public var postRefusal: PostRefusal = .status413
+        /// A WebSocket message larger than this many bytes closes the connection (1009) while the
+        /// handshake still announces `maxPayload`. Nil (the default): `maxPayload`.
+        public var webSocketMessageLimit: Int?
         /// Makes a value with every default.
         public init() {}
+    }
+
+    /// How a POST over ``Options/postBodyLimit`` is refused.
+    public enum PostRefusal: Sendable {
+        /// Answered 413 Content Too Large (the session goes on, as behind nginx).
+        case status413
+        /// The connection is reset once the body is read (no answer).
+        case reset
     }
 
     /// The server's side of the upgrade probe. The spec has it answer `3probe` and end the pending
@@ -107,6 +126,7 @@ public final class SocketIOTestServer: Sendable {
         /// `flaky`'s arrivals per key.
         var flakyArrivals: [String: Int] = [:]
         var postBodies: [String] = []
+        var refusedPostBodies: [String] = []
     }
 
     /// The options the server was started with.
@@ -156,21 +176,23 @@ public final class SocketIOTestServer: Sendable {
     /// The body of every polling POST to a session, in arrival order (UTF-8 text; Engine.IO 4
     /// payloads are text).
     public var postBodies: [String] { state.withLockedValue { $0.postBodies } }
+    /// The body of every polling POST refused for ``Options/postBodyLimit``, in arrival order.
+    public var refusedPostBodies: [String] { state.withLockedValue { $0.refusedPostBodies } }
     /// Open Engine.IO sessions.
     public var sessionCount: Int { state.withLockedValue { $0.sessions.count } }
 
     /// Starts a server on 127.0.0.1 (an ephemeral port unless `options.port` is set).
     public static func start(options: Options = Options()) async throws -> SocketIOTestServer {
         let server = SocketIOTestServer(options: options)
-        let router = Router()
+        let router = Router(context: SocketIOTestRequestContext.self)
         let path = RouterPath(options.path)
-        router.on(path, method: .get) { [weak server] request, _ in
+        router.on(path, method: .get) { [weak server] request, context in
             guard let server else { return Response(status: .serviceUnavailable) }
-            return try await server.handlePolling(request)
+            return try await server.handlePolling(request, channel: context.channel)
         }
-        router.on(path, method: .post) { [weak server] request, _ in
+        router.on(path, method: .post) { [weak server] request, context in
             guard let server else { return Response(status: .serviceUnavailable) }
-            return try await server.handlePolling(request)
+            return try await server.handlePolling(request, channel: context.channel)
         }
         let webSocket = WebSocketServerConfiguration(maxFrameSize: 64 << 20, autoPing: .disabled)
         let builder = HTTPServerBuilder.http1WebSocketUpgrade(configuration: .init(ws: webSocket)) { [weak server] request, channel, _ in
@@ -322,7 +344,7 @@ public final class SocketIOTestServer: Sendable {
         return String((0..<20).map { _ in alphabet.randomElement()! })
     }
 
-    private func handlePolling(_ request: Request) async throws -> Response {
+    private func handlePolling(_ request: Request, channel: any Channel) async throws -> Response {
         let query = Self.query(request.uri.description)
         guard query["EIO"] == "4" else { return Self.badRequest(5, "Unsupported protocol version") }
         guard query["transport"] == "polling" else { return Self.badRequest(0, "Transport unknown") }
@@ -341,6 +363,20 @@ public final class SocketIOTestServer: Sendable {
             // engine.io answers a body over maxHttpBufferSize with 413.
             guard let body = try? await request.collectBody(upTo: options.maxPayload) else {
                 return Response(status: .contentTooLarge)
+            }
+            if let limit = options.postBodyLimit, body.readableBytes > limit {
+                state.withLockedValue { $0.refusedPostBodies.append(String(buffer: body)) }
+                switch options.postRefusal {
+                case .status413:
+                    return Response(status: .contentTooLarge)
+                case .reset:
+                    // SO_LINGER 0: the close sends a reset, as a server that destroys the request's socket.
+                    if let provider = channel as? any SocketOptionProvider {
+                        try? await provider.setSoLinger(linger(l_onoff: 1, l_linger: 0)).get()
+                    }
+                    try? await channel.close().get()
+                    throw CancellationError()
+                }
             }
             state.withLockedValue { $0.postBodies.append(String(buffer: body)) }
             let packets: [EngineIOPacket]
@@ -362,7 +398,7 @@ public final class SocketIOTestServer: Sendable {
         query: [String: String]
     ) async throws {
         // A message over maxPayload closes the connection (1009), as engine.io does.
-        var iterator = inbound.messages(maxSize: options.maxPayload).makeAsyncIterator()
+        var iterator = inbound.messages(maxSize: options.webSocketMessageLimit ?? options.maxPayload).makeAsyncIterator()
         let session: ServerEngineSession
         if let existing {
             // Upgrade: probe, then wait for the upgrade packet.
@@ -406,6 +442,13 @@ public final class SocketIOTestServer: Sendable {
                 try? await outbound.close(WebSocketErrorCode(codeNumber: Int(code)), reason: reason)
             }
             while let message = try await iterator.next() {
+                // A single-frame message is not held to `messages(maxSize:)`: the limit is checked here.
+                if let limit = options.webSocketMessageLimit, message.size > limit {
+                    // The writer task sends the close frame once the session's stream ends.
+                    session.terminate(dropped: true, closeCode: (1009, "message too big"))
+                    try await group.waitForAll()
+                    return
+                }
                 switch message {
                 case .text(let text):
                     guard let packet = try? EngineIOCodec.decode(text: text) else {
@@ -444,6 +487,29 @@ public final class SocketIOTestServer: Sendable {
             // (the whole log would replay what earlier sessions already delivered).
             guard let offset, let index = log.firstIndex(where: { $0.offset == offset }) else { return nil }
             return log[(index + 1)...].map(\.arguments)
+        }
+    }
+}
+
+
+/// The request context of ``SocketIOTestServer``: the connection's channel, to reset it
+/// (``SocketIOTestServer/PostRefusal/reset``).
+struct SocketIOTestRequestContext: RequestContext {
+    var coreContext: CoreRequestContextStorage
+    let channel: any Channel
+
+    init(source: ApplicationRequestContextSource) {
+        coreContext = .init(source: source)
+        channel = source.channel
+    }
+}
+
+extension WebSocketMessage {
+    /// Its bytes (a text message's UTF-8).
+    fileprivate var size: Int {
+        switch self {
+        case .text(let text): text.utf8.count
+        case .binary(let buffer): buffer.readableBytes
         }
     }
 }

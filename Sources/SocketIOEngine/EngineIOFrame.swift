@@ -41,6 +41,10 @@ struct EngineIOFrame: OutboxMessage {
     /// Written to a connection that then broke before the server confirmed it: the server may have
     /// it. Sending it again is a re-send; dropping it drops an emit that was possibly delivered.
     var wasWritten = false
+    /// How many times a server refused a send that carried it (a polling POST answered with a
+    /// status that is not 2xx, or reset under it). A refused frame is next sent in a batch of its
+    /// own, so a refused batch is never sent again unchanged (see `EngineIOSession.PollingRefusal`).
+    var refusals: UInt8 = 0
 
     /// A frame of `packets` (at least one), each encoded here.
     init(packets: [EngineIOPacket], requeueNamespace: String?, ackID: Int? = nil) {

@@ -21,6 +21,9 @@ protocol EngineIODelegate: AnyObject, Sendable {
     /// Someone listens for ping events: pings then go through the reader (``engineIOPinged()``)
     /// instead of being answered on the event loop.
     var observesPings: Bool { get }
+    /// The server refused these application frames (``EngineIOSession/PollingRefusal``): they are
+    /// not sent again; `error` is why (`messageTooLarge` for a 413).
+    func engineIORefused(_ frames: [EngineIOFrame], error: RealtimeError)
 }
 
 /// How a session ended when it did not fail.
@@ -51,6 +54,9 @@ final class EngineIOSession: Sendable {
         var pingTimer: TimerQueue.Timer?
         /// The open session's WebSocket ended under it (``webSocketWasLost``).
         var webSocketLost = false
+        /// The most bytes a polling POST carries after the server answered one with 413 (below
+        /// that POST's size); nil: the handshake's `maxPayload` only.
+        var refusedPayloadLimit: Int?
     }
 
     /// How long polling is held for an unanswered probe at most (less when the server's
@@ -252,10 +258,12 @@ final class EngineIOSession: Sendable {
     private func pollingWriter(_ handshake: EngineIOHandshake, generation: Int) async throws -> ChildEnd {
         // Engine.IO 3's records carry their length's digits: control packets (a ping, a close) are
         // sized as in revision 4, so a few bytes are kept free for them.
-        let limit = revision == 3 ? handshake.maxPayload - 64 : handshake.maxPayload
-        while let taken = await outbox.take(
-            maxBytes: max(limit, 1), maxParts: max(options.maxPacketsPerPoll, 1), generation: generation
+        let advertised = revision == 3 ? handshake.maxPayload - 64 : handshake.maxPayload
+        while let batch = await outbox.take(
+            maxBytes: max(min(advertised, state.withLockedValue { $0.refusedPayloadLimit } ?? .max), 1),
+            maxParts: max(options.maxPacketsPerPoll, 1), generation: generation
         ) {
+            let taken = sendingRefusedAlone(batch)
             // The close packet goes alone, once the POST with what came before it is answered (as
             // the JavaScript client sends it): a server reads the namespaces' DISCONNECTs before
             // the session ends. Nothing after it is sent.
@@ -265,6 +273,21 @@ final class EngineIOSession: Sendable {
                 do {
                     try await post(frames, handshake: handshake)
                 } catch {
+                    if let refusal = PollingRefusal(error) {
+                        // Refused: sent again one by one, or dropped (never the same batch again).
+                        // Nothing after the refused frames was sent: it goes back behind them.
+                        outbox.requeueFront(settleRefused(frames, refusal) + taken[(closeIndex ?? taken.endIndex)...])
+                        outbox.finishedWrite()
+                        // A 413 is the server's (or its proxy's) word on the size: the session
+                        // goes on with batches below this one. (A POST of control packets only
+                        // that is refused ends the session, as any failed POST did.)
+                        if refusal.tooLarge && frames.contains(where: \.isApplicationData) {
+                            let size = frames.reduce(0) { $0 + $1.outboxSize }
+                            state.withLockedValue { $0.refusedPayloadLimit = max(1, min($0.refusedPayloadLimit ?? .max, size - 1)) }
+                            continue
+                        }
+                        throw error
+                    }
                     // The server may have read the body before the request failed: what it carried is
                     // possibly delivered, like frames written to a WebSocket that broke.
                     outbox.wroteUnconfirmed(frames)
@@ -283,14 +306,111 @@ final class EngineIOSession: Sendable {
         return .keepGoing
     }
 
-    /// One POST carrying `frames`; throws unless the server answered 200.
+    /// One POST carrying `frames`; throws unless the server answered 2xx.
     private func post(_ frames: [EngineIOFrame], handshake: EngineIOHandshake) async throws {
         let payload = revision == 3 ? EngineIOFrame.pollingPayloadRevision3(frames) : EngineIOFrame.pollingPayload(frames)
         let request = pollingRequest(method: .POST, body: payload, handshake: handshake)
         let (head, body) = try await HTTPTransport.execute(request, runtime: runtime)
-        guard head.status == .ok else {
+        guard (200..<300).contains(head.status.code) else {
             throw RealtimeError.badStatus(head.status, url: head.url, body: String(buffer: body))
         }
+    }
+
+    /// A polling POST the server refused: answered with a status that is not 2xx, or reset (or
+    /// closed) under it. Not a refusal: a connect that failed, a timeout, a cancellation, and a 400
+    /// saying the session is unknown (the session is over, not the batch).
+    ///
+    /// Every application frame of a refused POST counts one refusal. A frame with one is next sent
+    /// in a POST of its own, so a refused batch is never sent again unchanged. A frame is dropped
+    /// (``EngineIODelegate/engineIORefused(_:error:)``) when it is refused a second time, or when
+    /// it was refused alone with a 4xx: the server said no to that frame. A reset or a 5xx alone
+    /// is not that clear (a server restarting, a flaky network): such a frame is tried once more
+    /// alone. So no frame is POSTed more than twice after a refusal. A reset or a 5xx leaves an
+    /// emit with an ack as any cut does (possibly delivered, its ack fails with `connectionClosed`,
+    /// not sent again): only a 4xx says the server did not handle it.
+    struct PollingRefusal {
+        /// What a dropped frame's ack fails with: `messageTooLarge` for a 413, else the failure.
+        let error: RealtimeError
+        /// 413: the POST was too large.
+        let tooLarge: Bool
+        /// A 4xx: the server refused what the POST carried.
+        let definite: Bool
+
+        init?(_ error: any Error) {
+            guard let error = error as? RealtimeError else { return nil }
+            switch error.code {
+            case .connectionClosed:
+                self.init(error: error, tooLarge: false, definite: false)
+            case .badStatus:
+                guard let status = error.status else { return nil }
+                if status == .payloadTooLarge {
+                    let tooLarge = RealtimeError(
+                        .messageTooLarge, "the server refused the polling POST carrying the emit as too large (413)",
+                        status: status, serverMessage: error.serverMessage)
+                    self.init(error: tooLarge, tooLarge: true, definite: true)
+                    return
+                }
+                // engine.io's and python-engineio's answer for a session they no longer have.
+                if status == .badRequest && (error.serverMessage ?? "").contains("Session ID unknown") { return nil }
+                self.init(error: error, tooLarge: false, definite: (400..<500).contains(status.code))
+            default:
+                return nil
+            }
+        }
+
+        private init(error: RealtimeError, tooLarge: Bool, definite: Bool) {
+            self.error = error
+            self.tooLarge = tooLarge
+            self.definite = definite
+        }
+    }
+
+    /// A batch taken for a POST: a frame that was refused before goes alone; what follows it (or
+    /// it, when others come first) goes back to the front of the queue for the next POST.
+    private func sendingRefusedAlone(_ taken: [EngineIOFrame]) -> [EngineIOFrame] {
+        guard taken.count > 1, let index = taken.firstIndex(where: { $0.refusals > 0 }) else { return taken }
+        let end = index == 0 ? 1 : index
+        outbox.requeueFront(Array(taken[end...]))
+        return Array(taken[..<end])
+    }
+
+    /// The frames of a refused POST: each application frame counts the refusal; those to drop
+    /// (``PollingRefusal``) go to the delegate, volatile emits are let go; returns what is sent
+    /// again, in order (control frames included).
+    private func settleRefused(_ frames: [EngineIOFrame], _ refusal: PollingRefusal) -> [EngineIOFrame] {
+        let alone = frames.count(where: \.isApplicationData) == 1
+        var again: [EngineIOFrame] = []
+        var dropped: [EngineIOFrame] = []
+        var unconfirmed: [EngineIOFrame] = []
+        for var frame in frames {
+            guard frame.isApplicationData else {
+                again.append(frame)
+                continue
+            }
+            if frame.isVolatile { continue }
+            // An emit with an ack is sent at most once: after a reset or a 5xx the server may have
+            // handled it, so it stays written and unconfirmed, and its ack fails with
+            // `connectionClosed` when the session ends, as after any cut (it never loops).
+            if !refusal.definite && frame.ackID != nil {
+                unconfirmed.append(frame)
+                continue
+            }
+            frame.refusals = frame.refusals == .max ? .max : frame.refusals + 1
+            // The server may have read some of it (a reset): reported as possibly delivered.
+            frame.wasWritten = true
+            if frame.refusals >= 2 || (alone && refusal.definite) {
+                dropped.append(frame)
+            } else {
+                again.append(frame)
+            }
+        }
+        if !unconfirmed.isEmpty { outbox.wroteUnconfirmed(unconfirmed) }
+        if !dropped.isEmpty {
+            runtime.logger.debug(
+                "Engine.IO polling POST refused; dropping its emits", metadata: ["realtime.dropped": "\(dropped.count)", "realtime.error": "\(refusal.error)"])
+            delegateBox?.engineIORefused(dropped, error: refusal.error)
+        }
+        return again
     }
 
     /// Called by the polling reader before each GET: while an upgrade holds polling, parks and waits

@@ -885,6 +885,22 @@ public final class SocketIOClient: Sendable {
         }
     }
 
+    /// The server refused these emits (a polling POST refused again, or alone: see
+    /// `EngineIOSession.PollingRefusal`; a WebSocket closed with 1009): they are not sent again.
+    /// Each is named by a `dropped` event (possibly delivered) and its ack fails with `error`.
+    func refusedByServer(_ frames: [EngineIOFrame], error: RealtimeError) {
+        guard !frames.isEmpty else { return }
+        manager?.metrics.dropped(frames.count, reason: "refused")
+        state.withLockedValue { state in
+            for frame in frames { state.delivery.countDropped(frame) }
+        }
+        for frame in frames { if let id = frame.ackID { failAck(id, with: error) } }
+        runtime.logger.debug(
+            "emits refused by the server dropped", metadata: ["realtime.namespace": "\(namespace)", "realtime.dropped": "\(frames.count)"])
+        fire(.dropped, frames.map(\.droppedEmitDescription))
+        fire(.error, [.string(error.description)])
+    }
+
     /// The manager stopped for good (closed, or reconnection gave up).
     func managerStopped(error: RealtimeError?) {
         let ending = state.withLockedValue { $0.lifecycle.managerStopped() }

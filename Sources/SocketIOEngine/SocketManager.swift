@@ -310,7 +310,9 @@ public final class SocketManager: Service, Sendable {
         case nil: failure?.code == .timeout && wasOpen ? "ping timeout" : "transport error"
         }
         let sockets = self.sockets
-        let written = Dictionary(grouping: unsent.written.filter { $0.requeueNamespace != nil }, by: { $0.requeueNamespace! })
+        let (writtenFrames, refused) = Self.refusedAsTooLarge(unsent.written, failure: failure)
+        if !refused.isEmpty, let failure { handler.engineIORefused(refused, error: failure) }
+        let written = Dictionary(grouping: writtenFrames.filter { $0.requeueNamespace != nil }, by: { $0.requeueNamespace! })
         let unwritten = Dictionary(grouping: unsent.unwritten.filter { $0.requeueNamespace != nil }, by: { $0.requeueNamespace! })
         // Hand every frame back before telling the sockets: a disconnect handler that emits queues
         // behind them.
@@ -325,6 +327,36 @@ public final class SocketManager: Service, Sendable {
         if closing || end == .closedByClient { return .closed }
         if failure?.code == .cancelled { throw CancellationError() }
         return .dropped(failure)
+    }
+}
+
+extension SocketManager {
+    /// The server closed the WebSocket with 1009 (message too big): of the application frames
+    /// written and not confirmed, those with the largest WebSocket message are refused (returned
+    /// second, marked possibly delivered), the others kept (returned first). The server reads in
+    /// order and closes at the first message over its limit, which it never handles: that message
+    /// is unconfirmed, so the largest unconfirmed one is over the limit too, and sending it again
+    /// would only be refused again. Any other end refuses nothing.
+    static func refusedAsTooLarge(
+        _ written: [EngineIOFrame], failure: RealtimeError?
+    ) -> (kept: [EngineIOFrame], refused: [EngineIOFrame]) {
+        // Our own 1009 (the server sent us a message over maxMessageSize) says nothing about
+        // what we sent: only the server's close frame counts.
+        guard let failure, failure.closeCode == 1009, failure.detail.hasPrefix("the server closed"),
+            let largest = written.lazy.filter(\.isApplicationData).map(\.largestWebSocketMessage).max()
+        else { return (written, []) }
+        var kept: [EngineIOFrame] = []
+        var refused: [EngineIOFrame] = []
+        for var frame in written {
+            if frame.isApplicationData && frame.largestWebSocketMessage == largest {
+                frame.wasWritten = true
+                frame.refusals = frame.refusals == .max ? .max : frame.refusals + 1
+                if !frame.isVolatile { refused.append(frame) }
+            } else {
+                kept.append(frame)
+            }
+        }
+        return (kept, refused)
     }
 }
 
@@ -520,5 +552,11 @@ final class SessionHandler: EngineIODelegate {
 
     var observesPings: Bool {
         manager.sockets.contains { $0.isActive && $0.observes(.ping) }
+    }
+
+    func engineIORefused(_ frames: [EngineIOFrame], error: RealtimeError) {
+        for (namespace, refused) in Dictionary(grouping: frames.filter { $0.requeueNamespace != nil }, by: { $0.requeueNamespace! }) {
+            manager.existingSocket(namespace)?.refusedByServer(refused, error: error)
+        }
     }
 }
