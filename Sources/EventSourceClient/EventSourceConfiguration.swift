@@ -96,11 +96,15 @@ public struct EventSourceConfiguration: Sendable {
     }
 
     /// The default ``shouldRetry``: retries network errors, drops and timeouts, as a WHATWG
-    /// EventSource does; gives up on a bad status or content type, an oversized event, an invalid URL,
-    /// a TLS or pinning failure and a cancellation.
+    /// EventSource does, and a 500, 502, 503 or 504 (a server restarting or busy, or a proxy that
+    /// cannot reach it: a plain `http://` stream through an HTTP proxy gets the proxy's own answer),
+    /// as the `eventsource` package for Node.js does; gives up on any other bad status, a bad
+    /// content type, an oversized event, an invalid URL, a TLS or pinning failure and a cancellation.
     public static let defaultShouldRetry: @Sendable (RealtimeError) -> Bool = { error in
         switch error.code {
-        case .badStatus, .badContentType, .messageTooLarge, .invalidURL, .tlsFailure, .certificatePinMismatch, .cancelled:
+        case .badStatus:
+            [500, 502, 503, 504].contains(error.status?.code ?? 0)
+        case .badContentType, .messageTooLarge, .invalidURL, .tlsFailure, .certificatePinMismatch, .cancelled:
             false
         default:
             true

@@ -98,7 +98,25 @@ func collect(_ source: EventSource, count: Int) async throws -> [ServerSentEvent
         #expect(server.requests(to: "/events").count == 1)
     }
 
-    @Test(arguments: [500, 401, 404])
+    /// A server restarting or busy, or a proxy that cannot reach it (a plain-http stream through
+    /// an HTTP proxy gets the proxy's answer): retried by default, as Node's `eventsource` does.
+    @Test(arguments: [500, 502, 503, 504])
+    func aServerOrGatewayErrorIsRetried(status: Int) async throws {
+        let server = try await ScriptedHTTPServer.start()
+        defer { Task { await server.stop() } }
+        let calls = NIOLockedValueBox(0)
+        server.route("/events") { _ in
+            calls.withLockedValue { $0 += 1; return $0 } < 3
+                ? .text("not now", status: status) : .init(headers: sseHeaders, body: .bytes(ByteBuffer(string: "data: back\n\n")))
+        }
+        let source = EventSource(url: URL(string: server.baseURL + "/events")!, configuration: fastConfiguration())
+        let events = try await collect(source, count: 1)
+        source.close()
+        #expect(events.map(\.data) == ["back"])
+        #expect(calls.withLockedValue { $0 } == 3)
+    }
+
+    @Test(arguments: [501, 401, 404])
     func aBadStatusFailsWithoutRetrying(status: Int) async throws {
         let server = try await ScriptedHTTPServer.start()
         defer { Task { await server.stop() } }
