@@ -1,4 +1,5 @@
 import Foundation
+import NIOHTTP1
 import NIOSSL
 import RealtimeCore
 import RealtimeTesting
@@ -8,17 +9,20 @@ import RealtimeTesting
 struct Loss: Sendable, CustomStringConvertible {
     let code: String
     let stage: String?
+    let status: Int?
     let text: String
 
     init(_ error: RealtimeError) {
         code = "\(error.code)"
         stage = error.stage.map { "\($0)" }
+        status = error.status.map { Int($0.code) }
         text = "\(error)"
     }
 
     init(reason: String) {
         code = reason
         stage = nil
+        status = nil
         text = reason
     }
 
@@ -52,15 +56,19 @@ protocol FaultSubject: AnyObject, Sendable {
 extension FaultSubject {
     /// Whether `loss` is a lost connection (and not a handshake, a TLS or a refusal error).
     /// `silent`: the connection went silent, found by a keep-alive. `polling`: the transport is a
-    /// series of requests, and the loss may be found by the next one, which cannot reach the server
-    /// (a refused connect, or the proxy's refusal to open a tunnel to it).
+    /// series of requests, and the loss may be found by the next one, which cannot reach the server:
+    /// a refused connect, a tunnel the proxy cannot open, a tunnel that ends in the TLS handshake
+    /// (the proxy reached the relay's port, nothing behind it), or the proxy's own error answer
+    /// (a 5xx, for a request it could not forward).
     func isLostConnection(_ loss: Loss, silent: Bool, polling: Bool) -> Bool {
         if loss.stage == nil {
             // Socket.IO's reasons: a transport that closed or broke, or pings unanswered.
             return silent ? loss.code == "ping timeout" : ["transport close", "transport error"].contains(loss.code)
         }
-        if polling && !silent && [("connectFailed", "connect"), ("proxyFailed", "proxy")].contains(where: { $0 == (loss.code, loss.stage) }) {
-            return true
+        if polling && !silent {
+            let nextRequestFailed = [("connectFailed", "connect"), ("proxyFailed", "proxy"), ("connectionClosed", "tls")]
+                .contains(where: { $0 == (loss.code, loss.stage) })
+            if nextRequestFailed || (loss.code == "badStatus" && (loss.status ?? 0) >= 500) { return true }
         }
         guard loss.stage == "established" else { return false }
         return silent ? loss.code == "timeout" : ["connectionClosed", "webSocketClosed", "timeout"].contains(loss.code)
