@@ -202,7 +202,7 @@ struct EventSourceDeliveryTests {
         let feeds = NIOLockedValueBox<[ChunkFeed]>([])
         server.route("/events") { _ in
             let number = connections.withLockedValue { $0 += 1; return $0 }
-            if number == 2 { return .text("gone", status: 500) }
+            if number == 2 { return .text("gone", status: 404) }
             let feed = ChunkFeed()
             feed.send("id: \(number)\ndata: hello\n\n")
             feeds.withLockedValue { $0.append(feed) }
