@@ -495,8 +495,12 @@ public final class EventStream: Sendable {
             return (state.channel, state.slotRequest, state.sent)
         }
         if let channel {
-            // The handler sees the close and ends the stream with the failure recorded here.
+            // The handler sees the close and ends the stream with the failure recorded here. A
+            // channel closed before its handler was installed (its proxy tunnel still being set
+            // up) has none to see it: its close ends the stream, which gives back its set-up slot
+            // (else every later attempt to the host waited in line for it, and never reconnected).
             channel.close(promise: nil)
+            channel.closeFuture.whenComplete { _ in self.end(error) }
         } else if !sent {
             withdraw(waiting)
             if waiting == nil { end(error) }

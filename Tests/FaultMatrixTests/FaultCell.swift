@@ -77,15 +77,6 @@ struct FaultCell: Sendable, Hashable, CustomTestStringConvertible {
         }
     }
 
-    /// Cells that fail today, with why: the full matrix (`Scripts/fault-matrix.sh`) runs them and
-    /// Docs/Reliability.md lists them; the seeded draw of a CI run leaves them out.
-    static let knownFailures: [String: String] = [
-        "SSE, tls, HTTP proxy: server restart":
-            "an https event stream through an HTTP proxy does not reconnect after its server was replaced",
-        "Spreadbot SSE, tls, HTTP proxy: server restart":
-            "an https event stream through an HTTP proxy does not reconnect after its server was replaced",
-    ]
-
     /// Every cell that means something.
     static let all: [FaultCell] = Subject.allCases.flatMap { subject in
         Security.allCases.flatMap { security in
@@ -115,7 +106,7 @@ struct FaultCell: Sendable, Hashable, CustomTestStringConvertible {
         print("fault matrix: \(perFault) cells per fault, seed \(seed) (REALTIME_FAULT_SEED=\(seed) draws them again; Scripts/fault-matrix.sh runs all \(all.count))")
         var generator = SplitMix64(seed: seed)
         return Fault.allCases.flatMap { fault in
-            var cells = all.filter { $0.fault == fault && knownFailures[$0.testDescription] == nil }
+            var cells = all.filter { $0.fault == fault }
             cells.shuffle(using: &generator)
             return cells.prefix(perFault)
         }

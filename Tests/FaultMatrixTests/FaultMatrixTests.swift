@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import NIOConcurrencyHelpers
 import NIOSSL
 import RealtimeCore
@@ -91,6 +92,12 @@ final class FaultRig: Sendable {
 
     func run() async throws {
         var runtime = RealtimeRuntime()
+        if ProcessInfo.processInfo.environment["REALTIME_FAULT_LOG"] != nil {
+            // The clients' own log on standard error, for a cell under study.
+            var logger = Logger(label: "fault-cell", factory: { StreamLogHandler.standardError(label: $0) })
+            logger.logLevel = .trace
+            runtime = RealtimeRuntime(logger: logger)
+        }
         runtime.proxy = proxy.withLockedValue { $0 }?.configuration ?? .none
         let base = "\(cell.security == .tls ? "https" : "http")://127.0.0.1:\(frontPort)"
         let tls = certificates.map { TLSOptions(trustRoots: .pemFile($0.ca.certificatePath)) } ?? .default
