@@ -338,6 +338,9 @@ public final class EventStream: Sendable {
                         try ProxyTunnel.install(through: proxy, to: target.host, port: target.port, url: url, on: channel).whenComplete { result in
                             do {
                                 try result.get()
+                                // A proxy that ends the tunnel as it opens it (its upstream went):
+                                // handlers added to a closed channel would wait for nothing.
+                                guard channel.isActive else { throw ProxyTunnel.closedAsItOpened(url: url) }
                                 try install(channel)
                             } catch {
                                 self.connectionEnded(error, attempt: attempt)

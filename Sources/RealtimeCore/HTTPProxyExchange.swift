@@ -188,6 +188,9 @@ private final class Hop: Sendable {
                         try ProxyTunnel.install(through: tunnel, to: endpoint.host, port: endpoint.port, url: url, on: channel).whenComplete { result in
                             do {
                                 try result.get()
+                                // A proxy that ends the tunnel as it opens it (its upstream went):
+                                // handlers added to a closed channel would wait for nothing.
+                                guard channel.isActive else { throw ProxyTunnel.closedAsItOpened(url: url) }
                                 try install(channel)
                             } catch {
                                 fail(error, false)

@@ -259,3 +259,11 @@ private final class SOCKSWatcher: ChannelInboundHandler, RemovableChannelHandler
         context.close(promise: nil)
     }
 }
+
+extension ProxyTunnel {
+    /// The tunnel to `url` opened and closed at once (the proxy lost its upstream connection, or
+    /// the server went away, before a byte passed): the connection ended during its set-up.
+    static func closedAsItOpened(url: String) -> RealtimeError {
+        RealtimeError(.connectionClosed, "the tunnel to \(Redaction.url(url)) closed as it opened", stage: .tls)
+    }
+}
