@@ -333,25 +333,9 @@ public final class EventStream: Sendable {
                 connectionEnded(error, attempt: attempt)
             case .success(let channel):
                 guard let proxy = prepared.tunnel else { return }
-                channel.eventLoop.execute { [self] in
-                    do {
-                        try ProxyTunnel.install(through: proxy, to: target.host, port: target.port, url: url, on: channel).whenComplete { result in
-                            do {
-                                try result.get()
-                                // A proxy that ends the tunnel as it opens it (its upstream went):
-                                // handlers added to a closed channel would wait for nothing.
-                                guard channel.isActive else { throw ProxyTunnel.closedAsItOpened(url: url) }
-                                try install(channel)
-                            } catch {
-                                self.connectionEnded(error, attempt: attempt)
-                                channel.close(promise: nil)
-                            }
-                        }
-                    } catch {
-                        connectionEnded(error, attempt: attempt)
-                        channel.close(promise: nil)
-                    }
-                }
+                ProxyTunnel.open(
+                    through: proxy, to: target.host, port: target.port, url: url, on: channel, then: install,
+                    failed: { [self] error in connectionEnded(error, attempt: attempt) })
             }
         }
     }

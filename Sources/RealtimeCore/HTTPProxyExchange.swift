@@ -183,25 +183,9 @@ private final class Hop: Sendable {
                 fail(error, false)
             case .success(let channel):
                 guard let tunnel else { return }
-                channel.eventLoop.execute {
-                    do {
-                        try ProxyTunnel.install(through: tunnel, to: endpoint.host, port: endpoint.port, url: url, on: channel).whenComplete { result in
-                            do {
-                                try result.get()
-                                // A proxy that ends the tunnel as it opens it (its upstream went):
-                                // handlers added to a closed channel would wait for nothing.
-                                guard channel.isActive else { throw ProxyTunnel.closedAsItOpened(url: url) }
-                                try install(channel)
-                            } catch {
-                                fail(error, false)
-                                channel.close(promise: nil)
-                            }
-                        }
-                    } catch {
-                        fail(error, false)
-                        channel.close(promise: nil)
-                    }
-                }
+                ProxyTunnel.open(
+                    through: tunnel, to: endpoint.host, port: endpoint.port, url: url, on: channel, then: install,
+                    failed: { fail($0, false) })
             }
         }
     }

@@ -266,4 +266,33 @@ extension ProxyTunnel {
     static func closedAsItOpened(url: String) -> RealtimeError {
         RealtimeError(.connectionClosed, "the tunnel to \(Redaction.url(url)) closed as it opened", stage: .tls)
     }
+
+    /// On a connected `channel` to `proxy`: opens the tunnel to `host:port`, then runs `addHandlers`
+    /// (the TLS and request handlers) on the event loop; or, when the tunnel fails, or the proxy
+    /// closes it as it opens it (handlers added to a closed channel would wait for nothing), calls
+    /// `failed` once and closes the channel. The request and event-stream connections share it.
+    static func open(
+        through proxy: ProxyServer, to host: String, port: Int, url: String, on channel: any Channel,
+        then addHandlers: @escaping @Sendable (any Channel) throws -> Void, failed: @escaping @Sendable (any Error) -> Void
+    ) {
+        channel.eventLoop.execute {
+            let fail: @Sendable (any Error) -> Void = { error in
+                failed(error)
+                channel.close(promise: nil)
+            }
+            do {
+                try install(through: proxy, to: host, port: port, url: url, on: channel).whenComplete { result in
+                    do {
+                        try result.get()
+                        guard channel.isActive else { throw closedAsItOpened(url: url) }
+                        try addHandlers(channel)
+                    } catch {
+                        fail(error)
+                    }
+                }
+            } catch {
+                fail(error)
+            }
+        }
+    }
 }
