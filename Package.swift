@@ -14,11 +14,11 @@ let package = Package(
     products: [
         .library(name: "RealtimeCore", targets: ["RealtimeCore"]),
         .library(name: "EventSourceClient", targets: ["EventSourceClient"]),
-        .library(name: "EventSourceCompat", targets: ["EventSourceCompat"]),
+        .library(name: "IKEventSource", targets: ["IKEventSource"]),
         .library(name: "SocketIOEngine", targets: ["SocketIOEngine"]),
-        .library(name: "SocketIOCompat", targets: ["SocketIOCompat"]),
+        .library(name: "SocketIO", targets: ["SocketIO"]),
         .library(name: "SignalRHub", targets: ["SignalRHub"]),
-        .library(name: "SignalRHubCompat", targets: ["SignalRHubCompat"]),
+        .library(name: "SignalRClient", targets: ["SignalRClient"]),
         .library(name: "SpreadbotClient", targets: ["SpreadbotClient"]),
         .library(name: "RealtimeTesting", targets: ["RealtimeTesting"]),
         .executable(name: "realtime", targets: ["realtime"]),
@@ -83,7 +83,7 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .target(
-            name: "EventSourceCompat",
+            name: "IKEventSource",
             dependencies: [
                 "EventSourceClient", "RealtimeCore",
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -108,7 +108,7 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .target(
-            name: "SocketIOCompat",
+            name: "SocketIO",
             dependencies: [
                 "SocketIOEngine", "RealtimeCore",
                 .product(name: "Logging", package: "swift-log"),
@@ -133,7 +133,7 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .target(
-            name: "SignalRHubCompat",
+            name: "SignalRClient",
             dependencies: [
                 "SignalRHub", "RealtimeCore",
                 .product(name: "Logging", package: "swift-log"),
@@ -220,8 +220,8 @@ let package = Package(
         .testTarget(
             name: "DocSnippetTests",
             dependencies: [
-                "RealtimeCore", "EventSourceClient", "EventSourceCompat", "SocketIOEngine", "SocketIOCompat", "SignalRHub",
-                "SignalRHubCompat", "SpreadbotClient", "RealtimeTesting",
+                "RealtimeCore", "EventSourceClient", "IKEventSource", "SocketIOEngine", "SocketIO", "SignalRHub",
+                "SignalRClient", "SpreadbotClient", "RealtimeTesting",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
@@ -272,7 +272,7 @@ let package = Package(
         .testTarget(
             name: "EventSourceClientTests",
             dependencies: [
-                "EventSourceClient", "EventSourceCompat", "RealtimeCore", "RealtimeTesting",
+                "EventSourceClient", "IKEventSource", "RealtimeCore", "RealtimeTesting",
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -289,7 +289,7 @@ let package = Package(
         .testTarget(
             name: "EventSourceCompatTests",
             dependencies: [
-                "EventSourceCompat", "EventSourceClient", "RealtimeCore", "RealtimeTesting",
+                "IKEventSource", "EventSourceClient", "RealtimeCore", "RealtimeTesting",
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
             ],
@@ -320,9 +320,9 @@ let package = Package(
         ),
         .testTarget(
             name: "SocketIOCompatTests",
-            // EventSourceCompat and SignalRHubCompat: MigrationDiagnosticsTests type-checks their
+            // IKEventSource and SignalRClient: MigrationDiagnosticsTests type-checks their
             // samples against the built modules.
-            dependencies: ["SocketIOCompat", "SocketIOEngine", "RealtimeCore", "RealtimeTesting", "EventSourceCompat", "SignalRHubCompat"],
+            dependencies: ["SocketIO", "SocketIOEngine", "RealtimeCore", "RealtimeTesting", "IKEventSource", "SignalRClient"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
@@ -367,7 +367,7 @@ let package = Package(
         .testTarget(
             name: "SignalRHubCompatTests",
             dependencies: [
-                "SignalRHubCompat", "SignalRHub", "RealtimeCore", "RealtimeTesting",
+                "SignalRClient", "SignalRHub", "RealtimeCore", "RealtimeTesting",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),

@@ -89,7 +89,7 @@ let package = Package(
             dependencies: [
                 .product(name: "RealtimeCore", package: "swift-realtime"),
                 .product(name: "EventSourceClient", package: "swift-realtime"),
-                .product(name: "EventSourceCompat", package: "swift-realtime"),
+                .product(name: "IKEventSource", package: "swift-realtime"),
                 .product(name: "SocketIOEngine", package: "swift-realtime"),
                 .product(name: "SignalRHub", package: "swift-realtime"),
                 .product(name: "SpreadbotClient", package: "swift-realtime"),

@@ -6,7 +6,7 @@
 # The archives are written to .build/plugins/Swift-DocC/outputs/<Target>.doccarchive.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-targets=(RealtimeCore EventSourceClient EventSourceCompat SocketIOEngine SocketIOCompat SignalRHub SignalRHubCompat SpreadbotClient RealtimeTesting)
+targets=(RealtimeCore EventSourceClient IKEventSource SocketIOEngine SocketIO SignalRHub SignalRClient SpreadbotClient RealtimeTesting)
 args=()
 for t in "${targets[@]}"; do args+=(--target "$t"); done
 log=$(mktemp)

@@ -3,7 +3,7 @@ import NIOConcurrencyHelpers
 import NIOHTTP1
 import RealtimeCore
 
-/// What the callback layer (EventSourceCompat's IKEventSource shapes) registered: called on the
+/// What the callback layer (IKEventSource's IKEventSource shapes) registered: called on the
 /// connection's event loop, before an event reaches the ``EventSource/events`` buffer.
 extension EventSource {
     package struct Callbacks: Sendable {

@@ -45,7 +45,7 @@ public final class EventSource: Service, Sendable {
     /// Completed when the source has stopped for good (``run()`` waits for it).
     let ended = OneShot<Void>()
     let metrics: ClientMetrics
-    /// Callbacks of the IKEventSource-shaped layer (EventSourceCompat), kept here.
+    /// Callbacks of the IKEventSource-shaped layer (IKEventSource), kept here.
     package var callbacks: CallbackAccess { CallbackAccess(source: self) }
 
     struct LoopState {

@@ -53,11 +53,11 @@ public struct HubConnectionOptions: Sendable {
     public var runtime: RealtimeRuntime = .shared
     /// The `client` dimension of this connection's metrics (Docs/Metrics.md). Default `default`.
     public var clientLabel = "default"
-    /// Told about opens, failed starts, closes and reconnects (SignalRHubCompat's delegate of the
+    /// Told about opens, failed starts, closes and reconnects (SignalRClient's delegate of the
     /// older client sits here).
     package var lifecycleObserver: (any HubLifecycleObserver)?
     /// When set, negotiate requests go through it (POST of the negotiate URL, the status and body as
-    /// it answers them): the older client's `httpClientFactory` (SignalRHubCompat).
+    /// it answers them): the older client's `httpClientFactory` (SignalRClient).
     package var negotiateRequest: (@Sendable (URL) async throws -> (status: Int, body: [UInt8]))?
 
     /// Makes options for the hub at `url` with every default.

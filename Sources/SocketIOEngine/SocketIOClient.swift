@@ -148,7 +148,7 @@ public final class SocketIOClient: Sendable {
 
     /// Starts connecting this namespace (and the manager's connection if needed) with `auth` as the
     /// CONNECT payload (kept for reconnects); returns at once. Emits made meanwhile are queued.
-    /// (SocketIOCompat's synchronous `connect()`; the API of this module is ``connect(auth:timeout:)``.)
+    /// (SocketIO's synchronous `connect()`; the API of this module is ``connect(auth:timeout:)``.)
     package func requestConnection(auth: SocketIOAuth?) {
         let change = state.withLockedValue { state -> SocketIOStatus? in
             if let auth { state.auth = auth }

@@ -1,5 +1,5 @@
 import EventSourceClient
-import EventSourceCompat  // the callbacks (onMessage)
+import IKEventSource  // the callbacks (onMessage)
 import Foundation
 import NIOConcurrencyHelpers
 import NIOCore

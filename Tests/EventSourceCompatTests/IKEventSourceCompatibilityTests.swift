@@ -1,13 +1,13 @@
 // The usage from the IKEventSource README (shared/seeds/ikeventsource-readme.zh.txt), with
-// `import IKEventSource` changed to `import EventSourceCompat`, run against a loopback server.
-import EventSourceCompat
+// `import IKEventSource` changed to `import IKEventSource`, run against a loopback server.
+import IKEventSource
 import Foundation
 import NIOConcurrencyHelpers
 import NIOCore
 import RealtimeTesting
 import Testing
 
-@Suite(.timeLimit(.minutes(1))) struct IKEventSourceCompatibilityTests {
+@Suite(.timeLimit(.minutes(1))) struct IKIKEventSourceibilityTests {
     @Test func theSeedsUsageWorksWithOnlyTheImportChanged() async throws {
         let server = try await ScriptedHTTPServer.start()
         defer { Task { await server.stop() } }

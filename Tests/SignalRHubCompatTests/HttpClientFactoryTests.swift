@@ -5,7 +5,7 @@ import NIOCore
 import NIOHTTP1
 import RealtimeCore
 import RealtimeTesting
-import SignalRHubCompat
+import SignalRClient
 import Testing
 
 /// The older client's `HttpConnectionOptions.httpClientFactory`: the negotiate request goes through

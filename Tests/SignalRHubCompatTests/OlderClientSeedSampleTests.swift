@@ -1,6 +1,6 @@
 import Foundation
 import RealtimeTesting
-import SignalRHubCompat  // the sample's code had `import SwiftSignalRClient`; nothing else changes
+import SignalRClient  // the sample's code had `import SwiftSignalRClient`; nothing else changes
 import Testing
 
 // The samples of ../shared/seeds/signalr-swift-client-beyond-basics.en.txt (the older

@@ -23,7 +23,7 @@ struct MigrationDiagnosticsTests {
     }
 
     static let samples: [Sample] = [
-        Sample(mainModule: "SocketIOEngine", compatModule: "SocketIOCompat", body: #"""
+        Sample(mainModule: "SocketIOEngine", compatModule: "SocketIO", body: #"""
         func ported() {
             let manager = SocketManager(socketURL: URL(string: "http://localhost:8080")!, config: [.log(true), .compress, .reconnectWait(2)]) // needs compat
             _ = SocketManager(socketURL: URL(string: "http://localhost:8080")!, config: ["log": true, "connectParams": ["userID": "7"]]) // needs compat
@@ -42,7 +42,7 @@ struct MigrationDiagnosticsTests {
             socket.disconnect()
         }
         """#),
-        Sample(mainModule: "EventSourceClient", compatModule: "EventSourceCompat", body: #"""
+        Sample(mainModule: "EventSourceClient", compatModule: "IKEventSource", body: #"""
         func ported() {
             let source = EventSource(url: URL(string: "http://127.0.0.1:8080/events")!, headers: ["Authorization": "Bearer x"]) // needs compat
             source.onOpen { print("open") } // needs compat
@@ -57,7 +57,7 @@ struct MigrationDiagnosticsTests {
             source.disconnect() // needs compat
         }
         """#),
-        Sample(mainModule: "SignalRHub", compatModule: "SignalRHubCompat", body: #"""
+        Sample(mainModule: "SignalRHub", compatModule: "SignalRClient", body: #"""
         final class Delegate: HubConnectionDelegate { // needs compat
             func connectionDidOpen(hubConnection: HubConnection) {}
             func connectionDidFailToOpen(error: any Error) {}
@@ -141,7 +141,7 @@ struct MigrationDiagnosticsTests {
                 connection.stop()
             }
             """)
-        for (main, compat, samples) in [("SocketIOEngine", "SocketIOCompat", socketIO), ("SignalRHub", "SignalRHubCompat", signalR)] {
+        for (main, compat, samples) in [("SocketIOEngine", "SocketIO", socketIO), ("SignalRHub", "SignalRClient", signalR)] {
             // Synchronous code: the compat calls that return at once; without the import, an error.
             let syncCompat = try await SwiftTypecheck.run(try SwiftTypecheck.write(samples.sync, importing: compat))
             #expect(syncCompat.status == 0, "\(compat): \(syncCompat.output)")

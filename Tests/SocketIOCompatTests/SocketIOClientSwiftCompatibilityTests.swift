@@ -1,6 +1,6 @@
 import Foundation
 import RealtimeTesting
-import SocketIOCompat  // the seed's code had `import SocketIO`; nothing else changes
+import SocketIO  // the seed's code had `import SocketIO`; nothing else changes
 import Testing
 
 /// The usage documented in the seed (shared/seeds/socketio-client-swift-usage.zh.txt, an

@@ -1,5 +1,5 @@
 import EventSourceClient
-import EventSourceCompat  // onMessage: counts the broadcast without a task per stream
+import IKEventSource  // onMessage: counts the broadcast without a task per stream
 import Foundation
 #if canImport(Glibc)
 import Glibc  // dlsym, for IDLE_TRIM

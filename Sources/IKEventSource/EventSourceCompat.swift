@@ -5,7 +5,7 @@ import NIOHTTP1
 import RealtimeCore
 
 /// The call shapes of IKEventSource (inaka/EventSource), over EventSourceClient's client: code
-/// written for it works with `import EventSourceCompat` in place of `import IKEventSource`.
+/// written for it works with `import IKEventSource` in place of `import IKEventSource`.
 ///
 /// As in IKEventSource 3, a source created with ``EventSourceClient/EventSource/init(url:headers:)``
 /// does not reconnect by itself: when the connection ends, `onComplete` reports the status, whether

@@ -6,7 +6,7 @@ import RealtimeCore
 @_exported public import SocketIOEngine
 
 // The shape of socket.io-client-swift (v15/v16), so its documented usage compiles with only the
-// import changed (`import SocketIO` -> `import SocketIOCompat`). Callbacks must be `@Sendable`.
+// import changed (`import SocketIO` -> `import SocketIO`). Callbacks must be `@Sendable`.
 // New code imports SocketIOEngine, whose `connect` and `emitWithAck` are only the async ones.
 
 /// socket.io-client-swift's options.
