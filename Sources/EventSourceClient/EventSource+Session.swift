@@ -28,11 +28,12 @@ extension EventSource {
         let span = runtime.startClientSpan("realtime.connect", protocol: "sse", client: configuration.clientLabel)
         request.traceContext = span.context
         state.withLockedValue { $0.connectSpan = span }
-        let options = EventStreamOptions(
+        var options = EventStreamOptions(
             maxEventSize: configuration.maxEventSize,
             emitsComments: configuration.onComment != nil || configuration.includeComments,
             lastEventId: lastEventId,
             idleTimeout: configuration.idleTimeout)
+        options.unnamedEventType = unnamedEventType
         let urlText = url.absoluteString
         let stream: EventStream
         do {

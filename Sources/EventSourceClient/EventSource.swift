@@ -45,11 +45,11 @@ public final class EventSource: Service, Sendable {
     /// Completed when the source has stopped for good (``run()`` waits for it).
     let ended = OneShot<Void>()
     let metrics: ClientMetrics
-    /// Callbacks of the IKEventSource-shaped layer (IKEventSource), kept here.
+    /// The observer of the IKEventSource module (see EventSource+Callbacks.swift), kept here.
     package var callbacks: CallbackAccess { CallbackAccess(source: self) }
 
     struct LoopState {
-        /// The callback layer's registrations (kept here: one lock and one allocation less per source).
+        /// The observer (kept here: one lock and one allocation less per source).
         var callbacks = Callbacks()
         var started = false
         var closed = false

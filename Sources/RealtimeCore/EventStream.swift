@@ -42,6 +42,8 @@ public struct EventStreamOptions: Sendable {
     /// Fail with ``RealtimeError/Code/timeout`` when no bytes arrive for this long; time the stream
     /// spends paused for a slow consumer does not count. Nil (the default): no limit.
     public var idleTimeout: Duration?
+    /// ``SSEParser/Configuration/unnamedEventType``: "message" unless the IKEventSource module asks for "".
+    package var unnamedEventType = "message"
 
     /// Makes options; every parameter is the property of the same name.
     public init(maxEventSize: Int = 8 << 20, emitsComments: Bool = false, lastEventId: String = "", idleTimeout: Duration? = nil) {
@@ -154,7 +156,11 @@ public final class EventStream: Sendable {
         state = NIOLockedValueBox(State(
             pending: pending,
             parser: SSEParser(
-                configuration: .init(maxEventSize: options.maxEventSize, emitsComments: options.emitsComments),
+                configuration: {
+                    var configuration = SSEParser.Configuration(maxEventSize: options.maxEventSize, emitsComments: options.emitsComments)
+                    configuration.unnamedEventType = options.unnamedEventType
+                    return configuration
+                }(),
                 lastEventId: options.lastEventId),
             currentURL: url, currentProxy: proxy))
     }

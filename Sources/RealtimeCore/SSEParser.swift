@@ -22,6 +22,10 @@ public struct SSEParser: Sendable {
         public var maxEventSize: Int
         /// Hand comment lines (`: text`) to the closure as ``Output/comment(_:)``.
         public var emitsComments: Bool
+        /// The type of an event without an `event:` field (or with an empty one): `message`, as
+        /// WHATWG says. The IKEventSource module sets it to "" to tell an explicit `event: message`
+        /// from no name, which its listeners treat differently.
+        package var unnamedEventType = "message"
 
         /// Makes a configuration; every parameter is the property of the same name.
         public init(maxEventSize: Int = 8 << 20, emitsComments: Bool = false) {
@@ -228,7 +232,7 @@ public struct SSEParser: Sendable {
             return
         }
         let text = data.withUnsafeBufferPointer { String(decoding: UnsafeBufferPointer(rebasing: $0.dropLast()), as: UTF8.self) }
-        let type = eventType.isEmpty ? "message" : String(decoding: eventType, as: UTF8.self)
+        let type = eventType.isEmpty ? configuration.unnamedEventType : String(decoding: eventType, as: UTF8.self)
         data.removeAll(keepingCapacity: data.capacity <= Self.retainedCapacity)
         eventType.removeAll(keepingCapacity: eventType.capacity <= Self.retainedCapacity)
         try emit(.event(ServerSentEvent(type: type, data: text, lastEventId: lastEventId)))

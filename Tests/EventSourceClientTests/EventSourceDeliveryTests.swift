@@ -1,5 +1,4 @@
 import EventSourceClient
-import IKEventSource  // the callbacks (onMessage)
 import Foundation
 import NIOConcurrencyHelpers
 import NIOCore
@@ -101,12 +100,14 @@ struct EventSourceDeliveryTests {
         for _ in 0..<2 {
             let source = EventSource(url: URL(string: server.baseURL + "/events")!, configuration: fastConfiguration())
             let count = NIOLockedValueBox(0)
-            source.onMessage { _, _, data in
+            // The callback hook the IKEventSource module builds on, and nothing reading the events.
+            source.observe { observation in
+                guard case .event(let event) = observation else { return }
                 let seen = count.withLockedValue { $0 += 1; return $0 }
                 // The first end only: a fast source may reconnect and start the stream again.
-                if data == "end", seen == 257 { ends.append(seen) }
+                if event.data == "end", seen == 257 { ends.append(seen) }
             }
-            source.connect()
+            source.startConnecting()
             sources.append(source)
         }
         // Sampled while the events flow: a source that buffered for a sequence nobody reads would
@@ -146,7 +147,9 @@ struct EventSourceDeliveryTests {
         let source = EventSource(url: URL(string: server.baseURL + "/events")!, configuration: fastConfiguration { $0.bufferSize = 4 })
         defer { source.close() }
         let messages = Recorder<String>()
-        source.onMessage { _, _, data in messages.append(data ?? "") }
+        source.observe { observation in
+            if case .event(let event) = observation { messages.append(event.data) }
+        }
         feed.send("data: first\n\n")
         for try await event in source.events {
             #expect(event.data == "first")
@@ -285,7 +288,9 @@ struct EventSourceDeliveryTests {
         let runtime = RealtimeRuntime(http: HTTPConnectionOptions(idleTimeout: idleTimeout))
         let source = EventSource(url: URL(string: proxy.url() + "/events")!, configuration: fastConfiguration(), runtime: runtime)
         let opens = NIOLockedValueBox(0)
-        source.onOpen { opens.withLockedValue { $0 += 1 } }
+        source.observe { observation in
+            if case .open = observation { opens.withLockedValue { $0 += 1 } }
+        }
         var iterator = source.events.makeAsyncIterator()
         #expect(try await iterator.next()?.data == "hello")
         // Everything through the proxy stalls, the stream is cut: the next attempt's request hangs.
