@@ -54,6 +54,9 @@ public final class SocketIOClient: Sendable {
         var acks: [Int: AckEntry] = [:]
         var handlers: [String: [HandlerEntry]] = [:]
         var anyHandlers: [(id: UUID, call: @Sendable (SocketAnyEvent) -> Void)] = []
+        /// ``observeEvents(_:)``'s observers (the SocketIO module's bridge); not removed by
+        /// ``removeAllHandlers()``.
+        var observers: [(id: UUID, call: @Sendable (SocketIOEvent, Bool) -> Void)] = []
         /// ``onAnyOutgoing(_:)``'s handlers.
         var outgoingHandlers: [OutgoingHandler] = []
         /// Emits waiting for their turn and their ack, with ``SocketIOConfiguration/retries``.
@@ -532,7 +535,8 @@ public final class SocketIOClient: Sendable {
         entry.deliver(.failure(RealtimeError.timeout("no ack for \(entry.event) on \(namespace) within \(limit)")))
     }
 
-    func sendAck(id: Int, values: [JSONValue]) {
+    /// Sends an ack for `id` (SocketIO's `SocketAckEmitter(socket:ackNum:)` and `emitAck`).
+    package func sendAck(id: Int, values: [JSONValue]) {
         let packet = SocketIOPacket(type: .ack, namespace: namespace, id: id, data: .array(values))
         do { try submit(packet) } catch {
             fire(.error, [.string("could not send the ack \(id): \(error)")])
@@ -599,6 +603,20 @@ public final class SocketIOClient: Sendable {
         return id
     }
 
+    /// Calls `observer` with every event before the handlers, with whether it came from the server
+    /// (false: a client event). For the SocketIO module, which runs its own handlers on its
+    /// queue; kept by ``removeAllHandlers()``, removed by ``stopObserving(_:)``.
+    package func observeEvents(_ observer: @escaping @Sendable (SocketIOEvent, Bool) -> Void) -> UUID {
+        let id = UUID()
+        state.withLockedValue { $0.observers.append((id, observer)) }
+        return id
+    }
+
+    /// Removes an observer of ``observeEvents(_:)``.
+    package func stopObserving(_ id: UUID) {
+        state.withLockedValue { $0.observers.removeAll { $0.id == id } }
+    }
+
     /// Removes every handler for `event`.
     public func off(_ event: String) { state.withLockedValue { _ = $0.handlers.removeValue(forKey: event) } }
     /// Removes every handler of the client event.
@@ -623,13 +641,14 @@ public final class SocketIOClient: Sendable {
     }
 
     private func dispatch(_ name: String, _ arguments: [JSONValue], ackID: Int?, offset: String? = nil, fromServer: Bool = true) {
-        let (entries, anyHandlers, streams) = state.withLockedValue { state in
+        let (entries, anyHandlers, streams, observers) = state.withLockedValue { state in
             let entries = state.handlers[name] ?? []
             if entries.contains(where: \.once) { state.handlers[name]?.removeAll { $0.once } }
             let streams = fromServer && !state.streams.isEmpty ? state.streams.values.filter { $0.name == nil || $0.name == name } : []
-            return (entries, state.anyHandlers.map(\.call), streams)
+            return (entries, state.anyHandlers.map(\.call), streams, state.observers.map(\.call))
         }
         let event = SocketIOEvent(name: name, arguments: arguments, ackID: ackID, offset: offset, socket: self)
+        for observer in observers { observer(event, fromServer) }
         // Sequences first: once a handler has seen an event, every sequence has it too.
         for stream in streams { stream.yield(event) }
         if !anyHandlers.isEmpty {

@@ -114,6 +114,19 @@ public final class SocketManager: Service, Sendable {
     // MARK: Internals for the sockets
 
     /// Starts the connection if it is not running; sends the namespace CONNECT when it already is.
+    /// Opens the connection without joining a namespace (SocketIO's `SocketManager.connect()`):
+    /// namespaces join when their sockets connect.
+    package func openConnection() {
+        let start = state.withLockedValue { state -> Bool in
+            state.closing = false
+            return state.runTask == nil
+        }
+        if start { startRunLoop() }
+    }
+
+    /// Whether the connection runs and is not closing (SocketIO makes a new manager otherwise).
+    package var isRunning: Bool { state.withLockedValue { $0.runTask != nil && !$0.closing } }
+
     func open(for socket: SocketIOClient) {
         let (start, session) = state.withLockedValue { state -> (Bool, EngineIOSession?) in
             state.closing = false
@@ -121,16 +134,20 @@ public final class SocketManager: Service, Sendable {
             return (false, state.handler?.isOpen == true ? state.session : nil)
         }
         if start {
-            // Unstructured: a socket's connect() (the API socket.io clients have) starts the shared
-            // connection, which outlives that call; disconnect() and run() end it. Its own task: a
-            // caller's graceful shutdown must not reach it.
-            let task = ownTask { await self.runLoop() }
-            state.withLockedValue { state in
-                if state.runTask == nil { state.runTask = task } else { task.cancel() }
-            }
+            startRunLoop()
         } else if let session {
             // Short-lived: the CONNECT packet waits for the namespace's auth provider (async).
             Task { await socket.sendConnect(on: session) }
+        }
+    }
+
+    private func startRunLoop() {
+        // Unstructured: a socket's connect() (the API socket.io clients have) starts the shared
+        // connection, which outlives that call; disconnect() and run() end it. Its own task: a
+        // caller's graceful shutdown must not reach it.
+        let task = ownTask { await self.runLoop() }
+        state.withLockedValue { state in
+            if state.runTask == nil { state.runTask = task } else { task.cancel() }
         }
     }
 
