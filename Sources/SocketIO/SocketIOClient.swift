@@ -26,6 +26,8 @@ open class SocketIOClient: NSObject, SocketIOClientSpec, @unchecked Sendable {
     private var leavingReason: String?
     /// Suppresses the engine's disconnect events while the manager reconnects by hand.
     private var reconnectingByHand = false
+    /// The last status the engine's socket published.
+    private var lastStatus: SocketIOStatus = .notConnected
 
     /// A socket of `manager` for `nsp` (normally made by ``SocketManager/socket(forNamespace:)``).
     public init(manager: any SocketManagerSpec, nsp: String) {
@@ -86,8 +88,17 @@ open class SocketIOClient: NSObject, SocketIOClientSpec, @unchecked Sendable {
 
     private var boundSocket: SocketIOEngine.SocketIOClient? { lock.withLock { base } }
 
+    /// What the original does for one of the engine's client events.
+    private enum Action {
+        case event(SocketClientEvent, [Any])
+        case connected([String: Any]?)
+        case disconnected(String)
+        case reconnecting(String)
+    }
+
     /// An event of the engine's socket, on the thread that raised it: translated into the
-    /// original's client events and run on the handle queue.
+    /// original's client events (through the overridable hooks ``didConnect(toNamespace:payload:)``,
+    /// ``didDisconnect(reason:)`` and ``setReconnecting(reason:)``) and run on the handle queue.
     private func engineEvent(_ event: SocketIOEvent, fromServer: Bool) {
         let queue = handleQueue
         if fromServer {
@@ -96,27 +107,46 @@ open class SocketIOClient: NSObject, SocketIOClientSpec, @unchecked Sendable {
             queue.async { self.handleEvent(event.name, data: items.data, isInternalMessage: false, withAck: ack) }
             return
         }
-        guard let (clientEvent, data) = translate(event) else { return }
-        let items = DataOnQueue(data)
-        queue.async { self.handleClientEvent(clientEvent, data: items.data) }
+        guard let action = translate(event) else { return }
+        let box = ActionOnQueue(action)
+        queue.async {
+            switch box.action {
+            case .event(let clientEvent, let items): self.handleClientEvent(clientEvent, data: items)
+            case .connected(let payload): self.didConnect(toNamespace: self.nsp, payload: payload)
+            case .disconnected(let reason): self.didDisconnect(reason: reason)
+            case .reconnecting(let reason): self.setReconnecting(reason: reason)
+            }
+        }
     }
 
-    /// The original's client event for one of the engine's, or nil for none.
-    private func translate(_ event: SocketIOEvent) -> (SocketClientEvent, [Any])? {
+    // @unchecked Sendable: the action's items are only read on the handle queue, after this hand-over.
+    private final class ActionOnQueue: @unchecked Sendable {
+        let action: Action
+        init(_ action: Action) { self.action = action }
+    }
+
+    /// The original's action for one of the engine's client events, or nil for none.
+    private func translate(_ event: SocketIOEvent) -> Action? {
         let first = event.arguments.first
         switch event.name {
         case "statusChange":
-            let raw = first?.intValue ?? 0
-            if lock.withLock({ reconnectingByHand }), raw == SocketIOStatus.disconnected.rawValue { return nil }
-            let status = SocketIOStatus(rawValue: raw) ?? .notConnected
-            return (.statusChange, [status, status.rawValue])
+            let status = SocketIOStatus(rawValue: first?.intValue ?? 0) ?? .notConnected
+            let previous = lock.withLock { () -> SocketIOStatus in
+                defer { lastStatus = status }
+                return lastStatus
+            }
+            // connected and disconnected are raised by didConnect and didDisconnect; connecting
+            // after connected (a drop) by setReconnecting.
+            if status == .connected || status == .disconnected { return nil }
+            if status == .connecting, previous == .connected { return nil }
+            return .event(.statusChange, [status, status.rawValue])
         case "connect":
             lock.withLock { reconnectingByHand = false }
             if owner?.version == .three, let details = event.arguments.dropFirst().first,
                let payload = SocketValues.foundation(details) as? [String: Any], !payload.isEmpty {
-                return (.connect, [nsp, payload])
+                return .connected(payload)
             }
-            return (.connect, [nsp])
+            return .connected(nil)
         case "disconnect":
             let reason = first?.stringValue ?? ""
             switch reason {
@@ -126,28 +156,29 @@ open class SocketIOClient: NSObject, SocketIOClientSpec, @unchecked Sendable {
                     return (reconnectingByHand, leavingReason)
                 }
                 if byHand { return nil }
-                return (.disconnect, [leaving ?? "Namespace leave"])
+                return .disconnected(leaving ?? "Namespace leave")
             case "io server disconnect":
-                return (.disconnect, ["Got Disconnect"])
+                return .disconnected("Got Disconnect")
             default:
                 // A drop: reconnecting begins unless the socket stopped.
-                if boundSocket?.status == .connecting { return (.reconnect, [reason]) }
-                return (.disconnect, [reason])
+                if boundSocket?.status == .connecting { return .reconnecting(reason) }
+                return .disconnected(reason)
             }
         case "reconnectAttempt":
             let attempt = first?.intValue ?? 1
             let limit = owner?.reconnectAttempts ?? -1
-            return (.reconnectAttempt, [limit - (attempt - 1)])
+            return .event(.reconnectAttempt, [limit - (attempt - 1)])
         case "reconnect_failed":
-            return (.disconnect, ["Reconnect Failed"])
+            return .disconnected("Reconnect Failed")
         case "error":
-            return (.error, event.arguments.map(SocketValues.foundation))
+            return .event(.error, event.arguments.map(SocketValues.foundation))
         case "ping":
-            return (.ping, [])
+            return .event(.ping, [])
         case "websocketUpgrade":
-            // The WebSocket is in use; the probe's answer (a pong in socket.io 3+) came before it.
-            handleQueue.async { self.handleClientEvent(.pong, data: []) }
-            return (.websocketUpgrade, [[String: String]()])
+            // The WebSocket is in use; the probe's answer (a pong in socket.io 3+) follows.
+            let queue = handleQueue
+            queue.async { queue.async { self.handleClientEvent(.pong, data: []) } }
+            return .event(.websocketUpgrade, [[String: String]()])
         default:
             // reconnect (ours: after it succeeded; the original raises connect), dropped, resent.
             return nil

@@ -1,0 +1,25 @@
+// Values the checks of socket.io-client-swift.tsv work on (never called: the file is only type-checked).
+func aManager() -> SocketManager { fatalError() }
+func aSocket() -> SocketIOClient { fatalError() }
+func anEngine() -> SocketEngine { fatalError() }
+func anAck() -> SocketAckEmitter { fatalError() }
+func anAckCallback() -> OnAckCallback { fatalError() }
+func anAnyEvent() -> SocketAnyEvent { fatalError() }
+func aHandler() -> SocketEventHandler { fatalError() }
+func aRawView() -> SocketRawView { fatalError() }
+func aRawAckView() -> SocketRawAckView { fatalError() }
+func aPacket() -> SocketPacket { fatalError() }
+func aPacketType() -> SocketPacket.PacketType { fatalError() }
+func aStatus() -> SocketIOStatus { fatalError() }
+func aConfig() -> SocketIOClientConfiguration { fatalError() }
+func anOption() -> SocketIOClientOption { fatalError() }
+func aURL() -> URL { fatalError() }
+func aClientSpec() -> SocketIOClientSpec { fatalError() }
+func aManagerSpec() -> SocketManagerSpec { fatalError() }
+func anEngineClient() -> SocketEngineClient { fatalError() }
+func anEngineSpec() -> SocketEngineSpec { fatalError() }
+func aPollable() -> SocketEnginePollable { fatalError() }
+func aWebsocketEngine() -> SocketEngineWebsocket { fatalError() }
+func aParsable() -> SocketParsable { fatalError() }
+func aBufferable() -> SocketDataBufferable { fatalError() }
+func aLogger() -> SocketLogger { fatalError() }
