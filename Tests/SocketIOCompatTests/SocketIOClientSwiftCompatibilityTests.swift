@@ -48,7 +48,7 @@ final class SeedWebSocketManager: @unchecked Sendable {
 
     func senderheartBeat() {
         if socket?.status == .connected {
-            socket?.emit("keepHeartbeat", with: ["hello"])
+            socket?.emit("keepHeartbeat", with: ["hello"], completion: nil)
         }
     }
 
@@ -98,30 +98,35 @@ struct SocketIOClientSwiftCompatibilityTests {
         await server.stop()
     }
 
-    @Test("array-literal options map onto the configuration")
+    @Test("array-literal options map onto the manager's settings and the connection")
     func optionsMapping() async throws {
         let server = try await SocketIOTestServer.start()
         let manager = SocketManager(socketURL: URL(string: server.url)!, config: [
             .forceWebsockets(true), .reconnects(true), .reconnectAttempts(-1), .reconnectWait(1), .reconnectWaitMax(5),
             .randomizationFactor(0.5), .path("/socket.io/"), .extraHeaders(["X-Test": "1"]), .connectParams(["a": "b"]),
         ])
-        #expect(manager.configuration.engine.transports == [.websocket])
-        #expect(manager.configuration.reconnectionAttempts == nil)
-        #expect(manager.configuration.reconnectionDelayMax == .seconds(5))
+        #expect(manager.reconnects && manager.reconnectWait == 1 && manager.reconnectWaitMax == 5)
+        #expect(manager.config.count == 9)
+        var config = manager.config
+        config.insert(.reconnectWait(3))
+        #expect(config.count == 9)
+        config.insert(.log(false), replacing: false)
+        #expect(config.count == 10)
         let socket = manager.socket(forNamespace: "/chat")
         let connected = Recorder<Int>()
         socket.on(clientEvent: .connect) { _, _ in connected.append(1) }
         socket.connect(withPayload: ["token": "secret"])
         await connected.wait(for: 1)
         #expect(socket.status == .connected)
+        #expect(manager.engine?.forceWebsockets == true)
+        #expect(manager.engine?.connected == true)
         #expect(server.handshakeQueries.first?["a"] == "b")
         manager.disconnect()
-        await manager.waitUntilStopped()
         await server.stop()
     }
 
     /// `.forceNew(true)` asked socket.io-client-swift for a new engine on every connect; ours always
-    /// opens a new Engine.IO session (the option is deprecated with that message).
+    /// opens a new Engine.IO session.
     @Test("every connect opens a new Engine.IO session, as forceNew(true) did")
     func everyConnectIsANewEngine() async throws {
         let server = try await SocketIOTestServer.start()
@@ -130,13 +135,16 @@ struct SocketIOClientSwiftCompatibilityTests {
         var engineSIDs: [String] = []
         for _ in 0..<2 {
             let connected = Recorder<Int>()
+            let left = Recorder<Int>()
             let id = socket.on(clientEvent: .connect) { _, _ in connected.append(1) }
+            let leftID = socket.on(clientEvent: .disconnect) { _, _ in left.append(1) }
             synchronously { socket.connect() }
             await connected.wait(for: 1)
             socket.off(id: id)
-            engineSIDs.append(manager.handshake?.sid ?? "")
+            engineSIDs.append(manager.engine?.sid ?? "")
             socket.disconnect()
-            await manager.waitUntilStopped()
+            await left.wait(for: 1)
+            socket.off(id: leftID)
         }
         #expect(engineSIDs.count == 2)
         #expect(Set(engineSIDs).count == 2, "\(engineSIDs)")
@@ -154,7 +162,7 @@ struct SocketIOClientSwiftCompatibilityTests {
         let manager = SocketManager(socketURL: URL(string: "http://127.0.0.1:\(peer.port)")!, config: [
             .version(.two), .connectParams(["userID": "u1"]), .reconnects(true),
         ])
-        #expect(manager.configuration.version == .v2)
+        #expect(manager.version == .two)
         let socket = manager.defaultSocket
         let welcome = Recorder<String>()
         let acked = Recorder<[String]>()
@@ -169,11 +177,10 @@ struct SocketIOClientSwiftCompatibilityTests {
         #expect(await acked.wait(for: 1).first == ["hello", "42"])
         #expect(socket.status == .connected)
         manager.disconnect()
-        await manager.waitUntilStopped()
         await peer.stop()
     }
 }
 
-/// The seed's code runs in synchronous contexts (a view controller): there Swift picks the callback
-/// shapes. In an async context it would pick SocketIOEngine's async `connect` and `emitWithAck`.
+/// The seed's code runs in synchronous contexts (a view controller); the SocketIO module has only the
+/// synchronous calls, so this only keeps the seed's shape.
 func synchronously(_ body: () -> Void) { body() }

@@ -1,0 +1,208 @@
+import Foundation
+import RealtimeTesting
+import SocketIO
+import Testing
+
+// socket.io-client-swift's semantics (issue: handlers on handleQueue, its client events and their
+// data, once/off/removeAllHandlers, ack timeouts across a drop), against python-socketio
+// (Tests/SocketIOEngineTests/Peers/sio_server.py; REALTIME_PYTHON names the venv's python).
+
+private let peerScript = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+    .appendingPathComponent("SocketIOEngineTests/Peers/sio_server.py").path
+
+/// A serial queue that knows when code runs on it.
+private final class MarkedQueue: Sendable {
+    let queue = DispatchQueue(label: "socketio-compat-handle-queue")
+    private let key = DispatchSpecificKey<Int>()
+
+    init() { queue.setSpecific(key: key, value: 7) }
+
+    var isCurrent: Bool { DispatchQueue.getSpecific(key: key) == 7 }
+}
+
+/// A view model as apps write it: main-actor isolated, handlers capturing `[weak self]`.
+@MainActor
+private final class WelcomeModel {
+    var welcomed: [String] = []
+    let seen = Recorder<Bool>()
+
+    func attach(to socket: SocketIOClient) {
+        socket.on("welcome") { [weak self] data, ack in
+            self?.update(data)
+        }
+    }
+
+    func update(_ data: [Any]) {
+        welcomed.append((data.first as? [String: Any])?["sid"] as? String ?? "")
+        seen.append(Thread.isMainThread)
+    }
+}
+
+@Suite("SocketIO: socket.io-client-swift's queue, events and timers", .serialized, .timeLimit(.minutes(2)))
+struct SocketIOHandleQueueTests {
+    @Test("every handler, ack callback and completion runs on handleQueue; connect() returns before statusChange runs")
+    func handlersRunOnTheHandleQueue() async throws {
+        let peer = try await PythonPeer.start(scriptPath: peerScript)
+        let marked = MarkedQueue()
+        let manager = SocketManager(socketURL: URL(string: "http://127.0.0.1:\(peer.port)")!, config: [.handleQueue(marked.queue)])
+        #expect(manager.handleQueue === marked.queue)
+        let socket = manager.defaultSocket
+        let log = Recorder<String>()
+        socket.on(clientEvent: .statusChange) { data, _ in
+            let status = data.first as? SocketIOStatus
+            log.append("statusChange \(status?.description ?? "?") \(data.count > 1 ? "\(data[1])" : "-") \(marked.isCurrent)")
+        }
+        socket.on(clientEvent: .connect) { data, _ in
+            log.append("connect \(data.first as? String ?? "?") \(marked.isCurrent)")
+            socket.emitWithAck("echo", "hi", 2).timingOut(after: 10) { items in
+                log.append("ack \(items.map { "\($0)" }) \(marked.isCurrent)")
+            }
+            socket.emit("record", "x", completion: { log.append("completion \(marked.isCurrent)") })
+        }
+        socket.on("welcome") { _, ack in log.append("welcome \(ack.expected) \(marked.isCurrent)") }
+        socket.onAny { event in if event.event == "welcome" { log.append("any welcome \(marked.isCurrent)") } }
+
+        marked.queue.suspend()
+        socket.connect()
+        // The queue is held: a handler run inside connect() would have logged by now.
+        #expect(log.values.isEmpty)
+        #expect(socket.status == .connecting)
+        marked.queue.resume()
+
+        let values = await log.wait(for: 7, limit: .seconds(20))
+        #expect(values.first == "statusChange connecting 2 true")
+        #expect(values.contains("statusChange connected 3 true"))
+        #expect(values.contains("connect / true"))
+        #expect(values.contains("welcome false true"))
+        #expect(values.contains("any welcome true"))
+        #expect(values.contains("ack [\"hi\", \"2\"] true") || values.contains("ack [hi, 2] true"), "\(values)")
+        #expect(values.contains("completion true"))
+        manager.disconnect()
+        await peer.stop()
+    }
+
+    @Test("the default handleQueue is the main queue; a @MainActor model's [weak self] handler runs on main")
+    func defaultQueueIsMain() async throws {
+        let peer = try await PythonPeer.start(scriptPath: peerScript)
+        let manager = SocketManager(socketURL: URL(string: "http://127.0.0.1:\(peer.port)")!)
+        #expect(manager.handleQueue === DispatchQueue.main)
+        let socket = manager.defaultSocket
+        let model = WelcomeModel()
+        await model.attach(to: socket)
+        socket.connect()
+        let seen = await model.seen.wait(for: 1, limit: .seconds(20))
+        #expect(seen == [true])
+        let welcomed = await model.welcomed
+        #expect(welcomed.first?.isEmpty == false)
+        manager.disconnect()
+        await peer.stop()
+    }
+
+    @Test("a drop: statusChange [connecting, 2] and reconnect [reason] when reconnecting begins, reconnectAttempt counts down, giving up is disconnect [\"Reconnect Failed\"]")
+    func reconnectEvents() async throws {
+        let peer = try await PythonPeer.start(scriptPath: peerScript)
+        let marked = MarkedQueue()
+        let manager = SocketManager(socketURL: URL(string: "http://127.0.0.1:\(peer.port)")!, config: [
+            .handleQueue(marked.queue), .forceWebsockets(true), .reconnectAttempts(2), .reconnectWait(1), .reconnectWaitMax(1),
+        ])
+        let socket = manager.defaultSocket
+        let log = Recorder<String>()
+        for event in [SocketClientEvent.statusChange, .connect, .disconnect, .reconnect, .reconnectAttempt] {
+            socket.on(clientEvent: event) { data, _ in
+                let items = data.map { item -> String in
+                    if let status = item as? SocketIOStatus { return "SocketIOStatus.\(status)" }
+                    return "\(item)"
+                }
+                log.append("\(event.rawValue) \(items.joined(separator: ",")) \(marked.isCurrent)")
+            }
+        }
+        socket.connect()
+        #expect(await log.wait(for: 3, limit: .seconds(20)).contains("connect / true"))
+        await peer.killAbruptly()
+        let values = await log.wait(for: 9, limit: .seconds(30))
+        let reconnect = try #require(values.firstIndex { $0.hasPrefix("reconnect ") }, "\(values)")
+        let connecting = try #require(values.lastIndex(of: "statusChange SocketIOStatus.connecting,2 true"), "\(values)")
+        let first = try #require(values.firstIndex(of: "reconnectAttempt 2 true"), "\(values)")
+        let second = try #require(values.firstIndex(of: "reconnectAttempt 1 true"), "\(values)")
+        let gaveUp = try #require(values.firstIndex(of: "disconnect Reconnect Failed true"), "\(values)")
+        #expect(connecting < reconnect && reconnect < first && first < second && second < gaveUp, "\(values)")
+        #expect(values[reconnect] != "reconnect  true", "the reason is given: \(values)")
+        #expect(values.contains("statusChange SocketIOStatus.disconnected,1 true"), "\(values)")
+        // No disconnect while reconnecting: only the final one.
+        #expect(values.filter { $0.hasPrefix("disconnect ") }.count == 1, "\(values)")
+        #expect(socket.status == .disconnected)
+    }
+
+    @Test("once, once(clientEvent:), off and removeAllHandlers; manager.reconnect() raises reconnect [\"manual reconnect\"]")
+    func onceOffAndRemoveAll() async throws {
+        let peer = try await PythonPeer.start(scriptPath: peerScript)
+        let marked = MarkedQueue()
+        let manager = SocketManager(socketURL: URL(string: "http://127.0.0.1:\(peer.port)")!, config: [.handleQueue(marked.queue)])
+        let socket = manager.defaultSocket
+        let ticks = Recorder<String>()
+        let connects = Recorder<String>()
+        socket.on("tick") { data, _ in ticks.append("on \(data[0])") }
+        socket.once("tick") { data, _ in ticks.append("once \(data[0])") }
+        socket.once(clientEvent: .connect) { _, _ in connects.append("once") }
+        socket.on(clientEvent: .connect) { _, _ in connects.append("on") }
+        socket.on(clientEvent: .reconnect) { data, _ in connects.append("reconnect \(data.first as? String ?? "?")") }
+        socket.connect()
+        #expect(await connects.wait(for: 2, limit: .seconds(20)).sorted() == ["on", "once"])
+
+        socket.emit("count", 3)
+        let three = await ticks.wait(for: 4)
+        #expect(three.filter { $0.hasPrefix("once") } == ["once 1"], "\(three)")
+        #expect(three.filter { $0.hasPrefix("on ") }.count == 3)
+
+        socket.off("tick")
+        socket.on("tick") { data, _ in ticks.append("after off \(data[0])") }
+        socket.emit("count", 2)
+        let afterOff = await ticks.wait(for: 6)
+        #expect(Array(afterOff.dropFirst(4)) == ["after off 1", "after off 2"], "\(afterOff)")
+
+        manager.reconnect()
+        let reconnected = await connects.wait(for: 4, limit: .seconds(20))
+        #expect(Array(reconnected.dropFirst(2)) == ["reconnect manual reconnect", "on"], "\(reconnected)")
+
+        socket.removeAllHandlers()
+        let id = socket.on("tick") { data, _ in ticks.append("final \(data[0])") }
+        socket.emit("count", 1)
+        let final = await ticks.wait(for: 7)
+        #expect(final.last == "final 1" && final.count == 7, "\(final)")
+        socket.off(id: id)
+        manager.disconnect()
+        await peer.stop()
+    }
+
+    @Test("a pending ack's timingOut(after:) answers NO ACK when its time is up, also across a drop; after: 0 waits for ever")
+    func ackTimeoutCountsAcrossADrop() async throws {
+        let peer = try await PythonPeer.start(scriptPath: peerScript)
+        let marked = MarkedQueue()
+        let manager = SocketManager(socketURL: URL(string: "http://127.0.0.1:\(peer.port)")!, config: [
+            .handleQueue(marked.queue), .forceWebsockets(true), .reconnectWait(1),
+        ])
+        let socket = manager.defaultSocket
+        let connected = Recorder<Int>()
+        let answers = Recorder<String>()
+        socket.on(clientEvent: .connect) { _, _ in connected.append(1) }
+        socket.connect()
+        await connected.wait(for: 1, limit: .seconds(20))
+
+        let sent = ContinuousClock.now
+        marked.queue.sync {
+            socket.emitWithAck("stall").timingOut(after: 3) { data in
+                answers.append("three \(data.first as? String == SocketAckStatus.noAck.rawValue) \(marked.isCurrent)")
+            }
+            socket.emitWithAck("stall").timingOut(after: 0) { data in answers.append("zero \(data)") }
+        }
+        await peer.killAbruptly()
+        let first = await answers.wait(for: 1, limit: .seconds(10))
+        let elapsed = ContinuousClock.now - sent
+        #expect(first == ["three true true"])
+        #expect(elapsed >= .milliseconds(2900), "NO ACK came \(elapsed) after the emit, before its 3 s")
+        // Nothing to await: this checks that the after: 0 callback does not come.
+        try await Task.sleep(for: .seconds(1))
+        #expect(answers.values == ["three true true"])
+        manager.disconnect()
+    }
+}
