@@ -4,16 +4,15 @@ public import Foundation
 // SocketIO import gets an error naming the module and the product to add, in place of
 // "extra argument 'config'" or "cannot convert URL to String". Nothing here can be called.
 //
-// With `import SocketIO`, its declarations of the same names win: SocketIO imports this
-// module, so its types shadow the placeholder types below, and the compiler ranks an unavailable
-// function below an available one of the same shape. Tests/SocketIOCompatTests/MigrationDiagnosticsTests
+// With `import SocketIO` instead, none of this is seen: the SocketIO module declares the original's
+// types itself and does not re-export this module. Tests/SocketIOCompatTests/MigrationDiagnosticsTests
 // compiles each spelling both ways. The messages are string literals (the attribute takes no
 // expressions), so each repeats the instruction.
 //
 // `connect()` has no unavailable twin: SocketIOClient has an async `connect()`, and the compiler
 // ranks any unavailable declaration below it, so synchronous code without the import gets
-// "'async' call in a function that does not support concurrency" (SocketIO's documentation
-// says what that means).
+// "'async' call in a function that does not support concurrency". (SocketIO's `connect()` is the
+// original's synchronous one, in synchronous and async code alike.)
 
 /// socket.io-client-swift's option type; it is in SocketIO.
 @_documentation(visibility: internal)

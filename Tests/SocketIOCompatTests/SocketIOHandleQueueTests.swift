@@ -107,6 +107,8 @@ struct SocketIOHandleQueueTests {
         ])
         let socket = manager.defaultSocket
         let log = Recorder<String>()
+        let stopped = Recorder<Int>()
+        socket.on(clientEvent: .disconnect) { _, _ in stopped.append(1) }
         for event in [SocketClientEvent.statusChange, .connect, .disconnect, .reconnect, .reconnectAttempt] {
             socket.on(clientEvent: event) { data, _ in
                 let items = data.map { item -> String in
@@ -119,7 +121,10 @@ struct SocketIOHandleQueueTests {
         socket.connect()
         #expect(await log.wait(for: 3, limit: .seconds(20)).contains("connect / true"))
         await peer.killAbruptly()
-        let values = await log.wait(for: 9, limit: .seconds(30))
+        await stopped.wait(for: 1, limit: .seconds(40))
+        // The disconnect handler registered first has run; the logging one runs right after it.
+        await log.wait(for: 9, limit: .seconds(5))
+        let values = log.values
         let reconnect = try #require(values.firstIndex { $0.hasPrefix("reconnect ") }, "\(values)")
         let connecting = try #require(values.lastIndex(of: "statusChange SocketIOStatus.connecting,2 true"), "\(values)")
         let first = try #require(values.firstIndex(of: "reconnectAttempt 2 true"), "\(values)")
