@@ -420,8 +420,7 @@ public final class HubConnection: Service, Sendable {
     /// Invokes `method` and waits for its completion (a `void` hub method). An ``UploadStream``
     /// argument is streamed to the server.
     public func invoke(method: String, arguments: any Encodable...) async throws {
-        let (values, streams) = try encodeArguments(arguments)
-        _ = try await invokeRaw(method: method, arguments: values, uploads: streams)
+        _ = try await invoke(method: method, argumentList: arguments)
     }
 
     /// Invokes `method` and returns its result as `Result`.
@@ -429,6 +428,23 @@ public final class HubConnection: Service, Sendable {
         let (values, streams) = try encodeArguments(arguments)
         let value = try await invokeRaw(method: method, arguments: values, uploads: streams)
         return try HubValueCoding.decode(value ?? .null, as: Result.self)
+    }
+
+    /// ``invoke(method:arguments:)`` with the arguments in an array (``UploadStream``s among them
+    /// stream); returns the result, nil for `void`. For the SignalRClient compat module, whose
+    /// callers hold their arguments in an array.
+    package func invoke(method: String, argumentList: [any Encodable]) async throws -> JSONValue? {
+        let (values, streams) = try encodeArguments(argumentList)
+        return try await invokeRaw(method: method, arguments: values, uploads: streams)
+    }
+
+    /// ``send(method:arguments:)`` with the arguments in an array (for the SignalRClient compat
+    /// module).
+    package func send(method: String, argumentList: [any Encodable]) async throws {
+        let (values, streams) = try encodeArguments(argumentList)
+        let session = try currentSession()
+        try await transmit(.invocation(HubInvocation(target: method, arguments: values, streamIds: streams.map(\.id))), on: session)
+        startUploads(streams, on: session)
     }
 
     /// Invokes `method` with arguments as `JSONValue`s; returns the result (nil for `void`).
@@ -479,10 +495,7 @@ public final class HubConnection: Service, Sendable {
     /// Invokes `method` without waiting for a result (no invocation id is sent). An
     /// ``UploadStream`` argument is streamed to the server.
     public func send(method: String, arguments: any Encodable...) async throws {
-        let (values, streams) = try encodeArguments(arguments)
-        let session = try currentSession()
-        try await transmit(.invocation(HubInvocation(target: method, arguments: values, streamIds: streams.map(\.id))), on: session)
-        startUploads(streams, on: session)
+        try await send(method: method, argumentList: arguments)
     }
 
     /// ``send(method:arguments:)`` with `JSONValue` arguments.
@@ -586,6 +599,13 @@ public final class HubConnection: Service, Sendable {
             await rawHandler(arguments)
             return nil
         }, returnsResult: false))
+    }
+
+    /// Registers a handler that receives the arguments as they came and whose value answers a
+    /// client-result invocation (a thrown error is sent back as the completion's error). For the
+    /// SignalRClient compat module, whose handlers' argument types are only known at run time.
+    package func on(_ method: String, rawResultHandler: @escaping @Sendable ([JSONValue]) async throws -> JSONValue) {
+        addHandler(method, Handler(run: { arguments in try await rawResultHandler(arguments) }, returnsResult: true))
     }
 
     /// Removes every handler of `method`.

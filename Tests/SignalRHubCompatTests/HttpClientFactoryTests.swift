@@ -27,7 +27,12 @@ struct HttpClientFactoryTests {
             completionHandler(nil, URLError(.unsupportedURL))
         }
 
-        func post(url: URL, completionHandler: @escaping (HttpResponse?, (any Error)?) -> Void) {
+        func delete(url: URL, completionHandler: @escaping (HttpResponse?, (any Error)?) -> Void) {
+            calls.withLockedValue { $0.append("DELETE \(url.absoluteString)") }
+            completionHandler(nil, URLError(.unsupportedURL))
+        }
+
+        func post(url: URL, body: Data?, completionHandler: @escaping (HttpResponse?, (any Error)?) -> Void) {
             calls.withLockedValue { $0.append("POST \(url.absoluteString)") }
             let handler = UncheckedHandler(call: completionHandler)
             switch behaviour {
@@ -64,12 +69,12 @@ struct HttpClientFactoryTests {
         let call: (HttpResponse?, (any Error)?) -> Void
     }
 
-    static func connection(_ server: SignalRTestServer, _ client: AppClient, configure: (inout HubConnectionOptions) -> Void = { _ in }) -> HubConnection {
+    static func connection(_ server: SignalRTestServer, _ client: AppClient, configure: (HttpConnectionOptions) -> Void = { _ in }) -> HubConnection {
         HubConnectionBuilder(url: URL(string: server.url)!)
             .withHttpConnectionOptions(configureHttpOptions: { options in
                 options.httpClientFactory = { _ in client }
+                configure(options)
             })
-            .withOptions(configure)
             .build()
     }
 
@@ -109,7 +114,7 @@ struct HttpClientFactoryTests {
         let silent = AppClient(.silent)
         let started = ContinuousClock.now
         let error3 = await #expect(throws: RealtimeError.self) {
-            try await Self.connection(server, silent) { $0.negotiateTimeout = .milliseconds(500) }.start()
+            try await Self.connection(server, silent) { $0.timeout = 0.5 }.start()
         }
         #expect(error3?.code == .timeout)
         #expect(ContinuousClock.now - started < .seconds(10))

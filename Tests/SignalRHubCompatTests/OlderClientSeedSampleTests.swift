@@ -33,8 +33,11 @@ struct OlderClientSeedSampleTests {
         }
 
         let delegate = LifecycleDelegate()
+        // The tests' own serial queue: swift test does not run the main queue on Linux.
+        let queue = DispatchQueue(label: "callbacks")
         let hubConnection = HubConnectionBuilder(url: URL(string: server.url)!)
-            .withLogging(minLogLevel: .debug)
+            .withLogging(minLogLevel: .warning)
+            .withHubConnectionOptions(configureHubConnectionOptions: { $0.callbackQueue = queue })
             .withHubConnectionDelegate(delegate: delegate)
             .withHttpConnectionOptions(configureHttpOptions: { httpConnectionOptions in
                 httpConnectionOptions.accessTokenProvider = { "token-from-provider" }
@@ -74,7 +77,8 @@ struct OlderClientSeedSampleTests {
 
         // A start that fails reaches connectionDidFailToOpen (and not connectionDidClose).
         let failing = LifecycleDelegate()
-        let refused = HubConnectionBuilder(url: URL(string: server.url)!).withHubConnectionDelegate(delegate: failing).build()
+        let refused = HubConnectionBuilder(url: URL(string: server.url)!).withHubConnectionDelegate(delegate: failing)
+            .withHubConnectionOptions(configureHubConnectionOptions: { $0.callbackQueue = queue }).build()
         viewDidLoad { refused.start() }
         #expect(try await failing.events.wait(count: 1) == ["failToOpen"])
 
