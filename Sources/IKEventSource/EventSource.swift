@@ -68,7 +68,11 @@ public protocol EventSourceProtocol {
 /// happened, never inside the call that caused them (on Linux the main queue runs only while the
 /// main thread is in `dispatchMain()` or `RunLoop.main`; until then the callbacks wait, and none is
 /// lost). ``init(url:headers:callbackQueue:)`` takes another serial queue.
-open class EventSource: NSObject, EventSourceProtocol {
+///
+/// Unlike IKEventSource's, the source is `Sendable`: every member may be used from any thread.
+// @unchecked Sendable: `url`, `headers` and `callbackQueue` are constants and everything that
+// changes is in `core`, under its lock; the app's closures are only called on `callbackQueue`.
+open class EventSource: NSObject, EventSourceProtocol, @unchecked Sendable {
     /// The stream's URL, as given to `init`.
     public let url: URL
     /// The headers every request sends (with `Accept: text/event-stream` and
