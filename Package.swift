@@ -326,6 +326,13 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "CompatParityTests",
+            // The compat modules are dependencies so that the build has their modules to type-check
+            // the parity lists and the corpus (Tests/CompatParity) against.
+            dependencies: ["SocketIO", "SignalRClient", "IKEventSource", "RealtimeTesting"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "SocketIOConformanceTests",
             dependencies: [
                 "SocketIOEngine",

@@ -21,6 +21,12 @@ if ! python3 Scripts/docs.py check; then
   exit 1
 fi
 
+log "Scripts/parity-tables.py check (each guide's migration table is its Tests/CompatParity list)"
+if ! python3 Scripts/parity-tables.py check; then
+  echo "0 passed, 1 failed"
+  exit 1
+fi
+
 log "Scripts/check-test-sleeps.py (a Task.sleep in a test says why nothing can be awaited)"
 if ! python3 Scripts/check-test-sleeps.py; then
   echo "0 passed, 1 failed"
