@@ -2,10 +2,9 @@ public import Foundation
 
 // The older Swift client's spellings (moozzyk/SignalR-Client-Swift), declared unavailable so that
 // code ported without the SignalRClient import gets an error naming the module and the product to
-// add, in place of "cannot convert URL to String". Nothing here can be called. With
-// `import SignalRClient`, its declarations win: it imports this module, so its types shadow the
-// placeholder types below, and the compiler ranks an unavailable function below an available one
-// of the same shape. Tests/SocketIOCompatTests/MigrationDiagnosticsTests compiles each spelling
+// add, in place of "cannot convert URL to String". Nothing here can be called. SignalRClient
+// declares its own types and does not re-export this module, so code importing SignalRClient alone
+// never sees these placeholders. Tests/SocketIOCompatTests/MigrationDiagnosticsTests compiles each spelling
 // both ways. The messages are string literals, so each repeats the instruction.
 //
 // `start()` and `stop()` have no unavailable twins: HubConnection's are async, and the compiler

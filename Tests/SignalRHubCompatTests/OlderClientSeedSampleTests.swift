@@ -1,4 +1,5 @@
 import Foundation
+import RealtimeCore
 import RealtimeTesting
 import SignalRClient  // the sample's code had `import SwiftSignalRClient`; nothing else changes
 import Testing
