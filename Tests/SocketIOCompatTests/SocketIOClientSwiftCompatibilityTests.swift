@@ -1,4 +1,5 @@
 import Foundation
+import RealtimeCore
 import RealtimeTesting
 import SocketIO  // the seed's code had `import SocketIO`; nothing else changes
 import Testing

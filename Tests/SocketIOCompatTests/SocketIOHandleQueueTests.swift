@@ -20,6 +20,14 @@ private final class MarkedQueue: Sendable {
     var isCurrent: Bool { DispatchQueue.getSpecific(key: key) == 7 }
 }
 
+/// Marks the main queue (Linux's `DispatchQueue.main` hands out a new wrapper per call, so queues
+/// are told apart by a specific set on the queue itself).
+private let mainQueueKey: DispatchSpecificKey<Int> = {
+    let key = DispatchSpecificKey<Int>()
+    DispatchQueue.main.setSpecific(key: key, value: 1)
+    return key
+}()
+
 /// A view model as apps write it: main-actor isolated, handlers capturing `[weak self]`.
 @MainActor
 private final class WelcomeModel {
@@ -34,7 +42,9 @@ private final class WelcomeModel {
 
     func update(_ data: [Any]) {
         welcomed.append((data.first as? [String: Any])?["sid"] as? String ?? "")
-        seen.append(Thread.isMainThread)
+        // On Linux the main queue may be drained by a thread other than the process's first one
+        // (dispatchMain), so "on main" is the main queue, not Thread.isMainThread.
+        seen.append(DispatchQueue.getSpecific(key: mainQueueKey) == 1)
     }
 }
 
@@ -85,7 +95,7 @@ struct SocketIOHandleQueueTests {
     func defaultQueueIsMain() async throws {
         let peer = try await PythonPeer.start(scriptPath: peerScript)
         let manager = SocketManager(socketURL: URL(string: "http://127.0.0.1:\(peer.port)")!)
-        #expect(manager.handleQueue === DispatchQueue.main)
+        #expect(manager.handleQueue.getSpecific(key: mainQueueKey) == 1)
         let socket = manager.defaultSocket
         let model = WelcomeModel()
         await model.attach(to: socket)
@@ -119,7 +129,7 @@ struct SocketIOHandleQueueTests {
             }
         }
         socket.connect()
-        #expect(await log.wait(for: 3, limit: .seconds(20)).contains("connect / true"))
+        #expect(await log.wait(for: 3, limit: .seconds(20)).contains { $0.hasPrefix("connect /") && $0.hasSuffix(" true") })
         await peer.killAbruptly()
         await stopped.wait(for: 1, limit: .seconds(40))
         // The disconnect handler registered first has run; the logging one runs right after it.
