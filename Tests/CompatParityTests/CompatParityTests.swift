@@ -41,7 +41,7 @@ struct ParityRow: Sendable {
     let check: String
 
     var verdict: Verdict {
-        if ours == "same" || ours.hasPrefix("same ") { return .same }
+        if ours == "same" || ours.hasPrefix("same ") || ours.hasPrefix("same:") { return .same }
         if ours.hasPrefix("different:") { return .different }
         if ours.hasPrefix("not carried:") { return .notCarried }
         return .unknown
@@ -92,6 +92,43 @@ enum ParityList {
         return (lines.joined(separator: "\n") + "\n", ranges)
     }
 
+    /// Type-checks every row in Swift 5 and 6; returns the rows whose check compiled in both, the
+    /// rows that disagree with their `ours` column, and errors on lines of no row.
+    static func evaluate(_ library: ParityLibrary, rows: [ParityRow]) async throws -> (compiled: Set<Int>, failing: [String], stray: [String]) {
+        let (text, ranges) = try source(for: library, rows: rows)
+        let path = try write(text, named: "\(library.module)Parity.swift")
+        defer { try? FileManager.default.removeItem(atPath: (path as NSString).deletingLastPathComponent) }
+        var failing: [String] = []
+        var stray: [String] = []
+        var modesCompiled: [Int: Int] = [:]
+        let covered = ranges.reduce(into: Set<Int>()) { $0.formUnion($1.lines) }
+        for mode in ["5", "6"] {
+            let result = try await SwiftTypecheck.run([path], swiftVersion: mode)
+            let errors = result.errors(in: path)
+            stray += errors.filter { !covered.contains($0.key) }.sorted { $0.key < $1.key }.flatMap(\.value).map { "Swift \(mode): \($0)" }
+            for (row, lines) in ranges {
+                let rowErrors = lines.flatMap { errors[$0] ?? [] }
+                let shown = rowErrors.prefix(3).joined(separator: "\n    ")
+                switch row.verdict {
+                case .same, .different:
+                    if rowErrors.isEmpty {
+                        modesCompiled[row.line, default: 0] += 1
+                    } else {
+                        failing.append("Swift \(mode), \(row.label) (\(row.ours.prefix(9))): \(row.check)\n    \(shown)")
+                    }
+                case .notCarried:
+                    if !rowErrors.contains(where: { $0.contains("is unavailable") }) {
+                        let outcome = rowErrors.isEmpty ? "compiles" : "fails otherwise"
+                        failing.append("Swift \(mode), \(row.label) is `not carried` but its check \(outcome): \(row.check)\n    \(shown)")
+                    }
+                case .unknown:
+                    break
+                }
+            }
+        }
+        return (Set(modesCompiled.filter { $0.value == 2 }.keys), failing, stray)
+    }
+
     static func write(_ text: String, named name: String) throws -> String {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("realtime-parity-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
@@ -115,47 +152,33 @@ struct CompatParityTests {
         let unknown = rows.filter { $0.verdict == .unknown }.map { "\($0.label): \($0.ours)" }
         #expect(unknown.isEmpty, "\(library.name): `ours` must be same, different: how, or not carried: instead: \(unknown)")
 
-        let (text, ranges) = try ParityList.source(for: library, rows: rows)
-        let path = try ParityList.write(text, named: "\(library.module)Parity.swift")
-        defer { try? FileManager.default.removeItem(atPath: (path as NSString).deletingLastPathComponent) }
-
-        var failing: [String] = []
-        var compiled = Set<Int>()
-        var modesCompiled: [Int: Int] = [:]
-        for mode in ["5", "6"] {
-            let result = try await SwiftTypecheck.run([path], swiftVersion: mode)
-            let errors = result.errors(in: path)
-            let covered = ranges.reduce(into: Set<Int>()) { $0.formUnion($1.lines) }
-            let stray = errors.filter { !covered.contains($0.key) }
-            #expect(stray.isEmpty, "\(library.name), Swift \(mode): errors outside every row (the prelude?):\n\(stray.sorted { $0.key < $1.key }.flatMap(\.value).joined(separator: "\n"))")
-            for (row, lines) in ranges {
-                let rowErrors = lines.flatMap { errors[$0] ?? [] }
-                switch row.verdict {
-                case .same, .different:
-                    if rowErrors.isEmpty {
-                        modesCompiled[row.line, default: 0] += 1
-                    } else {
-                        let shown = rowErrors.prefix(3).joined(separator: "\n    ")
-                        failing.append("Swift \(mode), \(row.label) (\(row.ours.prefix(9))): \(row.check)\n    \(shown)")
-                    }
-                case .notCarried:
-                    if !rowErrors.contains(where: { $0.contains("is unavailable") }) {
-                        let shown = rowErrors.prefix(3).joined(separator: "\n    ")
-                        let outcome = rowErrors.isEmpty ? "compiles" : "fails otherwise"
-                        failing.append("Swift \(mode), \(row.label) is `not carried` but its check \(outcome): \(row.check)\n    \(shown)")
-                    }
-                case .unknown:
-                    break
-                }
-            }
-        }
-        for (line, count) in modesCompiled where count == 2 { compiled.insert(line) }
+        let (compiled, failing, stray) = try await ParityList.evaluate(library, rows: rows)
+        #expect(stray.isEmpty, "\(library.name): errors outside every row (the prelude?):\n\(stray.joined(separator: "\n"))")
         let notCarried = rows.filter { $0.verdict == .notCarried }.count
         let share = Double(compiled.count) / Double(rows.count)
         print("parity \(library.name) → \(library.module): \(compiled.count) of \(rows.count) (\(String(format: "%.1f", share * 100)) %) compile with the original's shape in Swift 5 and 6; \(notCarried) not carried (unavailable, saying what to use); \(failing.count) failing checks")
         let disagreements = failing.joined(separator: "\n")
         #expect(failing.isEmpty, "\(library.name): \(failing.count) rows disagree with the compiler:\n\(disagreements)")
         #expect(share >= 0.95, "\(library.name): \(compiled.count) of \(rows.count) compile; at least 95 % must")
+    }
+
+    /// The check can fail: rows that lie about the compiler are reported, a true row is counted.
+    @Test("a row whose check does not compile, or a not-carried row that compiles, is reported")
+    func theCheckCanFail() async throws {
+        let library = ParityLibrary(name: "self-test", module: "SocketIO")
+        let rows = [
+            ParityRow(line: 1, kind: "usage", owner: "", name: "compiles", ours: "same", check: "let url = URL(string: \"http://localhost\")!; _ = url"),
+            ParityRow(line: 2, kind: "usage", owner: "", name: "wrong type", ours: "same", check: "let number: Int = \"text\"; _ = number"),
+            ParityRow(line: 3, kind: "usage", owner: "", name: "missing", ours: "different: named otherwise", check: "_ = NoSuchTypeAnywhere()"),
+            ParityRow(line: 4, kind: "usage", owner: "", name: "claims unavailable", ours: "not carried: use something", check: "_ = 1 + 1"),
+            ParityRow(line: 5, kind: "usage", owner: "", name: "at file scope", ours: "same", check: "top: final class CheckedAtFileScope {}"),
+        ]
+        let (compiled, failing, stray) = try await ParityList.evaluate(library, rows: rows)
+        #expect(compiled == [1, 5])
+        #expect(stray.isEmpty, "\(stray)")
+        // Lines 2, 3 and 4, once per language mode.
+        #expect(failing.count == 6, "\(failing)")
+        #expect(failing.filter { $0.contains("line 4:") && $0.contains("is `not carried` but its check compiles") }.count == 2)
     }
 
     static var corpusFiles: [String] {
