@@ -50,7 +50,10 @@ final class RecordingPolicy: ReconnectPolicy, @unchecked Sendable {
 struct SignalRClientBehaviourTests {
     @Test("The default callback queue is the main queue")
     func defaultQueueIsMain() {
-        #expect(HubConnectionOptions().callbackQueue === DispatchQueue.main)
+        // On Linux each `DispatchQueue.main` is a new wrapper of the one main queue, so the wrappers
+        // are not identical objects: the queue's label names it.
+        #expect(HubConnectionOptions().callbackQueue.label == DispatchQueue.main.label)
+        #expect(DispatchQueue.main.label == "com.apple.main-thread")
     }
 
     @Test("Handlers, completions, stream items and delegate calls run on the callback queue, never inside the caller's call")
