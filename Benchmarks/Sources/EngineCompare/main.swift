@@ -1,5 +1,5 @@
 import EventSourceClient
-import IKEventSource  // onMessage: counts the broadcast without a task per stream
+import IKEventSource  // the IKEventSource-shaped callbacks (onMessage, addEventListener); its EventSource is spelled IKEventSource.EventSource here
 import Foundation
 #if canImport(Glibc)
 import Glibc  // dlsym, for IDLE_TRIM
@@ -124,6 +124,8 @@ let idleGate = ProcessInfo.processInfo.environment["IDLE_GATE"].flatMap(Int.init
 
 /// Connections whose reading task opened them ($IDLE_CONSUMER=task).
 let idleOpened = NIOLockedValueBox(0)
+/// The queue of the IKEventSource-shaped sources' callbacks (the main queue is not run here).
+let ikCallbackQueue = DispatchQueue(label: "engine-compare.ik-callbacks")
 
 /// Opens `count` connections with `open` (64 at a time), then reports RSS growth per connection
 /// once every one is open and the process has settled, how long opening took, the CPU the process
@@ -297,7 +299,7 @@ case "sse", "sse-detached":
     // does); `sse-detached` in a detached task (the global executor, as a server's task does).
     guard let url = argument(1).flatMap(URL.init(string:)) else { fail("sse URL [count]") }
     let limit = number(2, .max)
-    let source = EventSource(url: url, configuration: EventSourceConfiguration(maxReconnectAttempts: 0, reachability: AlwaysReachable()))
+    let source = EventSourceClient.EventSource(url: url, configuration: EventSourceConfiguration(maxReconnectAttempts: 0, reachability: AlwaysReachable()))
     @Sendable func consume() async throws -> Int {
         var count = 0
         for try await event in source.events {
@@ -320,7 +322,20 @@ case "sse-idle":
     }, burst: { _, kib in
         _ = try await HTTPTransport.execute(HTTPRequestSpec(url: url.absoluteString + "burst?kib=\(kib)"))
     }) { _ in
-        let source = EventSource(url: url, configuration: EventSourceConfiguration(reachability: AlwaysReachable()))
+        if !idleConsumerOpens && !idleConsumerTasks {
+            // The callbacks shape: IKEventSource's source, counting the broadcast in onMessage
+            // (on one serial queue for every stream), with no task per stream.
+            let source = IKEventSource.EventSource(url: url, callbackQueue: ikCallbackQueue)
+            let opened = AsyncStream.makeStream(of: Void.self)
+            source.onOpen { opened.continuation.finish() }
+            source.onMessage { _, _, data in
+                if data == "news" || data?.hasPrefix("bbbb") == true { broadcastsReceived.withLockedValue { $0 += 1 } }
+            }
+            source.connect()
+            for await _ in opened.stream {}
+            return source
+        }
+        let source = EventSourceClient.EventSource(url: url, configuration: EventSourceConfiguration(reachability: AlwaysReachable()))
         if idleConsumerOpens {
             // The stream opens when the task starts reading it; its first event says it is open.
             let reader = Task {
@@ -345,11 +360,6 @@ case "sse-idle":
             for await _ in first.stream {}
             return [source, reader] as [any Sendable]
         }
-        source.onMessage { _, _, data in
-            if data == "news" || data?.hasPrefix("bbbb") == true { broadcastsReceived.withLockedValue { $0 += 1 } }
-        }
-        var iterator = source.events.makeAsyncIterator()
-        _ = try await iterator.next()
         return source
     }
 
@@ -543,7 +553,7 @@ case "socketio-events":
 case "sse-addlistener":
     guard let url = argument(1).flatMap(URL.init(string:)) else { fail("sse-addlistener URL [count]") }
     let limit = number(2, .max)
-    let source = EventSource(url: url, configuration: EventSourceConfiguration(maxReconnectAttempts: 0, reachability: AlwaysReachable()))
+    let source = IKEventSource.EventSource(url: url, callbackQueue: ikCallbackQueue)
     let received = NIOLockedValueBox(0)
     let done = AsyncStream.makeStream(of: Void.self)
     source.addEventListener("tick") { _, _, _ in
@@ -554,7 +564,7 @@ case "sse-addlistener":
     source.connect()
     for await _ in done.stream {}
     report("sse-addlistener", received.withLockedValue { $0 }, clock.now - start)
-    source.close()
+    source.disconnect()
 
 case "socketio-emit", "socketio-emit-loop":
     guard let url = argument(1) else { fail("socketio-emit URL N [inflight]") }
