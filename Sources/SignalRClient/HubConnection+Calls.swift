@@ -115,6 +115,8 @@ extension HubConnection {
         let values = UncheckedBox(arguments)
         let queue = callbackQueue
         let done = UncheckedBox(sendDidComplete)
+        let gate = self.gate
+        gate.begin()
         background { [base] in
             var failure: (any Error)?
             do {
@@ -124,6 +126,7 @@ extension HubConnection {
             }
             let outcome = UncheckedBox(failure)
             deliver(on: queue) { done.value(outcome.value) }
+            gate.end(on: queue)
         }
     }
 
@@ -147,6 +150,8 @@ extension HubConnection {
             deliver(on: queue) { invocationDidComplete(reported) }
         }
         let values = UncheckedBox(arguments)
+        let gate = self.gate
+        gate.begin()
         background { [base] in
             var failure: (any Error)?
             do {
@@ -172,6 +177,7 @@ extension HubConnection {
                 failure = error
             }
             done.value(failure)
+            gate.end(on: queue)
         }
         return handle
     }
@@ -217,12 +223,16 @@ extension HubConnection {
         var list: [any Encodable] = arguments
         list += clientStreams.map(Self.upload)
         let values = UncheckedBox(list)
+        let gate = self.gate
+        let queue = callbackQueue
+        gate.begin()
         background { [base] in
             do {
                 done.value(.success(try await base.invoke(method: method, argumentList: values.value)))
             } catch {
                 done.value(.failure(error))
             }
+            gate.end(on: queue)
         }
     }
 

@@ -123,6 +123,7 @@ public final class HubConnection: @unchecked Sendable {
     private let delegateRef: Locked<WeakDelegate>
     private let starting = Locked<(retrying: Bool, stopRequested: Bool)>((false, false))
     private let unsupported: (any Error)?
+    let gate = ReportGate()
 
     /// The lifecycle delegate, held weakly.
     public var delegate: (any HubConnectionDelegate)? {
@@ -268,7 +269,7 @@ public final class HubConnection: @unchecked Sendable {
 
     func reportOpen() {
         let delegate = delegateRef
-        deliver(on: callbackQueue) { [weak self] in
+        gate.report(on: callbackQueue) { [weak self] in
             guard let self else { return }
             delegate.withLock { $0.value }?.connectionDidOpen(hubConnection: self)
         }
@@ -277,22 +278,22 @@ public final class HubConnection: @unchecked Sendable {
     func reportFailToOpen(_ error: any Error) {
         let delegate = delegateRef
         let reported = Self.moozzykError(error)
-        deliver(on: callbackQueue) { delegate.withLock { $0.value }?.connectionDidFailToOpen(error: reported) }
+        gate.report(on: callbackQueue) { delegate.withLock { $0.value }?.connectionDidFailToOpen(error: reported) }
     }
 
     func reportClose(_ error: (any Error)?) {
         let delegate = delegateRef
-        deliver(on: callbackQueue) { delegate.withLock { $0.value }?.connectionDidClose(error: error) }
+        gate.report(on: callbackQueue) { delegate.withLock { $0.value }?.connectionDidClose(error: error) }
     }
 
     func reportWillReconnect(_ error: any Error) {
         let delegate = delegateRef
-        deliver(on: callbackQueue) { delegate.withLock { $0.value }?.connectionWillReconnect(error: error) }
+        gate.report(on: callbackQueue) { delegate.withLock { $0.value }?.connectionWillReconnect(error: error) }
     }
 
     func reportDidReconnect() {
         let delegate = delegateRef
-        deliver(on: callbackQueue) { delegate.withLock { $0.value }?.connectionDidReconnect() }
+        gate.report(on: callbackQueue) { delegate.withLock { $0.value }?.connectionDidReconnect() }
     }
 
     // MARK: The official client's lifecycle handlers

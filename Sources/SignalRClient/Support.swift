@@ -39,3 +39,38 @@ func background(_ body: @escaping @Sendable () async -> Void) {
     // The callback API returns at once; the result goes to a callback, so no caller owns this task.
     Task { await body() }
 }
+
+/// Holds the delegate's lifecycle calls while calls of the callback API are finishing, so that a call
+/// the connection failed when it closed or was lost reaches its completion before
+/// `connectionDidClose` or `connectionWillReconnect`, in SwiftSignalRClient's order. Every call is
+/// bracketed by ``begin()`` and ``end(on:)``; the connection completes each one on a close or a loss,
+/// so a held report waits only for those completions.
+final class ReportGate: Sendable {
+    private let state = Locked<(inflight: Int, held: [UncheckedBox<() -> Void>])>((0, []))
+
+    /// A call started.
+    func begin() {
+        state.withLock { $0.inflight += 1 }
+    }
+
+    /// A call's completion was queued; held reports go out when none is left.
+    func end(on queue: DispatchQueue) {
+        state.withLock { state in
+            state.inflight -= 1
+            guard state.inflight == 0 else { return }
+            for work in state.held { deliver(on: queue, work.value) }
+            state.held = []
+        }
+    }
+
+    /// Queues `work` now, or after the calls under way have completed.
+    func report(on queue: DispatchQueue, _ work: @escaping () -> Void) {
+        state.withLock { state in
+            if state.inflight == 0 && state.held.isEmpty {
+                deliver(on: queue, work)
+            } else {
+                state.held.append(UncheckedBox(work))
+            }
+        }
+    }
+}

@@ -137,6 +137,27 @@ struct SignalRClientBehaviourTests {
         #expect(try await delegate.events.wait(count: 4).last == "close(nil)@queue")
     }
 
+    @Test("Calls the close fails reach their completions before connectionDidClose, as in SwiftSignalRClient")
+    func pendingCallsFailBeforeClose() async throws {
+        let peer = try await PythonPeer.start(scriptPath: aioScript())
+        defer { Task { await peer.stop() } }
+        let delegate = RecordingDelegate()
+        let connection = HubConnectionBuilder(url: URL(string: "http://127.0.0.1:\(peer.port)/hub")!)
+            .withHubConnectionDelegate(delegate: delegate)
+            .withHubConnectionOptions { $0.callbackQueue = callbackQueue() }
+            .build()
+        viewDidLoad { connection.start() }
+        #expect(try await delegate.events.wait(count: 1) == ["open@queue"])
+        let items = Recorder<Int>()
+        _ = connection.stream(method: "countForever", streamItemReceived: { (item: Int) in items.append(item) }, invocationDidComplete: { error in
+            let cancelled = (error as? SignalRError) == .hubInvocationCancelled
+            delegate.events.append("stream ended \(cancelled ? "hubInvocationCancelled" : String(describing: error))@\(whereAmI())")
+        })
+        _ = try await items.wait(count: 2)
+        viewDidLoad { connection.stop() }
+        #expect(try await delegate.events.wait(count: 3) == ["open@queue", "stream ended hubInvocationCancelled@queue", "close(nil)@queue"])
+    }
+
     @Test("withAutoReconnect retries a failing start as the policy says, then reports connectionDidFailToOpen alone")
     func failedStartIsRetried() async throws {
         let proxy = try await FaultProxy.start(targetPort: 9)
