@@ -29,8 +29,8 @@ import Tracing
 /// client stops reading the connection (the server's writes then wait on TCP), and the idle timeout
 /// does not count that time. When the last iterator is gone (a loop that broke out), what was
 /// buffered for it is let go and reading goes on; a later iterator starts with what arrives after
-/// it. Callbacks (`onMessage`, `onComment`...) are called before the event is buffered, in order,
-/// and never buffer anything.
+/// it. Callbacks (`onComment`, and the IKEventSource module's) are called before the event is
+/// buffered, in order, and never buffer anything.
 public final class EventSource: Service, Sendable {
     /// The stream's URL.
     public let url: URL

@@ -2,9 +2,9 @@ public import Foundation
 
 // IKEventSource's spellings, declared unavailable so that code ported without the IKEventSource
 // import gets an error naming the module and the product to add, in place of "missing argument for
-// parameter 'configuration'" or "'connect' is inaccessible". Nothing here can be called. With
-// `import IKEventSource`, its declarations of the same shapes win: the compiler ranks an
-// unavailable function below an available one. Tests/SocketIOCompatTests/MigrationDiagnosticsTests
+// parameter 'configuration'" or "'connect' is inaccessible". Nothing here can be called. The
+// IKEventSource module has its own EventSource class with these members (a file importing both
+// modules writes IKEventSource.EventSource). Tests/SocketIOCompatTests/MigrationDiagnosticsTests
 // compiles each spelling both ways. The messages are string literals, so each repeats the
 // instruction.
 

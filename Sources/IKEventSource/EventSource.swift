@@ -254,11 +254,13 @@ final class Core: Sendable {
         self.queue = queue
     }
 
-    /// The source is gone: returns the connection to close.
+    /// The source is gone: returns the connection to close, let go here (it holds this core in
+    /// its observer, so keeping it would keep both).
     func release() -> EventSourceClient.EventSource? {
         state.withLockedValue { state in
             state.alive = false
             state.generation += 1
+            defer { state.inner = nil }
             return state.inner
         }
     }

@@ -10,7 +10,6 @@ Prints "PORT <n>" once listening. Endpoints:
   /empty    204 No Content.
 """
 import asyncio
-import os
 import socket
 import sys
 import threading
@@ -21,6 +20,8 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
+
+from sse_peer import exit_when_parent_goes  # the peer ends when the test closes its stdin
 
 seen = []
 
@@ -54,12 +55,6 @@ async def empty(request: Request):
 
 
 app = Starlette(routes=[Route("/story", story), Route("/seen", seen_ids), Route("/hold", hold), Route("/empty", empty)])
-
-
-def exit_when_parent_goes():
-    # The test keeps our stdin open; when it ends (even killed), stdin closes and we exit.
-    sys.stdin.read()
-    os._exit(0)
 
 
 def main():
