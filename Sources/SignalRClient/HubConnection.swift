@@ -283,6 +283,11 @@ public final class HubConnection: @unchecked Sendable {
 
     func reportClose(_ error: (any Error)?) {
         let delegate = delegateRef
+        // A server's Close message with an error reaches the delegate as SwiftSignalRClient's serverClose.
+        var error = error
+        if let closed = error as? RealtimeError, closed.code == .connectionClosed, let message = closed.serverMessage {
+            error = SignalRError.serverClose(message: message)
+        }
         gate.report(on: callbackQueue) { delegate.withLock { $0.value }?.connectionDidClose(error: error) }
     }
 
