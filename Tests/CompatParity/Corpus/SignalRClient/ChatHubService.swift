@@ -11,7 +11,7 @@ protocol ChatServiceDelegate: AnyObject {
 }
 
 final class ChatHubService: HubConnectionDelegate {
-    private var connection: HubConnection
+    private var connection: SignalRClient.HubConnection
     weak var delegate: ChatServiceDelegate?
     private(set) var isConnected = false
     private var pending: [(String, String)] = []
