@@ -212,10 +212,12 @@ open class SocketIOClient: NSObject, SocketIOClientSpec, @unchecked Sendable {
         connect(withPayload: payload)
         guard timeoutAfter > 0 else { return }
         let call = CallOnQueue(handler)
-        handleQueue.asyncAfter(deadline: .now() + timeoutAfter) { [weak self] in
+        let queue = handleQueue
+        queue.asyncAfter(deadline: .now() + timeoutAfter) { [weak self] in
             guard let self, self.status == .connecting || self.status == .notConnected else { return }
             self.disconnect()
-            call.run()
+            // After the disconnect handlers, which leaving the namespace queued just now.
+            queue.async { call.run() }
         }
     }
 

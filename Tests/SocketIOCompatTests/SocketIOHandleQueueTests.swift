@@ -220,4 +220,32 @@ struct SocketIOHandleQueueTests {
         #expect(answers.values == ["three true true"])
         manager.disconnect()
     }
+    @Test("connect(timeoutAfter:) leaves the namespace and calls its handler on handleQueue; an emit while not connected raises error and still completes")
+    func connectTimeoutAndOfflineEmit() async throws {
+        let marked = MarkedQueue()
+        // Nothing listens on port 9 (discard) here: the connection is refused and retried.
+        let manager = SocketManager(socketURL: URL(string: "http://127.0.0.1:9")!, config: [.handleQueue(marked.queue), .reconnectWait(1)])
+        let socket = manager.defaultSocket
+        let log = Recorder<String>()
+        socket.on(clientEvent: .error) { data, _ in log.append("error \(data.first as? String ?? "?") \(marked.isCurrent)") }
+        socket.on(clientEvent: .disconnect) { data, _ in log.append("disconnect \(data.first as? String ?? "?") \(marked.isCurrent)") }
+        socket.emit("early", 1, completion: { log.append("completion \(marked.isCurrent)") })
+        let offline = await log.wait(for: 2, limit: .seconds(10))
+        #expect(offline == ["error Tried emitting when not connected true", "completion true"])
+
+        let started = ContinuousClock.now
+        let done = Recorder<Int>()
+        socket.connect(timeoutAfter: 0.5) {
+            log.append("timed out \(marked.isCurrent) \(socket.status)")
+            done.append(1)
+        }
+        await done.wait(for: 1, limit: .seconds(10))
+        // The refused connection also raised error events (as the original's engine errors do).
+        let values = log.values
+        #expect(ContinuousClock.now - started >= .milliseconds(450))
+        let leave = values.firstIndex(of: "disconnect Namespace leave true")
+        let handler = values.firstIndex(of: "timed out true disconnected")
+        #expect(leave != nil && handler != nil && leave! < handler!, "\(values)")
+        manager.disconnect()
+    }
 }
