@@ -89,6 +89,26 @@ private func describe(_ status: Int?, _ reconnect: Bool?, _ error: NSError?) -> 
         source.disconnect()
     }
 
+    /// IKEventSource opened a second stream and kept the first; here the first is closed, and its
+    /// end is not reported (the app asked for the new connection).
+    @Test func connectWhileOpenReplacesTheConnection() async throws {
+        // Started and stopped off the concurrency pool (PythonPeer waits on a thread of its own).
+        let peer = try await PythonPeer.start(scriptPath: ikPeerScript())
+        defer { Task { await peer.stop() } }
+        let queue = CallbackQueue()
+        let log = Log()
+        let source = EventSource(url: URL(string: "http://127.0.0.1:\(peer.port)/hold")!, callbackQueue: queue.queue)
+        source.onOpen { log.append("open") }
+        source.onMessage { id, _, data in log.append("message \(id ?? "nil") \(data ?? "nil")") }
+        source.onComplete { status, reconnect, error in log.append(describe(status, reconnect, error)) }
+        source.connect()
+        #expect(await log.wait(for: 2) == ["open", "message 1 first"])
+        source.connect()
+        #expect(await log.wait(for: 4) == ["open", "message 1 first", "open", "message 1 first"])
+        source.disconnect()
+        #expect(await log.wait(for: 5) == ["open", "message 1 first", "open", "message 1 first", "complete 200 false nil"])
+    }
+
     @Test func listenersOfMessageGetOnlyAnExplicitEventMessage() async throws {
         // Started and stopped off the concurrency pool (PythonPeer waits on a thread of its own).
         let peer = try await PythonPeer.start(scriptPath: ikPeerScript())
