@@ -124,6 +124,7 @@ public final class HubConnection: @unchecked Sendable {
     private let starting = Locked<(retrying: Bool, stopRequested: Bool)>((false, false))
     private let unsupported: (any Error)?
     let gate = ReportGate()
+    private let reconnecting: ReconnectingHandlers
 
     /// The lifecycle delegate, held weakly.
     public var delegate: (any HubConnectionDelegate)? {
@@ -157,6 +158,7 @@ public final class HubConnection: @unchecked Sendable {
         self.callbackQueue = hubConnectionOptions.callbackQueue
         self.reconnectPolicy = nil
         self.delegateRef = parts.delegate
+        self.reconnecting = parts.reconnecting
         self.unsupported = http == nil ? SignalRError.invalidOperation(message: "HubConnection runs this package's transports: pass an HttpConnection or use HubConnectionBuilder") : nil
         parts.observer.owner.withLock { $0 = WeakOwner(self) }
     }
@@ -166,6 +168,7 @@ public final class HubConnection: @unchecked Sendable {
         self.callbackQueue = callbackQueue
         self.reconnectPolicy = reconnectPolicy.map(UncheckedBox.init)
         self.delegateRef = parts.delegate
+        self.reconnecting = parts.reconnecting
         self.unsupported = nil
         parts.observer.owner.withLock { $0 = WeakOwner(self) }
     }
@@ -310,10 +313,10 @@ public final class HubConnection: @unchecked Sendable {
         base.onClosed { error in await box.value(error.map(Self.dotnetError)) }
     }
 
-    /// Called when the connection is lost and reconnecting begins, with the error.
+    /// Called before every reconnect attempt: first with the error that lost the connection, then
+    /// with the previous attempt's. Handlers are awaited in the order they were added.
     public func onReconnecting(handler: @escaping ((any Error)?) async -> Void) {
-        let box = UncheckedBox(handler)
-        base.onReconnecting { error in await box.value(Self.dotnetError(error)) }
+        reconnecting.add(handler)
     }
 
     /// Called after a reconnect succeeded.
@@ -348,6 +351,19 @@ public final class HubConnection: @unchecked Sendable {
             }
         }
         return error
+    }
+}
+
+/// The official client's `onReconnecting` handlers, awaited in order before each reconnect attempt.
+final class ReconnectingHandlers: Sendable {
+    private let handlers = Locked<[UncheckedBox<((any Error)?) async -> Void>]>([])
+
+    func add(_ handler: @escaping ((any Error)?) async -> Void) {
+        handlers.withLock { $0.append(UncheckedBox(handler)) }
+    }
+
+    func run(_ error: any Error) async {
+        for handler in handlers.withLock({ $0 }) { await handler.value(error) }
     }
 }
 

@@ -190,6 +190,7 @@ public class HubConnectionBuilder {
         let base: SignalRHub.HubConnection
         let observer: LifecycleForwarder
         let delegate: Locked<WeakDelegate>
+        let reconnecting: ReconnectingHandlers
     }
 
     func parts() -> Parts {
@@ -234,8 +235,13 @@ public class HubConnectionBuilder {
         }
         let observer = LifecycleForwarder()
         options.lifecycleObserver = observer
+        let reconnecting = ReconnectingHandlers()
+        // The official client awaits its onReconnecting handlers before every attempt.
+        options.beforeReconnectAttempt = { error in await reconnecting.run(HubConnection.dotnetError(error)) }
         let delegate = Locked(WeakDelegate(value: self.delegate))
-        return Parts(base: SignalRHub.HubConnection(options: options), observer: observer, delegate: delegate)
+        let base = SignalRHub.HubConnection(options: options)
+        base.onReconnecting { error in await reconnecting.run(HubConnection.dotnetError(error)) }
+        return Parts(base: base, observer: observer, delegate: delegate, reconnecting: reconnecting)
     }
 
     private func makeLogger() -> Logging.Logger? {

@@ -70,6 +70,8 @@ public final class HubConnection: Service, Sendable {
         /// The reconnect attempt under way (negotiate, connect, handshake) and its number: `stop()`
         /// cancels it and waits for it, so nothing connects after `stop()` returned.
         var attemptTask: (attempt: Int, task: Task<Void, Never>)?
+        /// The error of this reconnect's last failed attempt (for `beforeReconnectAttempt`).
+        var lastAttemptError: RealtimeError?
         /// A connect waiting its turn among the set-ups to its host: `stop()` withdraws it.
         var setUpWait: (host: String, id: UInt64)?
     }
@@ -725,6 +727,7 @@ public final class HubConnection: Service, Sendable {
                     }
                 }
             case .notifyReconnecting(let error):
+                state.withLockedValue { $0.lastAttemptError = nil }
                 logger.debug("connection lost, reconnecting", metadata: ["realtime.error_code": "\(error.code)", "realtime.error": "\(error.detail)"])
                 options.lifecycleObserver?.willReconnect(error)
                 for handler in state.withLockedValue({ $0.reconnecting }) { await handler(error) }
@@ -772,10 +775,19 @@ public final class HubConnection: Service, Sendable {
             // Let go of this attempt's task (not of a later attempt's, made due meanwhile).
             state.withLockedValue { if $0.attemptTask?.attempt == attempt { $0.attemptTask = nil } }
         }
+        if let before = options.beforeReconnectAttempt, let previous = state.withLockedValue({ $0.lastAttemptError }) {
+            await before(previous)
+            guard state.withLockedValue({ $0.machine.state == .reconnecting(attempt: attempt) }) else { return }
+        }
         do {
             try await openTransport()
+            state.withLockedValue { $0.lastAttemptError = nil }
         } catch {
-            let actions = state.withLockedValue { $0.machine.connectFailed(Self.realtimeError(error), now: timers.now) }
+            let failure = Self.realtimeError(error)
+            let actions = state.withLockedValue { shared in
+                shared.lastAttemptError = failure
+                return shared.machine.connectFailed(failure, now: timers.now)
+            }
             await perform(actions)
             releaseStopWaiters()
         }

@@ -59,6 +59,10 @@ public struct HubConnectionOptions: Sendable {
     /// When set, negotiate requests go through it (POST of the negotiate URL, the status and body as
     /// it answers them): the older client's `httpClientFactory` (SignalRClient).
     package var negotiateRequest: (@Sendable (URL) async throws -> (status: Int, body: [UInt8]))?
+    /// When set, awaited before each reconnect attempt after the first of a reconnect, with the
+    /// previous attempt's error: the official client's `onReconnecting` runs before every attempt
+    /// (SignalRClient).
+    package var beforeReconnectAttempt: (@Sendable (RealtimeError) async -> Void)?
 
     /// Makes options for the hub at `url` with every default.
     public init(url: String) {

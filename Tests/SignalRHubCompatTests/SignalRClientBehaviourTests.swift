@@ -254,6 +254,28 @@ struct SignalRClientBehaviourTests {
         #expect(try await closed.wait(count: 1) == ["nil"])
         #expect(connection.state() == .Stopped)
     }
+
+    @Test("The official client's onReconnecting runs before every reconnect attempt, then onReconnected")
+    func onReconnectingBeforeEachAttempt() async throws {
+        let peer = try await PythonPeer.start(scriptPath: aioScript())
+        defer { Task { await peer.stop() } }
+        let proxy = try await FaultProxy.start(targetPort: peer.port)
+        defer { Task { await proxy.stop() } }
+        let connection = HubConnectionBuilder().withUrl(url: proxy.url(scheme: "http") + "/hub", transport: .webSockets)
+            .withAutomaticReconnect(retryDelays: [0, 0.3, 0.3, 0.3, 0.3, 0.3]).build()
+        let events = Recorder<String>()
+        connection.onReconnecting { error in events.append(error == nil ? "reconnecting nil" : "reconnecting") }
+        connection.onReconnected { events.append("reconnected") }
+        try await connection.start()
+        await proxy.refuseConnections(for: .milliseconds(800))
+        proxy.cutAll(.reset)
+        try await waitUntil("reconnected", limit: .seconds(20)) { events.values.last == "reconnected" }
+        let seen = events.values
+        #expect(seen.filter { $0 == "reconnecting" }.count >= 2, "one per attempt: \(seen)")
+        #expect(!seen.contains("reconnecting nil"))
+        #expect(connection.state() == .Connected)
+        await connection.stop()
+    }
 }
 
 /// A value behind a lock, for the tests' flags.
