@@ -52,7 +52,7 @@ open class SocketIOClient: NSObject, SocketIOClientSpec, @unchecked Sendable {
     public var manager: (any SocketManagerSpec)? { owner }
 
     /// Emits that skip binary scanning.
-    public private(set) lazy var rawEmitView = SocketRawView(socket: self)
+    public var rawEmitView: SocketRawView { SocketRawView(socket: self) }
 
     /// The session id the server gave this namespace (nil before the first connection).
     public var sid: String? { lock.withLock { base }?.sid }
@@ -470,7 +470,7 @@ public final class SocketAckEmitter: NSObject {
     }
 
     /// Answers without binary scanning.
-    public private(set) lazy var rawEmitView = SocketRawAckView(socket: socket, ackNum: ackNum)
+    public var rawEmitView: SocketRawAckView { SocketRawAckView(socket: socket, ackNum: ackNum) }
 
     /// Whether the server asked for an ack.
     public var expected: Bool { ackNum != -1 }

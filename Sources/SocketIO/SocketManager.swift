@@ -42,6 +42,11 @@ open class SocketManager: NSObject, SocketManagerSpec, SocketParsable, SocketDat
         self.init(socketURL: socketURL, config: SocketIOClientConfiguration(dictionary: config ?? [:]))
     }
 
+    /// A manager let go closes its connection, as the original's does.
+    deinit {
+        lock.withLock { current }?.disconnect()
+    }
+
     // MARK: Settings
 
     /// The options; setting them applies them (to the next connection for the connection's own).
