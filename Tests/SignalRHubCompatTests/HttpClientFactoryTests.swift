@@ -92,6 +92,35 @@ struct HttpClientFactoryTests {
         await connection.stop()
     }
 
+    /// The official client's `HttpClient`, given in `HttpConnectionOptions.httpClient`.
+    struct OfficialClient: HttpClient {
+        let calls = NIOLockedValueBox<[String]>([])
+        func send(request: HttpRequest) async throws -> (StringOrData, HttpResponse) {
+            calls.withLockedValue { $0.append("\(request.method.rawValue) \(request.url)") }
+            var outgoing = HTTPClientRequest(url: request.url)
+            outgoing.method = .POST
+            let response = try await HTTPClient.shared.execute(outgoing, timeout: .seconds(10))
+            let body = try await response.body.collect(upTo: 1 << 20)
+            return (.data(Data(body.readableBytesView)), HttpResponse(statusCode: Int(response.status.code), contents: nil))
+        }
+    }
+
+    @Test("The official client's HttpClient sends the negotiate request")
+    func officialHttpClient() async throws {
+        let server = try await SignalRTestServer.start()
+        defer { Task { await server.stop() } }
+        let client = OfficialClient()
+        let options = HttpConnectionOptions()
+        options.httpClient = client
+        let connection = HubConnectionBuilder().withUrl(url: server.url, options: options).build()
+        try await connection.start()
+        #expect(client.calls.withLockedValue { $0 } == ["POST \(server.url)/negotiate?negotiateVersion=1"])
+        #expect(server.negotiateCount == 1, "the app's client's request was the only negotiate")
+        let echoed: String = try await connection.invoke(method: "echo", arguments: "hi")
+        #expect(echoed == "hi")
+        await connection.stop()
+    }
+
     @Test("The app's client failing, answering 500, calling back twice or never answering gives a typed start failure")
     func appClientFailures() async throws {
         let server = try await SignalRTestServer.start()

@@ -276,6 +276,58 @@ struct SignalRClientBehaviourTests {
         #expect(connection.state() == .Connected)
         await connection.stop()
     }
+
+    @Test("HubConnection(connection: HttpConnection(url:), hubProtocol:) connects to the connection's URL; another Connection type fails to open")
+    func hubConnectionOverHttpConnection() async throws {
+        let peer = try await PythonPeer.start(scriptPath: aioScript())
+        defer { Task { await peer.stop() } }
+        let options = HttpConnectionOptions()
+        options.headers = ["X-App": "1"]
+        let hubOptions = HubConnectionOptions()
+        hubOptions.callbackQueue = callbackQueue()
+        let connection = HubConnection(
+            connection: HttpConnection(url: URL(string: "http://127.0.0.1:\(peer.port)/hub")!, options: options),
+            hubProtocol: JSONHubProtocol(logger: NullLogger()), hubConnectionOptions: hubOptions)
+        let delegate = RecordingDelegate()
+        connection.delegate = delegate
+        viewDidLoad { connection.start() }
+        #expect(try await delegate.events.wait(count: 1) == ["open@queue"])
+        viewDidLoad { connection.stop() }
+        #expect(try await delegate.events.wait(count: 2).last == "close(nil)@queue")
+
+        final class OtherConnection: Connection {
+            var delegate: (any ConnectionDelegate)?
+            var inherentKeepAlive: Bool { false }
+            var connectionId: String? { nil }
+            func start() {}
+            func send(data: Data, sendDidComplete: @escaping ((any Error)?) -> Void) {}
+            func stop(stopError: (any Error)?) {}
+        }
+        let other = HubConnection(connection: OtherConnection(), hubProtocol: JSONHubProtocol(logger: NullLogger()), hubConnectionOptions: hubOptions)
+        let refused = RecordingDelegate()
+        other.delegate = refused
+        viewDidLoad { other.start() }
+        #expect(try await refused.events.wait(count: 1) == ["failToOpen@queue"])
+    }
+
+    @Test("JSONHubProtocol reads and writes SwiftSignalRClient's message classes")
+    func jsonHubProtocol() throws {
+        let hubProtocol = JSONHubProtocol(logger: NullLogger())
+        let input = Data("{\"type\":1,\"target\":\"receive\",\"arguments\":[\"zoe\",3]}\u{1e}{\"type\":3,\"invocationId\":\"7\",\"result\":42}\u{1e}{\"type\":6}\u{1e}".utf8)
+        let messages = try hubProtocol.parseMessages(input: input)
+        #expect(messages.map(\.type) == [.Invocation, .Completion, .Ping])
+        let invocation = try #require(messages[0] as? ClientInvocationMessage)
+        #expect(invocation.target == "receive")
+        #expect(try invocation.getArgument(type: String.self) == "zoe")
+        #expect(try invocation.getArgument(type: Int.self) == 3)
+        let completion = try #require(messages[1] as? CompletionMessage)
+        #expect(completion.invocationId == "7" && completion.hasResult && completion.error == nil)
+        #expect(try completion.getResult(Int.self) == 42)
+        let written = try hubProtocol.writeMessage(message: StreamItemMessage(invocationId: "2", item: "x"))
+        #expect(written.last == 0x1E)
+        let object = try JSONSerialization.jsonObject(with: written.dropLast()) as? [String: Any]
+        #expect(object?["type"] as? Int == 2 && object?["invocationId"] as? String == "2" && object?["item"] as? String == "x")
+    }
 }
 
 /// A value behind a lock, for the tests' flags.
