@@ -9,8 +9,8 @@ import Testing
 // IKEventSource 3.0.1's behaviour, against sse-starlette (Tests/EventSourceClientTests/Peers/ik_peer.py):
 // the ready state, connect() again from onComplete, which callback an event goes to, the
 // Last-Event-Id of a reconnection, onComplete's values, and the queue the callbacks run on.
-// Every source here is given a queue of the test's own; the default (the main queue) is checked by
-// identity only, since nothing runs the main queue in a test process.
+// The sources are given a queue of the test's own, but for the test of the default (the main queue,
+// which this process runs: its async main drains it, on a thread that is not the main thread).
 
 /// One line per callback, in the order the callback queue ran them.
 typealias Log = Recorder<String>
@@ -161,6 +161,28 @@ private func describe(_ status: Int?, _ reconnect: Bool?, _ error: NSError?) -> 
             "open, complete 204 true nil open",  // IKEventSource opens on any response head
             "complete nil nil \(NSURLErrorDomain) \(NSURLErrorCannotConnectToHost) connecting",
         ])
+    }
+
+    /// The default queue: the main queue (this test process runs it: its async main drains the
+    /// main queue), where the main actor's code may run, as IKEventSource's callbacks could touch UI.
+    @Test func byDefaultCallbacksRunOnTheMainQueueWhereTheMainActorIs() async throws {
+        // Started and stopped off the concurrency pool (PythonPeer waits on a thread of its own).
+        let peer = try await PythonPeer.start(scriptPath: ikPeerScript())
+        defer { Task { await peer.stop() } }
+        let mainKey = DispatchSpecificKey<Int>()
+        DispatchQueue.main.setSpecific(key: mainKey, value: 7)
+        defer { DispatchQueue.main.setSpecific(key: mainKey, value: nil) }
+        let log = Log()
+        let source = EventSource(url: URL(string: "http://127.0.0.1:\(peer.port)/hold")!)
+        source.onOpen { log.append("open on main \(DispatchQueue.getSpecific(key: mainKey) == 7)") }
+        source.onMessage { _, _, data in
+            // What a Swift 6 app whose handler updates main-actor state writes.
+            let text = MainActor.assumeIsolated { "message \(data ?? "nil") on the main actor" }
+            log.append(text)
+        }
+        source.connect()
+        #expect(await log.wait(for: 2) == ["open on main true", "message first on the main actor"])
+        source.disconnect()
     }
 
     @Test func callbacksRunOnTheSourcesQueueNeverInsideTheCallersCall() async throws {

@@ -1,5 +1,5 @@
-// The usage from the IKEventSource README (shared/seeds/ikeventsource-readme.zh.txt), unchanged but
-// for the callback queue (the test's own: nothing runs the main queue here), against a loopback server.
+// The usage from the IKEventSource README (shared/seeds/ikeventsource-readme.zh.txt), unchanged (the
+// callbacks on the main queue, which this test process runs), against a loopback server.
 import IKEventSource
 import Foundation
 import NIOConcurrencyHelpers
@@ -19,11 +19,10 @@ import Testing
             return .init(headers: [("Content-Type", "text/event-stream")], body: .bytes(ByteBuffer(string: body)))
         }
         let log = NIOLockedValueBox<[String]>([])
-        let queue = DispatchQueue(label: "ik-seed")
         let completed = AsyncStream<Void>.makeStream()
 
         // --- seed usage ---
-        let eventSource = EventSource(url: URL(string: server.baseURL + "/sse")!, headers: ["Authorization": "Bearer x"], callbackQueue: queue)
+        let eventSource = EventSource(url: URL(string: server.baseURL + "/sse")!, headers: ["Authorization": "Bearer x"])
         eventSource.onOpen {
             log.withLockedValue { $0.append("open") }
         }
