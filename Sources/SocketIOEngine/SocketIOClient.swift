@@ -660,7 +660,8 @@ public final class SocketIOClient: Sendable {
 
     /// A handler for `event` (or for every event) is registered.
     func observes(_ event: SocketClientEvent) -> Bool {
-        state.withLockedValue { !($0.handlers[event.rawValue]?.isEmpty ?? true) || !$0.anyHandlers.isEmpty }
+        // An observer (the SocketIO module) sees every event, as its handlers may want any.
+        state.withLockedValue { !($0.handlers[event.rawValue]?.isEmpty ?? true) || !$0.anyHandlers.isEmpty || !$0.observers.isEmpty }
     }
 
     package func fire(_ event: SocketClientEvent, _ arguments: [JSONValue]) {

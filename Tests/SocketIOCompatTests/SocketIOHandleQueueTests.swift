@@ -248,4 +248,37 @@ struct SocketIOHandleQueueTests {
         #expect(leave != nil && handler != nil && leave! < handler!, "\(values)")
         manager.disconnect()
     }
+    @Test("ping [] per server ping, websocketUpgrade then pong after the upgrade, disconnect [\"Got Disconnect\"] and [\"Disconnect\"]")
+    func pingUpgradeAndDisconnectReasons() async throws {
+        // Pings every 0.3 s, so that a few come within the test.
+        let peer = try await PythonPeer.start(scriptPath: peerScript, arguments: ["0", "0.3", "5"])
+        let marked = MarkedQueue()
+        let manager = SocketManager(socketURL: URL(string: "http://127.0.0.1:\(peer.port)")!, config: [.handleQueue(marked.queue), .reconnects(false)])
+        let socket = manager.defaultSocket
+        let log = Recorder<String>()
+        let pings = Recorder<Int>()
+        let stopped = Recorder<String>()
+        socket.on(clientEvent: .ping) { data, _ in pings.append(data.count) }
+        let all = Recorder<String>()
+        socket.onAny { event in all.append(event.event) }
+        socket.on(clientEvent: .websocketUpgrade) { data, _ in log.append("websocketUpgrade \(data.first is [String: String]) \(marked.isCurrent)") }
+        socket.on(clientEvent: .pong) { data, _ in log.append("pong \(data.count) \(marked.isCurrent)") }
+        socket.on(clientEvent: .disconnect) { data, _ in stopped.append(data.first as? String ?? "?") }
+        socket.connect()
+        #expect(await log.wait(for: 2, limit: .seconds(20)) == ["websocketUpgrade true true", "pong 0 true"])
+        #expect(await pings.wait(for: 2, limit: .seconds(10)) == [0, 0], "\(all.values)")
+
+        socket.emit("disconnect_me")
+        #expect(await stopped.wait(for: 1, limit: .seconds(10)) == ["Got Disconnect"])
+        #expect(socket.status == .disconnected)
+
+        let connected = Recorder<Int>()
+        socket.on(clientEvent: .connect) { _, _ in connected.append(1) }
+        socket.connect()
+        await connected.wait(for: 1, limit: .seconds(20))
+        manager.disconnect()
+        #expect(await stopped.wait(for: 2, limit: .seconds(10)).last == "Disconnect")
+        #expect(manager.status == .disconnected)
+        await peer.stop()
+    }
 }
