@@ -8,19 +8,36 @@ extension HubConnection {
     /// ``ArgumentExtractor``; registering again replaces it. Runs on the callback queue; an error
     /// it throws is logged.
     public func on(method: String, callback: @escaping (_ argumentExtractor: ArgumentExtractor) throws -> Void) {
-        let box = UncheckedBox(callback)
         let queue = callbackQueue
         let logger = self.logger
-        base.off(method)
-        base.on(method, rawHandler: { arguments in
+        register(method, returnsResult: false) { arguments in
             deliver(on: queue) {
                 do {
-                    try box.value(ArgumentExtractor(arguments: arguments))
+                    try callback(ArgumentExtractor(arguments: arguments))
                 } catch {
                     logger.error("a client method handler threw", metadata: ["realtime.method": "\(method)", "realtime.error": "\(error)"])
                 }
             }
-        })
+            return nil
+        }
+    }
+
+    /// Makes `run` the handler of the client method named exactly `method` (both originals match
+    /// names case-sensitively and keep one handler per name).
+    func register(_ method: String, returnsResult: Bool, run: @escaping ([JSONValue]) async throws -> JSONValue?) {
+        if handlers.set(method, HandlerTable.Entry(run: run, returnsResult: returnsResult)) {
+            logger.warning("a client method's handler was registered again and replaced", metadata: ["realtime.method": "\(method)"])
+        }
+        let handlers = self.handlers
+        let logger = self.logger
+        base.off(method)
+        base.on(method, returnsResult: returnsResult) { target, arguments in
+            guard let entry = handlers.entry(target) else {
+                logger.error("no handler registered for the client method", metadata: ["realtime.method": "\(target)"])
+                throw SignalRError.invalidOperation(message: "No handler registered for method '\(target)'.")
+            }
+            return try await entry.value.run(arguments)
+        }
     }
 
     /// Registers a handler with typed parameters (any count): the invocation's arguments are
@@ -304,31 +321,28 @@ extension HubConnection {
     /// types; an invocation with another argument count is logged and skipped.
     public func on<each T: Decodable>(_ methodName: String, handler: @escaping (repeat each T) async -> Void) {
         let logger = self.logger
-        let run = UncheckedBox<([JSONValue]) async -> Void> { arguments in
+        register(methodName, returnsResult: false) { arguments in
             do {
                 let values = try Self.bind(arguments, as: (repeat (each T).self))
                 await handler(repeat each values)
             } catch {
                 logger.error("a client method's arguments did not bind", metadata: ["realtime.method": "\(methodName)", "realtime.error": "\(error)"])
             }
+            return nil
         }
-        base.off(methodName)
-        base.on(methodName, rawHandler: { arguments in await run.value(arguments) })
     }
 
     /// Registers a client-result handler: its return value answers the server's invocation.
     public func on<each T: Decodable, Result: Encodable>(_ methodName: String, handler: @escaping (repeat each T) async -> Result) {
-        let run = UncheckedBox<([JSONValue]) async throws -> JSONValue> { arguments in
+        register(methodName, returnsResult: true) { arguments in
             let values = try Self.bind(arguments, as: (repeat (each T).self))
             return try HubValueCoding.encode(await handler(repeat each values))
         }
-        base.off(methodName)
-        base.on(methodName, rawResultHandler: { arguments in try await run.value(arguments) })
     }
 
     /// Removes the handler of `method`.
     public func off(method: String) {
-        base.off(method)
+        handlers.remove(method)
     }
 
     /// Decodes `arguments` as the types `types`, exactly as many.

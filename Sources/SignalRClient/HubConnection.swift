@@ -111,8 +111,8 @@ public final class StreamHandle: Sendable {
 /// async, `onClosed`/`onReconnecting`/`onReconnected`, `state()`).
 ///
 /// Not an actor: `await` on its synchronous members compiles (with a warning in the caller's
-/// code). One handler per method name (registering again replaces it); names are matched without
-/// regard to case.
+/// code). One handler per method name (registering again replaces it); names are matched
+/// case-sensitively, as in both originals.
 public final class HubConnection: @unchecked Sendable {
     // @unchecked Sendable: `base` is Sendable; the delegate and the start-retry state are behind
     // locks; the app's closures are called only on `callbackQueue` or one at a time from the
@@ -124,6 +124,7 @@ public final class HubConnection: @unchecked Sendable {
     private let starting = Locked<(retrying: Bool, stopRequested: Bool)>((false, false))
     private let unsupported: (any Error)?
     let gate = ReportGate()
+    let handlers = HandlerTable()
     private let reconnecting: ReconnectingHandlers
 
     /// The lifecycle delegate, held weakly.
@@ -351,6 +352,29 @@ public final class HubConnection: @unchecked Sendable {
             }
         }
         return error
+    }
+}
+
+/// The client methods' handlers by their exact names.
+final class HandlerTable: Sendable {
+    struct Entry {
+        let run: ([JSONValue]) async throws -> JSONValue?
+        let returnsResult: Bool
+    }
+
+    private let entries = Locked<[String: UncheckedBox<Entry>]>([:])
+
+    /// Sets the handler of `name`; true when it replaced one.
+    func set(_ name: String, _ entry: Entry) -> Bool {
+        entries.withLock { $0.updateValue(UncheckedBox(entry), forKey: name) != nil }
+    }
+
+    func remove(_ name: String) {
+        _ = entries.withLock { $0.removeValue(forKey: name) }
+    }
+
+    func entry(_ name: String) -> UncheckedBox<Entry>? {
+        entries.withLock { $0[name] }
     }
 }
 

@@ -152,8 +152,9 @@ public final class HubConnection: Service, Sendable {
     }
 
     struct Handler: Sendable {
-        /// Runs the handler; a returning handler gives the value for a client result.
-        let run: @Sendable ([JSONValue]) async throws -> JSONValue?
+        /// Runs the handler with the invocation's target and arguments; a returning handler gives
+        /// the value for a client result.
+        let run: @Sendable (String, [JSONValue]) async throws -> JSONValue?
         let returnsResult: Bool
     }
 
@@ -583,7 +584,7 @@ public final class HubConnection: Service, Sendable {
         _ method: String, handler: @escaping @Sendable (repeat each Argument) async -> Void
     ) {
         let typed: any TypedHandling = TypedHandler(method: method, handler: handler)
-        addHandler(method, Handler(run: { arguments in try await typed.run(arguments) }, returnsResult: false))
+        addHandler(method, Handler(run: { _, arguments in try await typed.run(arguments) }, returnsResult: false))
     }
 
     /// Registers a handler whose return value answers the server's invocation (a client result).
@@ -592,22 +593,23 @@ public final class HubConnection: Service, Sendable {
         _ method: String, handler: @escaping @Sendable (repeat each Argument) async throws -> Result
     ) {
         let typed: any TypedHandling = TypedResultHandler(method: method, handler: handler)
-        addHandler(method, Handler(run: { arguments in try await typed.run(arguments) }, returnsResult: true))
+        addHandler(method, Handler(run: { _, arguments in try await typed.run(arguments) }, returnsResult: true))
     }
 
     /// Registers a handler that receives the arguments as they came, any count.
     public func on(_ method: String, rawHandler: @escaping @Sendable ([JSONValue]) async -> Void) {
-        addHandler(method, Handler(run: { arguments in
+        addHandler(method, Handler(run: { _, arguments in
             await rawHandler(arguments)
             return nil
         }, returnsResult: false))
     }
 
-    /// Registers a handler that receives the arguments as they came and whose value answers a
-    /// client-result invocation (a thrown error is sent back as the completion's error). For the
-    /// SignalRClient compat module, whose handlers' argument types are only known at run time.
-    package func on(_ method: String, rawResultHandler: @escaping @Sendable ([JSONValue]) async throws -> JSONValue) {
-        addHandler(method, Handler(run: { arguments in try await rawResultHandler(arguments) }, returnsResult: true))
+    /// Registers a handler that receives the invocation's target as the server spelled it and its
+    /// arguments as they came; when `returnsResult`, its value answers a client-result invocation
+    /// (a thrown error is sent back as the completion's error). For the SignalRClient compat module,
+    /// whose originals match names case-sensitively and bind arguments at run time.
+    package func on(_ method: String, returnsResult: Bool, targetHandler: @escaping @Sendable (String, [JSONValue]) async throws -> JSONValue?) {
+        addHandler(method, Handler(run: targetHandler, returnsResult: returnsResult))
     }
 
     /// Removes every handler of `method`.
@@ -664,7 +666,7 @@ public final class HubConnection: Service, Sendable {
         }
         for handler in handlers {
             do {
-                let value = try await handler.run(invocation.arguments)
+                let value = try await handler.run(invocation.target, invocation.arguments)
                 if handler.returnsResult, result == nil { result = .success(value) }
             } catch {
                 logger.warning(

@@ -211,6 +211,8 @@ struct SignalRClientBehaviourTests {
         // they are synchronous, and `await` would only draw a warning.
         let received = Recorder<String>()
         connection.on("receive") { (user: String, count: Int) in received.append("\(user):\(count)") }
+        // Names match case-sensitively, as in the official client.
+        connection.on("RECEIVE") { (user: String, count: Int) in received.append("RECEIVE \(user):\(count)") }
         connection.on("getValue") { (argument: String) in "client got \(argument)" }
         let closed = Recorder<String>()
         connection.onClosed { error in closed.append(error == nil ? "nil" : "error") }
