@@ -53,29 +53,13 @@ extension HubConnection {
     /// Calls the hub method `method` and reports its completion (the hub's error as
     /// ``SignalRError/hubInvocationError(message:)``).
     public func invoke(method: String, arguments: [any Encodable], invocationDidComplete: @escaping (_ error: (any Error)?) -> Void) {
-        let queue = callbackQueue
-        let done = UncheckedBox<(Result<JSONValue?, any Error>) -> Void> { result in
-            let error: (any Error)? = if case .failure(let error) = result { Self.moozzykError(error) } else { nil }
-            deliver(on: queue) { invocationDidComplete(error) }
-        }
-        run(method: method, arguments: arguments, clientStreams: [], done: done)
+        invoke(method: method, arguments: arguments, clientStreams: [], invocationDidComplete: invocationDidComplete)
     }
 
     /// Calls the hub method `method` and reports its result as `resultType` (nil, nil for a
     /// completion without a result).
     public func invoke<T: Decodable>(method: String, arguments: [any Encodable], resultType: T.Type, invocationDidComplete: @escaping (_ result: T?, _ error: (any Error)?) -> Void) {
-        let queue = callbackQueue
-        let done = UncheckedBox<(Result<JSONValue?, any Error>) -> Void> { result in
-            let outcome: (T?, (any Error)?)
-            switch result {
-            case .success(nil), .success(.null?): outcome = (nil, nil)
-            case .success(let value?):
-                do { outcome = (try HubValueCoding.decode(value, as: T.self), nil) } catch { outcome = (nil, SignalRError.serializationError(underlyingError: error)) }
-            case .failure(let error): outcome = (nil, Self.moozzykError(error))
-            }
-            deliver(on: queue) { invocationDidComplete(outcome.0, outcome.1) }
-        }
-        run(method: method, arguments: arguments, clientStreams: [], done: done)
+        invoke(method: method, arguments: arguments, clientStreams: [], resultType: resultType, invocationDidComplete: invocationDidComplete)
     }
 
     /// ``invoke(method:arguments:invocationDidComplete:)`` with client-to-server streams.

@@ -55,6 +55,20 @@ struct AnyEncodable: Encodable {
     func encode(to encoder: any Encoder) throws { try value.encode(to: encoder) }
 }
 
+private enum InvocationKeys: String, CodingKey { case type, invocationId, target, arguments, streamIds }
+
+/// The JSON fields of an invocation or a stream invocation.
+private func encodeInvocation(
+    type: MessageType, invocationId: String?, target: String, arguments: [any Encodable], streamIds: [String]?, to encoder: any Encoder
+) throws {
+    var container = encoder.container(keyedBy: InvocationKeys.self)
+    try container.encode(type, forKey: .type)
+    try container.encodeIfPresent(invocationId, forKey: .invocationId)
+    try container.encode(target, forKey: .target)
+    try container.encode(arguments.map(AnyEncodable.init), forKey: .arguments)
+    try container.encodeIfPresent(streamIds, forKey: .streamIds)
+}
+
 /// An invocation the client sends.
 public class ServerInvocationMessage: HubMessage, Encodable {
     public let type = MessageType.Invocation
@@ -70,16 +84,9 @@ public class ServerInvocationMessage: HubMessage, Encodable {
         self.streamIds = streamIds
     }
 
-    private enum Keys: String, CodingKey { case type, invocationId, target, arguments, streamIds }
-
     /// Writes the message's JSON fields.
     public func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: Keys.self)
-        try container.encode(type, forKey: .type)
-        try container.encodeIfPresent(invocationId, forKey: .invocationId)
-        try container.encode(target, forKey: .target)
-        try container.encode(arguments.map(AnyEncodable.init), forKey: .arguments)
-        try container.encodeIfPresent(streamIds, forKey: .streamIds)
+        try encodeInvocation(type: type, invocationId: invocationId, target: target, arguments: arguments, streamIds: streamIds, to: encoder)
     }
 }
 
@@ -247,16 +254,9 @@ public class StreamInvocationMessage: HubMessage, Encodable {
         self.streamIds = streamIds
     }
 
-    private enum Keys: String, CodingKey { case type, invocationId, target, arguments, streamIds }
-
     /// Writes the message's JSON fields.
     public func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: Keys.self)
-        try container.encode(type, forKey: .type)
-        try container.encode(invocationId, forKey: .invocationId)
-        try container.encode(target, forKey: .target)
-        try container.encode(arguments.map(AnyEncodable.init), forKey: .arguments)
-        try container.encodeIfPresent(streamIds, forKey: .streamIds)
+        try encodeInvocation(type: type, invocationId: invocationId, target: target, arguments: arguments, streamIds: streamIds, to: encoder)
     }
 }
 
