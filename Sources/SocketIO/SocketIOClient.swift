@@ -94,6 +94,8 @@ open class SocketIOClient: NSObject, SocketIOClientSpec, @unchecked Sendable {
         case connected([String: Any]?)
         case disconnected(String)
         case reconnecting(String)
+        /// The WebSocket is in use: `websocketUpgrade`, then the probe's answer (`pong` in socket.io 3+).
+        case upgraded
     }
 
     /// An event of the engine's socket, on the thread that raised it: translated into the
@@ -115,6 +117,9 @@ open class SocketIOClient: NSObject, SocketIOClientSpec, @unchecked Sendable {
             case .connected(let payload): self.didConnect(toNamespace: self.nsp, payload: payload)
             case .disconnected(let reason): self.didDisconnect(reason: reason)
             case .reconnecting(let reason): self.setReconnecting(reason: reason)
+            case .upgraded:
+                self.handleClientEvent(.websocketUpgrade, data: [[String: String]()])
+                self.handleClientEvent(.pong, data: [])
             }
         }
     }
@@ -175,10 +180,7 @@ open class SocketIOClient: NSObject, SocketIOClientSpec, @unchecked Sendable {
         case "ping":
             return .event(.ping, [])
         case "websocketUpgrade":
-            // The WebSocket is in use; the probe's answer (a pong in socket.io 3+) follows.
-            let queue = handleQueue
-            queue.async { queue.async { self.handleClientEvent(.pong, data: []) } }
-            return .event(.websocketUpgrade, [[String: String]()])
+            return .upgraded
         default:
             // reconnect (ours: after it succeeded; the original raises connect), dropped, resent.
             return nil

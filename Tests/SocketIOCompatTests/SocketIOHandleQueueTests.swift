@@ -265,7 +265,8 @@ struct SocketIOHandleQueueTests {
         socket.on(clientEvent: .pong) { data, _ in log.append("pong \(data.count) \(marked.isCurrent)") }
         socket.on(clientEvent: .disconnect) { data, _ in stopped.append(data.first as? String ?? "?") }
         socket.connect()
-        #expect(await log.wait(for: 2, limit: .seconds(20)) == ["websocketUpgrade true true", "pong 0 true"])
+        let upgrade = await log.wait(for: 2, limit: .seconds(20))
+        #expect(upgrade == ["websocketUpgrade true true", "pong 0 true"], "\(upgrade) \(all.values)")
         #expect(await pings.wait(for: 2, limit: .seconds(10)) == [0, 0], "\(all.values)")
 
         socket.emit("disconnect_me")
