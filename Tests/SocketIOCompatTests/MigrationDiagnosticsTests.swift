@@ -81,8 +81,8 @@ struct MigrationDiagnosticsTests {
 
     @Test("without the compat import, each marked line's first error names the compat product", arguments: samples)
     func withoutTheCompatImport(_ sample: Sample) async throws {
-        let file = try SwiftTypecheck.write(sample.body, importing: sample.mainModule)
-        let result = try await SwiftTypecheck.run(file)
+        let file = try PortedSample.write(sample.body, importing: sample.mainModule)
+        let result = try await PortedSample.run(file)
         #expect(result.status != 0, "the sample compiled without \(sample.compatModule)")
         let firstErrors = result.firstErrorPerLine
         let marked = sample.markedLines(offset: 2)
@@ -100,8 +100,8 @@ struct MigrationDiagnosticsTests {
 
     @Test("with the compat import, the same sample compiles", arguments: samples)
     func withTheCompatImport(_ sample: Sample) async throws {
-        let file = try SwiftTypecheck.write(sample.body, importing: sample.compatModule)
-        let result = try await SwiftTypecheck.run(file)
+        let file = try PortedSample.write(sample.body, importing: sample.compatModule)
+        let result = try await PortedSample.run(file)
         #expect(result.status == 0, "\(result.output)")
     }
 
@@ -122,14 +122,14 @@ struct MigrationDiagnosticsTests {
                 socket.connect(withPayload: nil)
             }
             """
-        let syncCompat = try await SwiftTypecheck.run(try SwiftTypecheck.write(sync, importing: "SocketIO"))
+        let syncCompat = try await PortedSample.run(try PortedSample.write(sync, importing: "SocketIO"))
         #expect(syncCompat.status == 0, "\(syncCompat.output)")
-        let asyncCompat = try await SwiftTypecheck.run(try SwiftTypecheck.write(inAsync, importing: "SocketIO"))
+        let asyncCompat = try await PortedSample.run(try PortedSample.write(inAsync, importing: "SocketIO"))
         #expect(asyncCompat.status == 0, "\(asyncCompat.output)")
         #expect(!asyncCompat.output.contains("warning"), "\(asyncCompat.output)")
-        let syncMain = try await SwiftTypecheck.run(try SwiftTypecheck.write(sync, importing: "SocketIOEngine"))
+        let syncMain = try await PortedSample.run(try PortedSample.write(sync, importing: "SocketIOEngine"))
         #expect(syncMain.firstErrorPerLine[4]?.contains("'async' call in a function that does not support concurrency") == true, "\(syncMain.output)")
-        let asyncMain = try await SwiftTypecheck.run(try SwiftTypecheck.write(inAsync, importing: "SocketIOEngine"))
+        let asyncMain = try await PortedSample.run(try PortedSample.write(inAsync, importing: "SocketIOEngine"))
         let error = asyncMain.firstErrorPerLine[4] ?? ""
         #expect(error.contains("is 'async' but is not marked with 'await'") || error.contains("call can throw"), "\(asyncMain.output)")
     }
@@ -158,17 +158,17 @@ struct MigrationDiagnosticsTests {
             """)
         for (main, compat, samples) in [("SignalRHub", "SignalRClient", signalR)] {
             // Synchronous code: the compat calls that return at once; without the import, an error.
-            let syncCompat = try await SwiftTypecheck.run(try SwiftTypecheck.write(samples.sync, importing: compat))
+            let syncCompat = try await PortedSample.run(try PortedSample.write(samples.sync, importing: compat))
             #expect(syncCompat.status == 0, "\(compat): \(syncCompat.output)")
-            let syncMain = try await SwiftTypecheck.run(try SwiftTypecheck.write(samples.sync, importing: main))
+            let syncMain = try await PortedSample.run(try PortedSample.write(samples.sync, importing: main))
             #expect(syncMain.status != 0)
             #expect(syncMain.firstErrorPerLine[4]?.contains("'async' call in a function that does not support concurrency") == true,
                     "\(main): \(syncMain.output)")
             // Async code: the async ones, both ways; forgetting await is an error both ways.
             for module in [main, compat] {
-                let async = try await SwiftTypecheck.run(try SwiftTypecheck.write(samples.async, importing: module))
+                let async = try await PortedSample.run(try PortedSample.write(samples.async, importing: module))
                 #expect(async.status == 0, "\(module): \(async.output)")
-                let missing = try await SwiftTypecheck.run(try SwiftTypecheck.write(samples.missingAwait, importing: module))
+                let missing = try await PortedSample.run(try PortedSample.write(samples.missingAwait, importing: module))
                 let error = missing.firstErrorPerLine[4] ?? ""
                 #expect(error.contains("is 'async' but is not marked with 'await'") || error.contains("call can throw"), "\(module): \(missing.output)")
             }
@@ -189,23 +189,13 @@ extension MigrationDiagnosticsTests.Sample {
     }
 }
 
-/// `swiftc -typecheck` against the modules of the build this test runs from.
-enum SwiftTypecheck {
+/// A sample written to a file of its own, type-checked with RealtimeTesting's ``SwiftTypecheck``.
+enum PortedSample {
     struct Result {
         let status: Int32
         let output: String
-        let path: String
-
         /// The first error reported on each line of the checked file.
-        var firstErrorPerLine: [Int: String] {
-            var errors: [Int: String] = [:]
-            for line in output.split(separator: "\n") where line.hasPrefix(path + ":") && line.contains(": error: ") {
-                let parts = line.dropFirst(path.count + 1).split(separator: ":", maxSplits: 2)
-                guard let number = Int(parts[0]), errors[number] == nil else { continue }
-                errors[number] = String(line)
-            }
-            return errors
-        }
+        let firstErrorPerLine: [Int: String]
     }
 
     /// Writes `body` after `import Foundation` and `import <module>` (so the body starts on line 3).
@@ -217,67 +207,10 @@ enum SwiftTypecheck {
         return file.path
     }
 
-    /// Type-checks `file` on a thread of its own (see ``BlockingWork``).
+    /// Type-checks `file` in Swift 6 mode, then removes its directory.
     static func run(_ file: String) async throws -> Result {
-        try await BlockingWork.run { try runBlocking(file) }
-    }
-
-    static func runBlocking(_ file: String) throws -> Result {
-        let build = try buildDirectory()
-        var arguments = ["swiftc", "-typecheck", "-swift-version", "6", "-I", build.appendingPathComponent("Modules").path]
-        for map in try moduleMaps(build: build) { arguments += ["-Xcc", "-fmodule-map-file=\(map)"] }
-        arguments.append(file)
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = arguments
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
-        try process.run()
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
+        let result = try await SwiftTypecheck.run([file])
         try? FileManager.default.removeItem(atPath: (file as NSString).deletingLastPathComponent)
-        return Result(status: process.terminationStatus, output: String(decoding: data, as: UTF8.self), path: file)
+        return Result(status: result.status, output: result.output, firstErrorPerLine: result.errors(in: file).compactMapValues(\.first))
     }
-
-    /// The directory holding this test binary and `Modules/` (`.build/<triple>/debug`).
-    static func buildDirectory() throws -> URL {
-        var directory = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
-        for _ in 0..<4 {
-            if FileManager.default.fileExists(atPath: directory.appendingPathComponent("Modules/SocketIOEngine.swiftmodule").path) { return directory }
-            directory.deleteLastPathComponent()
-        }
-        throw TypecheckSetupError("no Modules/SocketIOEngine.swiftmodule above \(CommandLine.arguments[0]); run these tests with swift test")
-    }
-
-    /// The module maps of the C targets the modules import: generated ones in the build directory
-    /// and the packages' own under `.build/checkouts`.
-    static func moduleMaps(build: URL) throws -> [String] {
-        let manager = FileManager.default
-        var maps: [String] = []
-        for entry in try manager.contentsOfDirectory(atPath: build.path) where entry.hasSuffix(".build") {
-            let map = build.appendingPathComponent(entry).appendingPathComponent("module.modulemap").path
-            if manager.fileExists(atPath: map) { maps.append(map) }
-        }
-        var scratch = build
-        while scratch.path != "/", !manager.fileExists(atPath: scratch.appendingPathComponent("checkouts").path) {
-            scratch.deleteLastPathComponent()
-        }
-        let checkouts = scratch.appendingPathComponent("checkouts")
-        for package in (try? manager.contentsOfDirectory(atPath: checkouts.path)) ?? [] {
-            let sources = checkouts.appendingPathComponent(package).appendingPathComponent("Sources")
-            for target in (try? manager.contentsOfDirectory(atPath: sources.path)) ?? [] {
-                for candidate in ["include/module.modulemap", "module.modulemap"] {
-                    let map = sources.appendingPathComponent(target).appendingPathComponent(candidate).path
-                    if manager.fileExists(atPath: map) { maps.append(map) }
-                }
-            }
-        }
-        return maps
-    }
-}
-
-struct TypecheckSetupError: Error, CustomStringConvertible {
-    let description: String
-    init(_ description: String) { self.description = description }
 }
