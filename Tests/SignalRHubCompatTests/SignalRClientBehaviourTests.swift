@@ -56,6 +56,27 @@ struct SignalRClientBehaviourTests {
         #expect(DispatchQueue.main.label == "com.apple.main-thread")
     }
 
+    @Test("With the default queue, handlers and completions run on the main queue, where MainActor.assumeIsolated holds")
+    func defaultQueueRunsOnMain() async throws {
+        // The test process drains the main queue (not necessarily from the main thread): the queue is
+        // told by a key set on it.
+        let mainKey = DispatchSpecificKey<String>()
+        DispatchQueue.main.setSpecific(key: mainKey, value: "main")
+        func onMain() -> Bool { DispatchQueue.getSpecific(key: mainKey) == "main" }
+        let peer = try await PythonPeer.start(scriptPath: aioScript())
+        defer { Task { await peer.stop() } }
+        let connection = HubConnectionBuilder(url: URL(string: "http://127.0.0.1:\(peer.port)/hub")!).build()
+        let seen = Recorder<String>()
+        connection.on(method: "receive") { (user: String, count: Int) in
+            MainActor.assumeIsolated { seen.append("receive \(user) \(count) main=\(onMain())") }
+        }
+        try await connection.start()
+        connection.send(method: "broadcast", "zoe", 1) { error in seen.append("sent \(error == nil) main=\(onMain())") }
+        let got = try await seen.wait(count: 2)
+        #expect(Set(got) == ["sent true main=true", "receive zoe 1 main=true"], "\(got)")
+        await connection.stop()
+    }
+
     @Test("Handlers, completions, stream items and delegate calls run on the callback queue, never inside the caller's call")
     func callbacksOnTheQueue() async throws {
         let peer = try await PythonPeer.start(scriptPath: aioScript())
