@@ -206,6 +206,7 @@ public class HubConnectionBuilder {
         options.handshakeTimeout = .milliseconds(Int64(http.requestTimeout * 1000))
         if let timeout = http.timeout { options.negotiateTimeout = .milliseconds(Int64(timeout * 1000)) }
         if let size = http.maximumWebsocketMessageSize { options.maximumReceiveMessageSize = size }
+        if let tls = http.tls { options.tls = tls }
         if let factory = http.accessTokenFactory {
             options.accessTokenProvider = factory
         } else {

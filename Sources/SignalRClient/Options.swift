@@ -2,6 +2,12 @@ public import Foundation
 #if canImport(FoundationNetworking)
 public import FoundationNetworking
 #endif
+public import RealtimeCore
+
+/// The TLS settings of ``HttpConnectionOptions/tls``: trust roots, pinned public keys, a client
+/// certificate, the server name (RealtimeCore's `TLSOptions`, named here so that code importing
+/// only this module can make one).
+public typealias TLSOptions = RealtimeCore.TLSOptions
 
 /// The HTTP options: SwiftSignalRClient's class, set in
 /// ``HubConnectionBuilder/withHttpConnectionOptions(configureHttpOptions:)``, which also carries
@@ -27,8 +33,13 @@ public class HttpConnectionOptions {
     /// hub's callbacks use ``HubConnectionOptions/callbackQueue``.
     public var callbackQueue = DispatchQueue(label: "SignalR.connection.callbackQueue")
 
+    /// The TLS settings of negotiate and the transports: trust roots, pinned keys, a client
+    /// certificate (nil: the system's trust roots). This package's own member, in place of
+    /// ``authenticationChallengeHandler``.
+    public var tls: TLSOptions?
+
     /// Not carried: TLS is this package's own (trust roots, pinning).
-    @available(*, unavailable, message: "TLS is this package's own: configure trust roots and pinning through SignalRHub's HubConnectionOptions.tls")
+    @available(*, unavailable, message: "there is no URLSession: set trust roots, pinning or a client certificate with tls = TLSOptions(...)")
     public var authenticationChallengeHandler: ((_ session: URLSession, _ challenge: URLAuthenticationChallenge, _ completionHandler: @escaping (URLSession.AuthChallengeDisposition, URLCredential?) -> Void) -> Void)? {
         get { nil }
         set {}

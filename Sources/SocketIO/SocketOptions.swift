@@ -4,11 +4,11 @@ public import FoundationNetworking
 #endif
 internal import Logging
 internal import NIOHTTP1
-internal import RealtimeCore
+public import RealtimeCore
 internal import SocketIOEngine
 
 /// Starscream's certificate pinning; this client has no Starscream.
-@available(*, unavailable, message: "certificate pinning is not carried: use .selfSigned(true) for a test server, or SocketIOEngine's EngineIOOptions.tls for pinning")
+@available(*, unavailable, message: "Starscream's pinning is not carried: pin with .tls(TLSOptions(pinnedPublicKeySHA256: [...]))")
 public final class CertificatePinning {}
 
 /// One option of a manager, client or engine.
@@ -52,13 +52,19 @@ public enum SocketIOClientOption: ClientOption, @unchecked Sendable {
     /// Use TLS.
     case secure(Bool)
     /// Starscream certificate pinning.
-    @available(*, unavailable, message: "certificate pinning is not carried: use .selfSigned(true) for a test server, or SocketIOEngine's EngineIOOptions.tls for pinning")
+    @available(*, unavailable, message: "Starscream's pinning is not carried: pin with .tls(TLSOptions(pinnedPublicKeySHA256: [...]))")
     case security(CertificatePinning)
-    /// Accept a self-signed certificate (turns certificate checking off).
+    /// No effect, as in socket.io-client-swift 16 (which stored it and never read it): the
+    /// server's certificate is always checked. To trust a test server's own certificate, give its
+    /// CA with `.tls(TLSOptions(trustRoots: .pem(...)))`.
     case selfSigned(Bool)
     /// A URLSession delegate for the polling requests.
-    @available(*, unavailable, message: "there is no URLSession: use .selfSigned(true) to accept a test server's certificate, or SocketIOEngine's EngineIOOptions.tls")
+    @available(*, unavailable, message: "there is no URLSession: set trust roots, pinning or a client certificate with .tls(TLSOptions(...))")
     case sessionDelegate(any URLSessionDelegate)
+    /// The TLS settings of every connection (`https`/`wss`): trust roots, pinned keys, a client
+    /// certificate. This client's own option (the original's TLS went through Starscream's pinning
+    /// and the URLSession delegate).
+    case tls(TLSOptions)
     /// Starscream's custom engine flag (no effect: there is no Starscream).
     case useCustomEngine(Bool)
     /// The server's generation (default `.three`).
@@ -86,6 +92,7 @@ public enum SocketIOClientOption: ClientOption, @unchecked Sendable {
         case .randomizationFactor: "randomizationFactor"
         case .secure: "secure"
         case .selfSigned: "selfSigned"
+        case .tls: "tls"
         case .useCustomEngine: "customEngine"
         case .version: "version"
         }
@@ -208,7 +215,7 @@ struct ManagerSettings {
     var connectParams: [String: Any]? = nil
     var extraHeaders: [String: String]? = nil
     var cookies: [HTTPCookie]? = nil
-    var selfSigned = false
+    var tls: TLSOptions? = nil
     var log = false
 
     mutating func apply(_ config: SocketIOClientConfiguration) {
@@ -232,7 +239,8 @@ struct ManagerSettings {
             case .reconnectWaitMax(let seconds): reconnectWaitMax = abs(seconds)
             case .randomizationFactor(let factor): randomizationFactor = factor
             case .secure(let flag): secure = flag
-            case .selfSigned(let flag): selfSigned = flag
+            case .selfSigned: break  // no effect, as in the original
+            case .tls(let options): tls = options
             case .version(let value): version = value
             }
         }
@@ -264,7 +272,7 @@ struct ManagerSettings {
             configuration.engine.transports = [.websocket]
             configuration.engine.upgrade = false
         }
-        if selfSigned { configuration.engine.tls = .dangerouslyDisableCertificateVerification() }
+        if let tls { configuration.engine.tls = tls }
         configuration.reconnection = reconnects
         configuration.reconnectionAttempts = reconnectAttempts < 0 ? nil : reconnectAttempts
         configuration.reconnectionDelay = .seconds(reconnectWait)
@@ -280,3 +288,8 @@ struct ManagerSettings {
         return (base, configuration)
     }
 }
+
+/// The TLS settings of ``SocketIOClientOption/tls(_:)``: trust roots, pinned public keys, a client
+/// certificate, the server name (RealtimeCore's `TLSOptions`, named here so that code importing
+/// only this module can make one).
+public typealias TLSOptions = RealtimeCore.TLSOptions

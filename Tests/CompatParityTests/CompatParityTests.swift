@@ -181,6 +181,34 @@ struct CompatParityTests {
         #expect(failing.filter { $0.contains("line 4:") && $0.contains("is `not carried` but its check compiles") }.count == 2)
     }
 
+    /// What the compat modules add to the originals (TLS settings) is reachable with the compat
+    /// import alone, in both modes.
+    @Test("the compat modules' own additions compile with only the original's import")
+    func additionsNeedOnlyTheCompatImport() async throws {
+        let samples = [
+            ("SocketIO", """
+            func configure(url: URL) -> SocketManager {
+                SocketManager(socketURL: url, config: [.secure(true), .tls(TLSOptions(trustRoots: .pemFile("/etc/ssl/ca.pem"), pinnedPublicKeySHA256: ["k"]))])
+            }
+            """),
+            ("SignalRClient", """
+            func configure(url: URL) -> HubConnection {
+                HubConnectionBuilder(url: url).withHttpConnectionOptions { options in
+                    options.tls = TLSOptions(trustRoots: .pem("-----BEGIN CERTIFICATE-----"), pinnedPublicKeySHA256: ["k"])
+                }.build()
+            }
+            """),
+        ]
+        for (module, body) in samples {
+            let path = try ParityList.write("import Foundation\nimport \(module)\n\(body)\n", named: "\(module)Additions.swift")
+            defer { try? FileManager.default.removeItem(atPath: (path as NSString).deletingLastPathComponent) }
+            for mode in ["5", "6"] {
+                let result = try await SwiftTypecheck.run([path], swiftVersion: mode)
+                #expect(result.status == 0, "\(module), Swift \(mode):\n\(result.output)")
+            }
+        }
+    }
+
     static var corpusFiles: [String] {
         let root = ParityList.directory.appendingPathComponent("Corpus")
         let enumerator = FileManager.default.enumerator(atPath: root.path)
