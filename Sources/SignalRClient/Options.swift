@@ -35,7 +35,7 @@ public class HttpConnectionOptions {
 
     /// The TLS settings of negotiate and the transports: trust roots, pinned keys, a client
     /// certificate (nil: the system's trust roots). This package's own member, in place of
-    /// ``authenticationChallengeHandler``.
+    /// `authenticationChallengeHandler`.
     public var tls: TLSOptions?
 
     /// Not carried: TLS is this package's own (trust roots, pinning).
