@@ -196,24 +196,24 @@ open class EventSource: NSObject, EventSourceProtocol, @unchecked Sendable {
 
     /// Not carried: the connection does not use URLSession.
     @available(*, unavailable, message: "the connection does not use URLSession: use onMessage and addEventListener for the events")
-    open func urlSession<Session, Task>(_ session: Session, dataTask: Task, didReceive data: Data) { fatalError("unavailable") }
+    open func urlSession<Session, Task>(_ session: Session, dataTask: Task, didReceive data: Data) {}
 
     /// Not carried: the connection does not use URLSession.
     @available(*, unavailable, message: "the connection does not use URLSession: use onOpen for the response head")
     open func urlSession<Session, Task, Response, Disposition>(
         _ session: Session, dataTask: Task, didReceive response: Response, completionHandler: @escaping (Disposition) -> Void
-    ) { fatalError("unavailable") }
+    ) {}
 
     /// Not carried: the connection does not use URLSession.
     @available(*, unavailable, message: "the connection does not use URLSession: use onComplete for the end of a connection")
-    open func urlSession<Session, Task>(_ session: Session, task: Task, didCompleteWithError error: (any Error)?) { fatalError("unavailable") }
+    open func urlSession<Session, Task>(_ session: Session, task: Task, didCompleteWithError error: (any Error)?) {}
 
     /// Not carried: the connection does not use URLSession.
     @available(*, unavailable, message: "the connection does not use URLSession: redirects are followed with the headers (Authorization and Cookie only to the same origin)")
     open func urlSession<Session, Task, Response, Request>(
         _ session: Session, task: Task, willPerformHTTPRedirection response: Response, newRequest request: Request,
         completionHandler: @escaping (Request?) -> Void
-    ) { fatalError("unavailable") }
+    ) {}
 }
 
 /// The app's callbacks, as IKEventSource keeps them.
@@ -318,11 +318,11 @@ final class Core: Sendable {
             }
             let (status, reconnect, nsError) = arguments
             // NSError is not Sendable; this one is made here and only read on the queue.
-            let box = ErrorBox(error: nsError)
+            let box = HandOff(nsError)
             queue.async {
                 guard let handlers = self.handlers else { return }
                 if openFirst { handlers.onOpen?() }
-                handlers.onComplete?(status, reconnect, box.error)
+                handlers.onComplete?(status, reconnect, box.value)
             }
         }
     }
@@ -354,8 +354,3 @@ final class Core: Sendable {
     }
 }
 
-/// An error handed to the callback queue.
-// @unchecked Sendable: the NSError is made by Core.handle and only read afterwards, on the queue.
-struct ErrorBox: @unchecked Sendable {
-    let error: NSError?
-}

@@ -1,4 +1,5 @@
 public import Foundation
+internal import RealtimeCore
 #if canImport(FoundationNetworking)
 public import FoundationNetworking
 #endif
@@ -63,7 +64,7 @@ public class HttpConnection: Connection {
 
     /// Reports `connectionDidFailToOpen` (see the type's description).
     public func start() {
-        let delegate = UncheckedBox(self.delegate)
+        let delegate = HandOff(self.delegate)
         deliver(on: options.callbackQueue) {
             delegate.value?.connectionDidFailToOpen(error: SignalRError.invalidOperation(message: Self.standaloneMessage))
         }

@@ -1,4 +1,5 @@
 import Foundation
+internal import RealtimeCore
 import Logging
 internal import SignalRHub
 
@@ -65,7 +66,7 @@ extension HubConnection {
     /// ``invoke(method:arguments:invocationDidComplete:)`` with client-to-server streams.
     public func invoke(method: String, arguments: [any Encodable], clientStreams: [AsyncStream<any Encodable>], invocationDidComplete: @escaping (_ error: (any Error)?) -> Void) {
         let queue = callbackQueue
-        let done = UncheckedBox<(Result<JSONValue?, any Error>) -> Void> { result in
+        let done = HandOff<(Result<JSONValue?, any Error>) -> Void> { result in
             let error: (any Error)? = if case .failure(let error) = result { Self.moozzykError(error) } else { nil }
             deliver(on: queue) { invocationDidComplete(error) }
         }
@@ -75,7 +76,7 @@ extension HubConnection {
     /// ``invoke(method:arguments:resultType:invocationDidComplete:)`` with client-to-server streams.
     public func invoke<T: Decodable>(method: String, arguments: [any Encodable], clientStreams: [AsyncStream<any Encodable>], resultType: T.Type, invocationDidComplete: @escaping (_ result: T?, _ error: (any Error)?) -> Void) {
         let queue = callbackQueue
-        let done = UncheckedBox<(Result<JSONValue?, any Error>) -> Void> { result in
+        let done = HandOff<(Result<JSONValue?, any Error>) -> Void> { result in
             let outcome: (T?, (any Error)?)
             switch result {
             case .success(nil), .success(.null?): outcome = (nil, nil)
@@ -113,9 +114,9 @@ extension HubConnection {
     /// Sends to the hub method `method` without waiting for it; the completion (optional) says
     /// whether the message was written.
     public func send(method: String, arguments: [any Encodable], sendDidComplete: @escaping (_ error: (any Error)?) -> Void = { _ in }) {
-        let values = UncheckedBox(arguments)
+        let values = HandOff(arguments)
         let queue = callbackQueue
-        let done = UncheckedBox(sendDidComplete)
+        let done = HandOff(sendDidComplete)
         let gate = self.gate
         gate.begin()
         background { [base] in
@@ -125,7 +126,7 @@ extension HubConnection {
             } catch {
                 failure = Self.moozzykError(error)
             }
-            let outcome = UncheckedBox(failure)
+            let outcome = HandOff(failure)
             deliver(on: queue) { done.value(outcome.value) }
             gate.end(on: queue)
         }
@@ -142,15 +143,15 @@ extension HubConnection {
         let handle = StreamHandle()
         let queue = callbackQueue
         let logger = self.logger
-        let item = UncheckedBox<(JSONValue) throws -> Void> { value in
+        let item = HandOff<(JSONValue) throws -> Void> { value in
             let decoded = try HubValueCoding.decode(value, as: T.self)
             deliver(on: queue) { streamItemReceived(decoded) }
         }
-        let done = UncheckedBox<((any Error)?) -> Void> { error in
+        let done = HandOff<((any Error)?) -> Void> { error in
             let reported = error.map(Self.moozzykError)
             deliver(on: queue) { invocationDidComplete(reported) }
         }
-        let values = UncheckedBox(arguments)
+        let values = HandOff(arguments)
         let gate = self.gate
         gate.begin()
         background { [base] in
@@ -220,10 +221,10 @@ extension HubConnection {
     }
 
     /// Runs an invocation for the callback API and hands its outcome to `done`.
-    private func run(method: String, arguments: [any Encodable], clientStreams: [AsyncStream<any Encodable>], done: UncheckedBox<(Result<JSONValue?, any Error>) -> Void>) {
+    private func run(method: String, arguments: [any Encodable], clientStreams: [AsyncStream<any Encodable>], done: HandOff<(Result<JSONValue?, any Error>) -> Void>) {
         var list: [any Encodable] = arguments
         list += clientStreams.map(Self.upload)
-        let values = UncheckedBox(list)
+        let values = HandOff(list)
         let gate = self.gate
         let queue = callbackQueue
         gate.begin()
@@ -240,7 +241,7 @@ extension HubConnection {
     /// A client stream of the callback API as this package's upload.
     static func upload(_ items: AsyncStream<any Encodable>) -> UploadStream {
         let (values, continuation) = AsyncStream.makeStream(of: JSONValue.self)
-        let source = UncheckedBox(items)
+        let source = HandOff(items)
         background {
             for await item in source.value {
                 if let value = try? HubValueCoding.encode(item) { continuation.yield(value) }
@@ -296,7 +297,7 @@ extension HubConnection {
         } catch {
             throw Self.dotnetError(error)
         }
-        let decode = UncheckedBox<(JSONValue) throws -> Element> { try HubValueCoding.decode($0, as: Element.self) }
+        let decode = HandOff<(JSONValue) throws -> Element> { try HubValueCoding.decode($0, as: Element.self) }
         return StreamResultBox(raw: raw, decode: decode)
     }
 
@@ -361,7 +362,7 @@ extension HubConnection {
         func open<S: AsyncSequence>(_ sequence: S) -> UploadStream? {
             guard S.Element.self is any Encodable.Type else { return nil }
             let (values, continuation) = AsyncStream.makeStream(of: JSONValue.self)
-            let pump = UncheckedBox<() async -> Void> {
+            let pump = HandOff<() async -> Void> {
                 do {
                     for try await item in sequence {
                         if let item = item as? any Encodable, let value = try? HubValueCoding.encode(item) { continuation.yield(value) }

@@ -1,4 +1,5 @@
 import Foundation
+internal import RealtimeCore
 import Logging
 internal import SignalRHub
 
@@ -74,12 +75,12 @@ final class StreamResultBox<Element>: StreamResult, @unchecked Sendable {
     private let raw: HubRawStream
     private let continuation: AsyncThrowingStream<Element, any Error>.Continuation
 
-    init(raw: HubRawStream, decode: UncheckedBox<(JSONValue) throws -> Element>) {
+    init(raw: HubRawStream, decode: HandOff<(JSONValue) throws -> Element>) {
         self.raw = raw
         let (stream, continuation) = AsyncThrowingStream.makeStream(of: Element.self)
         self.stream = stream
         self.continuation = continuation
-        let output = UncheckedBox(continuation)
+        let output = HandOff(continuation)
         background {
             do {
                 for try await value in raw { output.value.yield(try decode.value(value)) }
@@ -119,7 +120,7 @@ public final class HubConnection: @unchecked Sendable {
     // connection's handler task.
     let base: SignalRHub.HubConnection
     let callbackQueue: DispatchQueue
-    private let reconnectPolicy: UncheckedBox<any ReconnectPolicy>?
+    private let reconnectPolicy: HandOff<any ReconnectPolicy>?
     private let delegateRef: Locked<WeakDelegate>
     private let starting = Locked<(retrying: Bool, stopRequested: Bool)>((false, false))
     private let unsupported: (any Error)?
@@ -167,7 +168,7 @@ public final class HubConnection: @unchecked Sendable {
     init(parts: HubConnectionBuilder.Parts, callbackQueue: DispatchQueue, reconnectPolicy: (any ReconnectPolicy)?) {
         self.base = parts.base
         self.callbackQueue = callbackQueue
-        self.reconnectPolicy = reconnectPolicy.map(UncheckedBox.init)
+        self.reconnectPolicy = reconnectPolicy.map(HandOff.init)
         self.delegateRef = parts.delegate
         self.reconnecting = parts.reconnecting
         self.unsupported = nil
@@ -310,7 +311,7 @@ public final class HubConnection: @unchecked Sendable {
     /// Called when the connection closes for good: nil after `stop()`, the error otherwise.
     /// Handlers are awaited in the order they were added.
     public func onClosed(handler: @escaping ((any Error)?) async -> Void) {
-        let box = UncheckedBox(handler)
+        let box = HandOff(handler)
         base.onClosed { error in await box.value(error.map(Self.dotnetError)) }
     }
 
@@ -322,7 +323,7 @@ public final class HubConnection: @unchecked Sendable {
 
     /// Called after a reconnect succeeded.
     public func onReconnected(handler: @escaping () async -> Void) {
-        let box = UncheckedBox(handler)
+        let box = HandOff(handler)
         base.onReconnected { await box.value() }
     }
 
@@ -362,28 +363,28 @@ final class HandlerTable: Sendable {
         let returnsResult: Bool
     }
 
-    private let entries = Locked<[String: UncheckedBox<Entry>]>([:])
+    private let entries = Locked<[String: HandOff<Entry>]>([:])
 
     /// Sets the handler of `name`; true when it replaced one.
     func set(_ name: String, _ entry: Entry) -> Bool {
-        entries.withLock { $0.updateValue(UncheckedBox(entry), forKey: name) != nil }
+        entries.withLock { $0.updateValue(HandOff(entry), forKey: name) != nil }
     }
 
     func remove(_ name: String) {
         _ = entries.withLock { $0.removeValue(forKey: name) }
     }
 
-    func entry(_ name: String) -> UncheckedBox<Entry>? {
+    func entry(_ name: String) -> HandOff<Entry>? {
         entries.withLock { $0[name] }
     }
 }
 
 /// The official client's `onReconnecting` handlers, awaited in order before each reconnect attempt.
 final class ReconnectingHandlers: Sendable {
-    private let handlers = Locked<[UncheckedBox<((any Error)?) async -> Void>]>([])
+    private let handlers = Locked<[HandOff<((any Error)?) async -> Void>]>([])
 
     func add(_ handler: @escaping ((any Error)?) async -> Void) {
-        handlers.withLock { $0.append(UncheckedBox(handler)) }
+        handlers.withLock { $0.append(HandOff(handler)) }
     }
 
     func run(_ error: any Error) async {

@@ -1,4 +1,5 @@
 public import Foundation
+internal import RealtimeCore
 import Logging
 internal import SignalRHub
 
@@ -165,7 +166,7 @@ public class HubConnectionBuilder {
     /// default after 0, 2, 10 and 30 s, then it gives up).
     public func withAutoReconnect(reconnectPolicy: any ReconnectPolicy = DefaultReconnectPolicy()) -> HubConnectionBuilder {
         self.reconnectPolicy = reconnectPolicy
-        self.retryPolicy = ReconnectPolicyAdapter(policy: UncheckedBox(reconnectPolicy))
+        self.retryPolicy = ReconnectPolicyAdapter(policy: HandOff(reconnectPolicy))
         return self
     }
 
@@ -210,12 +211,12 @@ public class HubConnectionBuilder {
         if let factory = http.accessTokenFactory {
             options.accessTokenProvider = factory
         } else {
-            let provider = UncheckedBox(http.accessTokenProvider)
+            let provider = HandOff(http.accessTokenProvider)
             options.accessTokenProvider = { provider.value() }
         }
         let client = http.httpClientFactory(http)
         if !(client is DefaultHttpClient) {
-            let box = UncheckedBox(client)
+            let box = HandOff(client)
             options.negotiateRequest = { url in try await Self.post(url, with: box.value) }
         } else if let client = http.httpClient {
             options.negotiateRequest = { url in try await Self.post(url, with: client) }
@@ -286,7 +287,7 @@ public class HubConnectionBuilder {
 
 /// SwiftSignalRClient's reconnect policy as this package's.
 struct ReconnectPolicyAdapter: SignalRHub.RetryPolicy {
-    let policy: UncheckedBox<any ReconnectPolicy>
+    let policy: HandOff<any ReconnectPolicy>
 
     func nextRetryInterval(retryContext: SignalRHub.RetryContext) -> TimeInterval? {
         let context = RetryContext(

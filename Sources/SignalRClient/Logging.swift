@@ -1,4 +1,5 @@
 import Foundation
+internal import RealtimeCore
 import Logging
 
 /// How much to log, as SwiftSignalRClient numbers it (a higher raw value is more verbose). The
@@ -96,7 +97,7 @@ public struct LogMessage: ExpressibleByStringInterpolation, CustomStringConverti
 /// Where this package's entries go: a swift-log handler that hands each entry at or above
 /// `minimum` to the app's ``Logger`` or ``LogHandler``.
 struct ForwardingLogHandler: Logging.LogHandler {
-    let sink: UncheckedBox<(LogLevel, String, String, String, UInt) -> Void>
+    let sink: HandOff<(LogLevel, String, String, String, UInt) -> Void>
     var logLevel: Logging.Logger.Level
     var metadata: Logging.Logger.Metadata = [:]
 
@@ -112,14 +113,14 @@ struct ForwardingLogHandler: Logging.LogHandler {
     }
 
     static func logger(minimum: LogLevel, logger: any Logger) -> Logging.Logger {
-        let box = UncheckedBox<(LogLevel, String, String, String, UInt) -> Void> { level, text, _, _, _ in
+        let box = HandOff<(LogLevel, String, String, String, UInt) -> Void> { level, text, _, _, _ in
             logger.log(logLevel: level, message: text)
         }
         return Logging.Logger(label: "SignalRClient") { _ in ForwardingLogHandler(sink: box, logLevel: minimum.swiftLogLevel) }
     }
 
     static func logger(minimum: LogLevel, handler: any LogHandler) -> Logging.Logger {
-        let box = UncheckedBox<(LogLevel, String, String, String, UInt) -> Void> { level, text, file, function, line in
+        let box = HandOff<(LogLevel, String, String, String, UInt) -> Void> { level, text, file, function, line in
             handler.log(logLevel: level, message: LogMessage(stringLiteral: text), file: file, function: function, line: line)
         }
         return Logging.Logger(label: "SignalRClient") { _ in ForwardingLogHandler(sink: box, logLevel: minimum.swiftLogLevel) }

@@ -1,4 +1,5 @@
 import Foundation
+internal import RealtimeCore
 
 /// A value behind a lock: the compat classes' mutable state, read and written from the caller's
 /// thread, the callback queue and the connection's tasks.
@@ -16,20 +17,10 @@ final class Locked<Value>: @unchecked Sendable {
     }
 }
 
-/// Carries one of the original libraries' plain (non-`Sendable`) closures or objects to the place
-/// that calls it.
-// @unchecked Sendable: the app's closures and objects are only called on the one serial queue the
-// app chose (`callbackQueue`), or one at a time from the connection's single handler task, as the
-// original libraries call them; the app owns their thread-safety as it did with the originals.
-struct UncheckedBox<Value>: @unchecked Sendable {
-    let value: Value
-    init(_ value: Value) { self.value = value }
-}
-
 /// Runs `work` later on `queue`, never inside the caller's call (the original libraries' callbacks
 /// always arrive through their queue).
 func deliver(on queue: DispatchQueue, _ work: @escaping () -> Void) {
-    let box = UncheckedBox(work)
+    let box = HandOff(work)
     queue.async { box.value() }
 }
 
@@ -46,7 +37,7 @@ func background(_ body: @escaping @Sendable () async -> Void) {
 /// bracketed by ``begin()`` and ``end(on:)``; the connection completes each one on a close or a loss,
 /// so a held report waits only for those completions.
 final class ReportGate: Sendable {
-    private let state = Locked<(inflight: Int, held: [UncheckedBox<() -> Void>])>((0, []))
+    private let state = Locked<(inflight: Int, held: [HandOff<() -> Void>])>((0, []))
 
     /// A call started.
     func begin() {
@@ -69,7 +60,7 @@ final class ReportGate: Sendable {
             if state.inflight == 0 && state.held.isEmpty {
                 deliver(on: queue, work)
             } else {
-                state.held.append(UncheckedBox(work))
+                state.held.append(HandOff(work))
             }
         }
     }

@@ -104,9 +104,9 @@ open class SocketIOClient: NSObject, SocketIOClientSpec, @unchecked Sendable {
     private func engineEvent(_ event: SocketIOEvent, fromServer: Bool) {
         let queue = handleQueue
         if fromServer {
-            let items = DataOnQueue(event.arguments.map(SocketValues.foundation))
+            let items = HandOff(event.arguments.map(SocketValues.foundation))
             let ack = event.ackID ?? -1
-            queue.async { self.handleEvent(event.name, data: items.data, isInternalMessage: false, withAck: ack) }
+            queue.async { self.handleEvent(event.name, data: items.value, isInternalMessage: false, withAck: ack) }
             return
         }
         guard let action = translate(event) else { return }
@@ -298,8 +298,8 @@ open class SocketIOClient: NSObject, SocketIOClientSpec, @unchecked Sendable {
         do {
             try socket.emit(event, arguments: items.map(SocketValues.json))
         } catch {
-            let data = DataOnQueue([event, items, error])
-            queue.async { self.handleClientEvent(.error, data: data.data) }
+            let data = HandOff([event, items, error] as [Any])
+            queue.async { self.handleClientEvent(.error, data: data.value) }
             return
         }
         queue.async { completion.run() }
@@ -316,8 +316,8 @@ open class SocketIOClient: NSObject, SocketIOClientSpec, @unchecked Sendable {
         do {
             return OnAckCallback(socket: self, event: event, items: try items.map(SocketValues.json))
         } catch {
-            let data = DataOnQueue([event, items, error])
-            handleQueue.async { self.handleClientEvent(.error, data: data.data) }
+            let data = HandOff([event, items, error] as [Any])
+            handleQueue.async { self.handleClientEvent(.error, data: data.value) }
             return OnAckCallback(socket: nil, event: event, items: [])
         }
     }
@@ -338,8 +338,8 @@ open class SocketIOClient: NSObject, SocketIOClientSpec, @unchecked Sendable {
             // Only an answer calls back; a failure (the connection dropped, the socket left)
             // leaves the timeout to answer, as the original's pending acks do.
             guard case .success(let values) = result else { return }
-            let items = DataOnQueue(values.map(SocketValues.foundation))
-            queue.async { callback.run(items.data) }
+            let items = HandOff(values.map(SocketValues.foundation))
+            queue.async { callback.run(items.value) }
         }
     }
 
@@ -349,8 +349,8 @@ open class SocketIOClient: NSObject, SocketIOClientSpec, @unchecked Sendable {
         do {
             socket.sendAck(id: ack, values: try items.map(SocketValues.json))
         } catch {
-            let data = DataOnQueue([ack, items, error])
-            handleQueue.async { self.handleClientEvent(.error, data: data.data) }
+            let data = HandOff([ack, items, error] as [Any])
+            handleQueue.async { self.handleClientEvent(.error, data: data.value) }
         }
     }
 

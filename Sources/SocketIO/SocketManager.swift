@@ -227,8 +227,8 @@ open class SocketManager: NSObject, SocketManagerSpec, SocketParsable, SocketDat
     /// Raises a client event on every socket (on the handle queue).
     open func emitAll(clientEvent event: SocketClientEvent, data: [Any]) {
         let sockets = Array(nsps.values)
-        let items = DataOnQueue(data)
-        handleQueue.async { for socket in sockets { socket.handleClientEvent(event, data: items.data) } }
+        let items = HandOff(data)
+        handleQueue.async { for socket in sockets { socket.handleClientEvent(event, data: items.value) } }
     }
 
     /// Closes the connection and opens a new one: each connected socket raises `statusChange`
@@ -287,17 +287,9 @@ open class SocketManager: NSObject, SocketManagerSpec, SocketParsable, SocketDat
 
     private func deliver(_ packet: SocketPacket) {
         guard let socket = nsps[packet.nsp] else { return }
-        let box = DataOnQueue([packet])
-        handleQueue.async { socket.handlePacket(box.data[0] as! SocketPacket) }
+        let box = HandOff(packet)
+        handleQueue.async { socket.handlePacket(box.value) }
     }
-}
-
-/// Items carried to the handle queue.
-// @unchecked Sendable: the items (Foundation values, as the original's API hands them) are only
-// read on the manager's handleQueue, after this hand-over.
-final class DataOnQueue: @unchecked Sendable {
-    let data: [Any]
-    init(_ data: [Any]) { self.data = data }
 }
 
 /// A view of a manager's Engine.IO connection, with the original engine's properties. The
