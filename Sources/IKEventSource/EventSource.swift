@@ -66,8 +66,8 @@ public protocol EventSourceProtocol {
 /// connection ends, `onComplete` says why and the app calls `connect()` again (from `onComplete`
 /// too). The callbacks are called on the main queue, one at a time and in the order things
 /// happened, never inside the call that caused them (on Linux the main queue runs only while the
-/// main thread is in `dispatchMain()` or `RunLoop.main`; until then the callbacks wait, and none is
-/// lost). ``init(url:headers:callbackQueue:)`` takes another serial queue.
+/// main thread is in `dispatchMain()` or `RunLoop.main`; until then the callbacks wait in the
+/// queue). ``init(url:headers:callbackQueue:)`` takes another serial queue.
 ///
 /// Unlike IKEventSource's, the source is `Sendable`: every member may be used from any thread.
 // @unchecked Sendable: `url`, `headers` and `callbackQueue` are constants and everything that
