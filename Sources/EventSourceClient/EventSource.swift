@@ -78,7 +78,8 @@ public final class EventSource: Service, Sendable {
     public init(url: URL, configuration: EventSourceConfiguration, runtime: RealtimeRuntime = .shared) {
         self.url = url
         self.configuration = configuration
-        self.runtime = runtime
+        // Every connection of this source, reconnects included, runs on one event loop (`eventLoop`).
+        self.runtime = runtime.pinnedToOneLoop()
         let cap = configuration.maxReconnectionTime
         let factor = configuration.randomizationFactor
         let maxAttempts = configuration.maxReconnectAttempts

@@ -30,6 +30,9 @@ public struct RealtimeRuntime: Sendable {
         /// This storage pinned to one of its event loops (``RealtimeRuntime/pinned(to:)``), made once
         /// per loop: every session that pins its runtime shares them.
         let pinnedToLoop = NIOLockedValueBox<[ObjectIdentifier: Storage]>([:])
+        /// The task executor of a storage whose group is one event loop (``RealtimeRuntime/taskExecutor``),
+        /// made once: an `EventLoopTaskExecutor`, kept untyped for the platforms without task executors.
+        let executor = NIOLockedValueBox<(any Sendable)?>(nil)
 
         init(
             eventLoopGroup: any EventLoopGroup, httpClient: HTTPClient?, http: HTTPConnectionOptions, logger: Logger,
@@ -78,6 +81,33 @@ public struct RealtimeRuntime: Sendable {
             return made
         }
         return pinned
+    }
+
+    /// This runtime pinned to the next event loop of its group: what one client runs every
+    /// connection on, reconnects included, so that its messages are read, and its consumers can run,
+    /// on one known thread (the client's `eventLoop` and `taskExecutor`). A runtime whose group is
+    /// one event loop is returned as it is.
+    package func pinnedToOneLoop() -> RealtimeRuntime {
+        if storage.eventLoopGroup is any EventLoop { return self }
+        return pinned(to: storage.eventLoopGroup.next())
+    }
+
+    /// The event loop of a runtime pinned to one (``pinnedToOneLoop()``); for another runtime, the
+    /// next loop of its group.
+    package var eventLoop: any EventLoop {
+        (storage.eventLoopGroup as? any EventLoop) ?? storage.eventLoopGroup.next()
+    }
+
+    /// A task executor on ``eventLoop``, made once per pinned runtime.
+    @available(macOS 15, iOS 18, tvOS 18, watchOS 11, *)
+    package var taskExecutor: EventLoopTaskExecutor {
+        let loop = eventLoop
+        return storage.executor.withLockedValue { cached in
+            if let executor = cached as? EventLoopTaskExecutor, executor.eventLoop === loop { return executor }
+            let made = EventLoopTaskExecutor(loop)
+            cached = made
+            return made
+        }
     }
 
     /// The event loops every connection runs on.

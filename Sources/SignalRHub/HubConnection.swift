@@ -181,6 +181,9 @@ public final class HubConnection: Service, Sendable {
     ///   - options: the URL, transports, protocol, timeouts and limits.
     ///   - logLevel: the lowest level the connection logs (nil: the runtime logger's own level).
     public init(options: HubConnectionOptions, logLevel: LogLevel? = nil) {
+        var options = options
+        // Every transport of this connection, reconnects included, runs on one event loop (`eventLoop`).
+        options.runtime = options.runtime.pinnedToOneLoop()
         self.options = options
         codec = HubProtocolCodec(options.hubProtocol, maximumMessageSize: options.maximumReceiveMessageSize)
         encodedPingSize = codec.encode(.ping).count

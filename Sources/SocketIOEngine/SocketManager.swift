@@ -40,6 +40,9 @@ public final class SocketManager: Service, Sendable {
 
     /// Makes a manager for the server at `url`; nothing connects until a socket does.
     public init(url: String, configuration: SocketIOConfiguration = SocketIOConfiguration()) {
+        var configuration = configuration
+        // Every connection of this manager, reconnects included, runs on one event loop (`eventLoop`).
+        configuration.runtime = configuration.runtime.pinnedToOneLoop()
         self.url = url
         self.configuration = configuration
         self.cookies = configuration.engine.cookies ?? CookieStore()

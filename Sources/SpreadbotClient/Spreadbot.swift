@@ -66,6 +66,9 @@ public final class Spreadbot: Service, Sendable {
 
     /// Makes a client; nothing connects until ``establishConnection(path:)``.
     public init(configuration: SpreadbotConfiguration) {
+        var configuration = configuration
+        // Every connection of this client, reconnects included, runs on one event loop (`eventLoop`).
+        configuration.runtime = configuration.runtime.pinnedToOneLoop()
         self.configuration = configuration
         let auth = SpreadbotAuth(configuration: configuration)
         self.http = SpreadbotHTTP(auth: auth)

@@ -1,0 +1,85 @@
+import Foundation
+import NIOConcurrencyHelpers
+import NIOCore
+import RealtimeCore
+import RealtimeTesting
+import SocketIOEngine
+import Testing
+
+/// SocketIOGuide.md, performance: at the pace of a server slower than its client, where each read
+/// carries one event, an event costs one hand-over to an events loop, and a loop on the manager's
+/// executor (`withTaskExecutorPreference(manager.taskExecutor)`), like every `on` handler, runs on
+/// the thread that read it: no other thread is woken for it. The server sends an event only once
+/// the reader has had the one before, so every read holds exactly one. Counted, not timed.
+@Suite(.timeLimit(.minutes(2)))
+struct SocketIOPacedReadTests {
+    static let total = 200
+
+    @Test("one event per read: one hand-over each, and on the manager's executor no other thread",
+          arguments: [false, true])
+    func eventsAtOnePerRead(onConnectionExecutor: Bool) async throws {
+        let server = try await SocketIOTestServer.start()
+        defer { Task { await server.stop() } }
+        let manager = SocketManager(url: server.url, configuration: .testing([.websocket], upgrade: false))
+        let socket = manager.defaultSocket
+        let events = socket.events(named: "tick", bufferSize: 16)
+        try await socket.connect(timeout: .seconds(30))
+        let received = Recorder<Int>()
+        let offLoop = NIOLockedValueBox(0)
+        let loop = manager.eventLoop
+        let executor = manager.taskExecutor
+        @Sendable func read() async {
+            for await event in events {
+                if !loop.inEventLoop { offLoop.withLockedValue { $0 += 1 } }
+                received.append(event.arguments.first?.intValue ?? -1)
+                if received.values.count == Self.total + 1 { break }
+            }
+        }
+        let consumer = Task.detached {
+            if onConnectionExecutor {
+                await withTaskExecutorPreference(executor) { await read() }
+            } else {
+                await read()
+            }
+        }
+        // One event first: the loop has started and waits.
+        server.broadcast("tick", [.integer(0)])
+        _ = try await received.wait(count: 1, within: 30)
+        let before = events.consumerWakeUps
+        for index in 1...Self.total {
+            server.broadcast("tick", [.integer(Int64(index))])
+            _ = try await received.wait(count: index + 1, within: 30)
+        }
+        await consumer.value
+        #expect(received.values == Array(0...Self.total))
+        let handOvers = events.consumerWakeUps - before
+        #expect(handOvers == Self.total, "\(handOvers) hand-overs for \(Self.total) reads of one event each")
+        #expect(offLoop.withLockedValue { $0 } == (onConnectionExecutor ? 0 : Self.total + 1))
+        manager.disconnect()
+        await manager.waitUntilStopped()
+    }
+
+    @Test("one event per read reaches an on handler on the manager's event loop")
+    func handlersAtOnePerRead() async throws {
+        let server = try await SocketIOTestServer.start()
+        defer { Task { await server.stop() } }
+        let manager = SocketManager(url: server.url, configuration: .testing([.websocket], upgrade: false))
+        let socket = manager.defaultSocket
+        let received = Recorder<Int>()
+        let offLoop = NIOLockedValueBox(0)
+        let loop = manager.eventLoop
+        socket.on("tick") { event in
+            if !loop.inEventLoop { offLoop.withLockedValue { $0 += 1 } }
+            received.append(event.arguments.first?.intValue ?? -1)
+        }
+        try await socket.connect(timeout: .seconds(30))
+        for index in 1...Self.total {
+            server.broadcast("tick", [.integer(Int64(index))])
+            _ = try await received.wait(count: index, within: 30)
+        }
+        #expect(received.values == Array(1...Self.total))
+        #expect(offLoop.withLockedValue { $0 } == 0, "every handler ran on the manager's event loop")
+        manager.disconnect()
+        await manager.waitUntilStopped()
+    }
+}
