@@ -9,13 +9,21 @@ import Tracing
 /// inside some service's `run()` (another client's, or the app's) had its WebSocket closed when
 /// that service was asked to stop, and every reconnect after it closed at once. A client stops
 /// when it is told to (its `stop()`/`disconnect()`/`close()`, or its own `run()` as a Service).
+///
+/// With `preferring`, the task prefers that runtime's event loop (``RealtimeRuntime/taskExecutor``,
+/// for a runtime pinned to one loop): work started from that loop, such as a batch of messages it
+/// read, then runs on the same thread after the read, without waking a thread of the pool.
 package func ownTask<Success: Sendable>(
-    priority: TaskPriority? = nil, _ operation: @escaping @Sendable () async -> Success
+    priority: TaskPriority? = nil, preferring runtime: RealtimeRuntime? = nil, _ operation: @escaping @Sendable () async -> Success
 ) -> Task<Success, Never> {
     let context = ServiceContext.current
-    // Detached: the one place such work leaves its caller's task tree (see above).
-    return Task.detached(priority: priority) {
+    let body: @Sendable () async -> Success = {
         guard let context else { return await operation() }
         return await ServiceContext.withValue(context) { await operation() }
     }
+    // Detached: the one place such work leaves its caller's task tree (see above).
+    if let runtime, #available(macOS 15, iOS 18, tvOS 18, watchOS 11, *) {
+        return Task.detached(executorPreference: runtime.taskExecutor, priority: priority, operation: body)
+    }
+    return Task.detached(priority: priority, operation: body)
 }

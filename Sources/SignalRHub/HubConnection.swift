@@ -540,7 +540,7 @@ public final class HubConnection: Service, Sendable {
             completePending(id, with: .failure(failure))
             throw failure
         }
-        return HubRawStream(buffer: buffer) { [weak self] in
+        return HubRawStream(buffer: buffer, eventLoop: options.runtime.eventLoop) { [weak self] in
             guard let self else { return }
             let wasPending = self.state.withLockedValue { $0.machine.callEnded(id) != nil }
             buffer.finish()
@@ -583,6 +583,11 @@ public final class HubConnection: Service, Sendable {
     /// Registers a handler for the client method `method` (matched without regard to case). Each
     /// argument is decoded as its parameter's type; an invocation whose arguments do not bind is
     /// logged and skipped.
+    ///
+    /// Handlers run one at a time, in the order the invocations arrived, in a task that prefers the
+    /// connection's event loop (``eventLoop``): an invocation reaches its handler on the thread that
+    /// read it. A handler shares that thread with the connection's I/O, so it must not block; what
+    /// it awaits (an actor, another task) runs where that is isolated.
     public func on<each Argument: Decodable>(
         _ method: String, handler: @escaping @Sendable (repeat each Argument) async -> Void
     ) {
@@ -640,9 +645,12 @@ public final class HubConnection: Service, Sendable {
         guard let dispatcher else { return }
         // Unstructured: start() (the official client's shape) may be called without run(), and
         // invocations arrive from the connection's event loop; each task drains what waits and ends.
+        // It prefers that loop: a read's invocations reach their handlers on the thread that read
+        // them, after the read, without waking another thread.
+        let runtime = options.runtime
         dispatcher.setConsumerStarter { [weak self] in
             guard self != nil else { return }
-            _ = ownTask { [weak self] in
+            _ = ownTask(preferring: runtime) { [weak self] in
                 while let batch = dispatcher.takeOrPark() {
                     guard let self else { return }
                     for item in batch {
