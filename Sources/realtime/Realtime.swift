@@ -1,4 +1,6 @@
 import ArgumentParser
+import NIOCore
+import NIOPosix
 
 @main
 struct Realtime: AsyncParsableCommand {
@@ -18,4 +20,23 @@ struct Realtime: AsyncParsableCommand {
             TestServersCommand.self, SoakCommand.self,
         ]
     )
+
+    /// Runs the command with NIO's event loops as Swift Concurrency's global executor: the tasks of
+    /// the command (reading a stream, printing what arrives) run on the threads that read the
+    /// sockets, so a message read wakes one thread, not the event loop's and then a pool thread.
+    /// Nothing in the command blocks a task (standard input is read on a thread of its own, signals
+    /// arrive through Dispatch).
+    static func main() async {
+        _ = NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor()
+        do {
+            var command = try parseAsRoot()
+            if var asyncCommand = command as? any AsyncParsableCommand {
+                try await asyncCommand.run()
+            } else {
+                try command.run()
+            }
+        } catch {
+            exit(withError: error)
+        }
+    }
 }

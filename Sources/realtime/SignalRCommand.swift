@@ -118,8 +118,10 @@ struct SignalRCommand: AsyncParsableCommand {
             say(line("result", invoke[0], result ?? .null))
         }
         if stream.count == 2 {
-            for try await item in try await connection.streamRaw(method: stream[0], arguments: try Self.arguments(stream[1])) {
-                say(line("item", stream[0], item))
+            let items = try await connection.streamRaw(method: stream[0], arguments: try Self.arguments(stream[1]))
+            // On the connection's event loop: an item read is printed by the thread that read it.
+            try await withTaskExecutorPreference(connection.taskExecutor) {
+                for try await item in items { say(line("item", stream[0], item)) }
             }
         }
         if invoke.isEmpty, stream.isEmpty {
