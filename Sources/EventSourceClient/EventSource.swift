@@ -138,6 +138,8 @@ public final class EventSource: Service, Sendable {
     /// How many times the consumer of ``events`` or ``updates`` was handed what arrived (once per
     /// batch a read brought), for tests of the hand-over.
     package var consumerWakeUps: Int { buffer.consumerWakeUps }
+    /// Whether a loop waits for the next event now (for tests that pace a server by the reader).
+    package var isConsumerWaiting: Bool { buffer.hasWaitingConsumer }
 
     /// The WHATWG ready state.
     public var readyState: EventSourceState { state.withLockedValue { $0.readyState } }

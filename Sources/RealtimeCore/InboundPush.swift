@@ -12,15 +12,17 @@ extension InboundBuffer {
     /// element it refuses is kept (never dropped) with those after it, and the yield is tried again
     /// on `eventLoop` after 1 ms, then at most every 16 ms while the consumer is behind. Meanwhile the
     /// elements wait here, and past this buffer's limit the connection stops reading. A transform that
-    /// throws ends the stream with its error and lets go of what waits; so does the consumer leaving.
+    /// throws ends the stream with its error; once the stream has ended or its consumer has left
+    /// (the stream is terminated), what waits and what comes later is let go, so that a stream
+    /// nobody reads never holds the connection back.
     package func push<Output: Sendable>(
         into continuation: AsyncThrowingStream<Output, any Error>.Continuation, retryingOn eventLoop: any EventLoop,
         _ transform: @escaping @Sendable (Element) throws -> Output
     ) {
         let pusher = InboundPusher(buffer: self, continuation: continuation, eventLoop: eventLoop, transform: transform)
-        continuation.onTermination = { [weak self] _ in
-            pusher.stop()
-            self?.discardBuffered()
+        continuation.onTermination = { _ in
+            // The pusher lets go of what waits, on the loop (where it runs), without parking it there.
+            if pusher.stop() { eventLoop.execute { pusher.drain() } }
         }
         setConsumerStarter { pusher.drain() }
     }
@@ -53,7 +55,20 @@ private final class InboundPusher<Element: Sendable, Output: Sendable>: Sendable
         self.transform = transform
     }
 
-    func stop() { state.withLockedValue { $0.stopped = true } }
+    /// Stops pushing; true the first time.
+    @discardableResult
+    func stop() -> Bool {
+        state.withLockedValue { state in
+            defer { state.stopped = true }
+            return !state.stopped
+        }
+    }
+
+    /// After the stream ended: lets go of what waits until nothing does (the buffer's producer is
+    /// resumed as elements are taken), then parks.
+    private func discardAll() {
+        while case .batch = buffer.takeOrParkOrEnd() {}
+    }
 
     func drain() {
         guard
@@ -62,7 +77,7 @@ private final class InboundPusher<Element: Sendable, Output: Sendable>: Sendable
                 defer { state.held = [] }
                 return state.held
             })
-        else { return }
+        else { return discardAll() }
         while true {
             if items.isEmpty {
                 switch buffer.takeOrParkOrEnd() {
@@ -80,8 +95,7 @@ private final class InboundPusher<Element: Sendable, Output: Sendable>: Sendable
                 } catch {
                     stop()
                     continuation.finish(throwing: error)
-                    buffer.discardBuffered()
-                    return
+                    return discardAll()
                 }
                 switch continuation.yield(output) {
                 case .enqueued:
@@ -97,8 +111,7 @@ private final class InboundPusher<Element: Sendable, Output: Sendable>: Sendable
                     return
                 case .terminated:
                     stop()
-                    buffer.discardBuffered()
-                    return
+                    return discardAll()
                 @unknown default:
                     items.removeFirst()
                 }

@@ -67,6 +67,9 @@ public struct HubRawStream: AsyncSequence, Sendable {
     /// How many times the reader was handed items (once per batch a read brought), for tests of
     /// the hand-over.
     package var consumerWakeUps: Int { buffer.consumerWakeUps }
+    /// Whether a loop over the sequence waits for the next item now (for tests that pace a server
+    /// by the reader).
+    package var isConsumerWaiting: Bool { buffer.hasWaitingConsumer }
 }
 
 /// The typed items of a server-to-client stream (``HubConnection/stream(method:arguments:)``): an
@@ -109,4 +112,6 @@ public struct HubStream<Element: Decodable & Sendable>: StreamResult, AsyncSeque
     /// How many times the reader (of the sequence or of ``stream``) was handed items, for tests of
     /// the hand-over.
     package var consumerWakeUps: Int { raw.consumerWakeUps }
+    /// Whether a loop over the sequence waits for the next item now.
+    package var isConsumerWaiting: Bool { raw.isConsumerWaiting }
 }

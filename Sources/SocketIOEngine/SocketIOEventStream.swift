@@ -31,6 +31,8 @@ public struct SocketIOEventStream: AsyncSequence, Sendable {
     /// How many times the loop was handed events (once per batch a connection read brought, not
     /// once per event), for tests of the hand-over.
     package var consumerWakeUps: Int { registration.buffer.consumerWakeUps }
+    /// Whether a loop waits for the next event now (for tests that pace a server by the reader).
+    package var isConsumerWaiting: Bool { registration.buffer.hasWaitingConsumer }
 
     /// Makes an iterator over the sequence.
     public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(reader: EventStreamReader(registration)) }

@@ -45,6 +45,7 @@ struct EventSourcePacedReadTests {
         _ = try await received.wait(count: 1, within: 30)
         let before = source.consumerWakeUps
         for index in 1...Self.total {
+            try await waitUntil("the loop waits", limit: .seconds(30)) { source.isConsumerWaiting }
             feed.send("data: \(index)\n\n")
             _ = try await received.wait(count: index + 1, within: 30)
         }

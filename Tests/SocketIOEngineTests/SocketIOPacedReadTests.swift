@@ -47,6 +47,7 @@ struct SocketIOPacedReadTests {
         _ = try await received.wait(count: 1, within: 30)
         let before = events.consumerWakeUps
         for index in 1...Self.total {
+            try await waitUntil("the loop waits", limit: .seconds(30)) { events.isConsumerWaiting }
             server.broadcast("tick", [.integer(Int64(index))])
             _ = try await received.wait(count: index + 1, within: 30)
         }
