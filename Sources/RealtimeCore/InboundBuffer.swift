@@ -46,8 +46,6 @@ package final class InboundBuffer<Element: Sendable>: Sendable {
         var starter: (@Sendable () -> Void)?
         /// No consumer runs: the next elements call `starter`.
         var parked = false
-        /// A consumer on demand was told the end (``takeOrParkOrEnd()``).
-        var endTold = false
     }
 
     private let state = NIOLockedValueBox(State())
@@ -136,40 +134,6 @@ package final class InboundBuffer<Element: Sendable>: Sendable {
         }
         demand?()
         return batch
-    }
-
-    /// A step of a consumer started on demand that must also see the end (``takeOrParkOrEnd()``).
-    package enum DrainStep {
-        /// Everything buffered.
-        case batch([Element])
-        /// Nothing is buffered: the consumer is parked and ends; the next elements, or the end,
-        /// start another.
-        case parked
-        /// The buffer finished, with its error (nil: a normal end); told once.
-        case end((any Error)?)
-    }
-
-    /// ``takeOrPark()`` for a consumer that must also see the end: once the buffer is finished and
-    /// empty, `.end` (once; then `.parked`). ``finish(throwing:)`` starts a parked consumer so that
-    /// it sees the end.
-    package func takeOrParkOrEnd() -> DrainStep {
-        let (step, demand) = state.withLockedValue { state -> (DrainStep, (@Sendable () -> Void)?) in
-            if !state.items.isEmpty {
-                let batch = takeItems(&state)
-                let demand = state.producerPaused ? state.onDemand : nil
-                state.producerPaused = false
-                return (.batch(batch), demand)
-            }
-            if state.finished, !state.endTold {
-                state.endTold = true
-                defer { state.failure = nil }
-                return (.end(state.failure), nil)
-            }
-            state.parked = true
-            return (.parked, nil)
-        }
-        demand?()
-        return step
     }
 
     /// Unparks a parked consumer when elements wait (under the lock): the starter to call.
@@ -304,25 +268,18 @@ package final class InboundBuffer<Element: Sendable>: Sendable {
 
     /// Ends the sequence: the consumer gets what is buffered, then the end (or `error`).
     package func finish(throwing error: (any Error)? = nil) {
-        let (consumer, demand, start) = state.withLockedValue {
-            state -> (CheckedContinuation<[Element]?, any Error>?, (@Sendable () -> Void)?, (@Sendable () -> Void)?) in
-            if state.finished { return (nil, nil, nil) }
+        let (consumer, demand) = state.withLockedValue {
+            state -> (CheckedContinuation<[Element]?, any Error>?, (@Sendable () -> Void)?) in
+            if state.finished { return (nil, nil) }
             state.finished = true
             state.failure = error
             // A finished buffer holds no producer back.
             let demand = state.producerPaused ? state.onDemand : nil
             state.producerPaused = false
-            // A parked consumer on demand is started, to take what waits and see the end.
-            var start: (@Sendable () -> Void)?
-            if state.parked, let starter = state.starter {
-                state.parked = false
-                start = starter
-            }
             defer { state.consumer = nil }
-            return (state.consumer, demand, start)
+            return (state.consumer, demand)
         }
         demand?()
-        start?()
         guard let consumer else { return }
         // A parked consumer may wait for a deferred flush: it gets what waits first, the end next.
         let pending = state.withLockedValue { state -> [Element] in

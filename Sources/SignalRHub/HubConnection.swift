@@ -540,7 +540,7 @@ public final class HubConnection: Service, Sendable {
             completePending(id, with: .failure(failure))
             throw failure
         }
-        return HubRawStream(buffer: buffer, eventLoop: options.runtime.eventLoop) { [weak self] in
+        return HubRawStream(buffer: buffer) { [weak self] in
             guard let self else { return }
             let wasPending = self.state.withLockedValue { $0.machine.callEnded(id) != nil }
             buffer.finish()

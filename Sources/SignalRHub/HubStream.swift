@@ -1,6 +1,5 @@
 public import RealtimeCore
 import NIOConcurrencyHelpers
-import NIOCore
 
 /// A server-to-client stream, as the official Swift client shapes it.
 public protocol StreamResult<Element>: Sendable {
@@ -20,31 +19,10 @@ public struct HubRawStream: AsyncSequence, Sendable {
     public typealias Element = JSONValue
     let buffer: InboundBuffer<JSONValue>
     let cancelAction: @Sendable () async -> Void
-    /// The connection's event loop, where the items are read.
-    let eventLoop: any EventLoop
-    /// The `AsyncThrowingStream` made the first time ``HubStream/stream`` was asked for (every later
-    /// ask gets the same one).
-    private let pushed = NIOLockedValueBox<(any Sendable)?>(nil)
 
-    init(buffer: InboundBuffer<JSONValue>, eventLoop: any EventLoop, cancel: @escaping @Sendable () async -> Void) {
+    init(buffer: InboundBuffer<JSONValue>, cancel: @escaping @Sendable () async -> Void) {
         self.buffer = buffer
-        self.eventLoop = eventLoop
         cancelAction = cancel
-    }
-
-    /// The items, transformed, as an `AsyncThrowingStream` fed where they are read (see
-    /// `InboundBuffer.push(into:retryingOn:_:)`); made once.
-    func pushedStream<Output: Sendable>(_ transform: @escaping @Sendable (JSONValue) throws -> Output) -> AsyncThrowingStream<Output, any Error> {
-        typealias Stream = AsyncThrowingStream<Output, any Error>
-        let limit = buffer.limit
-        let (stream, continuation) = pushed.withLockedValue { cached -> (Stream, Stream.Continuation?) in
-            if let stream = cached as? Stream { return (stream, nil) }
-            let made = Stream.makeStream(of: Output.self, throwing: (any Error).self, bufferingPolicy: .bufferingOldest(limit))
-            cached = made.stream
-            return (made.stream, made.continuation)
-        }
-        if let continuation { buffer.push(into: continuation, retryingOn: eventLoop, transform) }
-        return stream
     }
 
     /// The sequence's iterator.
@@ -94,16 +72,18 @@ public struct HubStream<Element: Decodable & Sendable>: StreamResult, AsyncSeque
     /// Makes an iterator over the sequence.
     public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(base: raw.makeAsyncIterator()) }
 
-    /// The items as the official client's `AsyncThrowingStream`: decoded where they are read (the
-    /// connection's event loop) and handed to the stream there, so that its consumer is resumed on
-    /// its own executor (its actor, or the event loop it prefers) with no hop per item. The stream
-    /// holds at most `streamBufferSize` items; past that, items wait in the connection, and once as
-    /// many again wait there, reading from the server waits. An item that does not decode ends the
-    /// stream with its error.
-    ///
-    /// Every access returns the same stream. Read either it or the ``HubStream`` itself, not both.
+    /// The items as the official client's `AsyncThrowingStream`. Iterating the ``HubStream`` itself
+    /// is cheaper on an actor: this stream's closure runs off the caller's actor for every item.
     public var stream: AsyncThrowingStream<Element, any Error> {
-        raw.pushedStream { try HubValueCoding.decode($0, as: Element.self) }
+        // The sequence's one consumer calls the closure serially; the box only makes that visible
+        // to the compiler.
+        let iterator = NIOLockedValueBox(InboundBuffer.Iterator(raw.buffer))
+        return AsyncThrowingStream(unfolding: {
+            var local = iterator.withLockedValue { $0 }
+            defer { iterator.withLockedValue { $0 = local } }
+            guard let value = try await local.next() else { return nil }
+            return try HubValueCoding.decode(value, as: Element.self)
+        })
     }
 
     /// Stops the stream: the server is asked to cancel it and iteration ends.

@@ -60,11 +60,7 @@ struct HubPacedReadTests {
         _ = try await received.wait(count: 1, within: 30)
         let before = stream.consumerWakeUps
         for index in 1...Self.total {
-            // The next item goes once the loop waits again (`stream` is fed on the event loop
-            // whether or not its loop waits).
-            if reader == .hubStream {
-                try await waitUntil("the loop waits", limit: .seconds(30)) { stream.isConsumerWaiting }
-            }
+            try await waitUntil("the loop waits", limit: .seconds(30)) { stream.isConsumerWaiting }
             feed.yield(.integer(Int64(index)))
             _ = try await received.wait(count: index + 1, within: 30)
         }
