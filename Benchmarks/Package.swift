@@ -84,8 +84,8 @@ let package = Package(
             ],
             path: "Sources/WebSocketCompare"
         ),
-        .executableTarget(
-            name: "EngineCompare",
+        .target(
+            name: "EngineWorkloads",
             dependencies: [
                 .product(name: "RealtimeCore", package: "swift-realtime"),
                 .product(name: "EventSourceClient", package: "swift-realtime"),
@@ -100,8 +100,10 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOWebSocket", package: "swift-nio"),
             ],
-            path: "Sources/EngineCompare"
+            path: "Sources/EngineWorkloads"
         ),
+        .executableTarget(name: "EngineCompare", dependencies: ["EngineWorkloads"], path: "Sources/EngineCompare"),
+        .executableTarget(name: "EngineCompareSync", dependencies: ["EngineWorkloads"], path: "Sources/EngineCompareSync"),
         .executableTarget(
             name: "SocketIOCompare",
             dependencies: [

@@ -12,6 +12,14 @@
 # connections of the WebSocket idle workloads (1,000 by default). The "-python" workloads (asked for by
 # name in WORKLOADS) run against python-socketio and aiosignalr from the tests' virtual environment
 # (Scripts/prepare.sh). Each run against a server in its own process also records that server's CPU.
+# The "-paced" workloads run against the blasters in paced mode (RATE=$PACE_RATE writes a second, 10,000
+# by default, one message each: each read of the client holds about one message) with $PACED_N messages
+# (20,000 by default). The "floor-" workloads read the same streams with a bare NIO channel that only
+# counts frames (EngineCompare floor); floor-signalr-paced-handoff also hands each read's count to a
+# task on the default executor. EXECUTORS (space-separated, default "default") runs each binary
+# once per executor choice in each run (EngineCompare's $EXECUTOR: default, loop, nio, main), labelled
+# label/executor. Every record also has the measured window's figures (start-up left out):
+# window_switches_per_message, window_cpu_us_per_message, window_reads_per_message.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=$(realpath -m "$1"); shift
@@ -73,6 +81,13 @@ start hold python3 -u Scripts/sse_hold.py 0; hold=$PORT
 # per message when it, not the server, is the bottleneck.
 start siofast python3 -u Scripts/sio_blaster.py 0; siofast=$PORT; peer[socketio-on-fast]=$PEERPID; peer[socketio-events-fast]=$PEERPID
 FRAMING=packed start siofast python3 -u Scripts/sio_blaster.py 0; siopacked=$PORT
+pace=${PACE_RATE:-10000}; paced_n=${PACED_N:-20000}
+RATE=$pace start siopaced python3 -u Scripts/sio_blaster.py 0; siopaced=$PORT
+for w in socketio-on-paced socketio-events-paced floor-socketio-paced; do peer[$w]=$PEERPID; done
+RATE=$pace start sigpaced python3 -u Scripts/signalr_blaster.py 0; sigpaced=$PORT
+for w in signalr-stream-paced signalr-stream-direct-paced signalr-on-paced floor-signalr-paced floor-signalr-on-paced floor-signalr-paced-handoff; do peer[$w]=$PEERPID; done
+EVENTS=$paced_n RATE=$pace start ssepaced python3 -u Scripts/sse_blaster.py 0; ssepaced=$PORT
+for w in sse-paced sse-addlistener-paced floor-sse-paced; do peer[$w]=$PEERPID; done
 start sigfast python3 -u Scripts/signalr_blaster.py 0; sigfast=$PORT
 peer[signalr-stream-fast]=$PEERPID; peer[signalr-on-fast]=$PEERPID; peer[signalr-stream-direct-fast]=$PEERPID
 FRAMING=packed start sigfast python3 -u Scripts/signalr_blaster.py 0; sigpacked=$PORT
@@ -117,6 +132,28 @@ declare -A args=(
   [socketio-events-python]="http://127.0.0.1:${siopy:-0} 50000"
   [signalr-stream-python]="http://127.0.0.1:${sigpy:-0}/hub 50000"
   [signalr-stream-direct-python]="http://127.0.0.1:${sigpy:-0}/hub 50000"
+  [socketio-on-paced]="http://127.0.0.1:$siopaced $paced_n"
+  [socketio-events-paced]="http://127.0.0.1:$siopaced $paced_n"
+  [signalr-stream-paced]="http://127.0.0.1:$sigpaced/hub $paced_n"
+  [signalr-stream-direct-paced]="http://127.0.0.1:$sigpaced/hub $paced_n"
+  [signalr-on-paced]="http://127.0.0.1:$sigpaced/hub $paced_n"
+  [sse-paced]="http://127.0.0.1:$ssepaced/ $paced_n"
+  [sse-addlistener-paced]="http://127.0.0.1:$ssepaced/ $paced_n"
+  [floor-socketio-paced]="socketio http://127.0.0.1:$siopaced $paced_n"
+  [floor-signalr-paced]="signalr http://127.0.0.1:$sigpaced/hub $paced_n"
+  [floor-signalr-on-paced]="signalr-on http://127.0.0.1:$sigpaced/hub $paced_n"
+  [floor-sse-paced]="sse http://127.0.0.1:$ssepaced/ $paced_n"
+  [floor-signalr-paced-handoff]="signalr http://127.0.0.1:$sigpaced/hub $paced_n task"
+  [floor-socketio-fast]="socketio http://127.0.0.1:$siofast 200000"
+  [floor-signalr-fast]="signalr http://127.0.0.1:$sigfast/hub 100000"
+  [floor-signalr-on-fast]="signalr-on http://127.0.0.1:$sigfast/hub 100000"
+  [floor-sse]="sse http://127.0.0.1:$blaster/ 200000"
+  [floor-socketio-packed]="socketio http://127.0.0.1:$siopacked 200000"
+  [floor-signalr-packed]="signalr http://127.0.0.1:$sigpacked/hub 100000"
+  [floor-signalr-on-packed]="signalr-on http://127.0.0.1:$sigpacked/hub 100000"
+  [floor-sse-packed]="sse http://127.0.0.1:$blasterpacked/ 200000"
+  [floor-socketio-python]="socketio http://127.0.0.1:${siopy:-0} 50000"
+  [floor-signalr-python]="signalr http://127.0.0.1:${sigpy:-0}/hub 50000"
 )
 workloads=${WORKLOADS:-"sse sse-packed sse-idle socketio-idle signalr-idle spreadbot-idle signalr-stream signalr-on signalr-stream-fast signalr-stream-direct-fast signalr-on-fast signalr-stream-packed signalr-on-packed socketio-on socketio-on-fast socketio-events-fast socketio-on-packed sse-addlistener socketio-emit signalr-invoke"}
 # The EngineCompare command of a workload, where its name says which server it runs against.
@@ -126,20 +163,31 @@ declare -A commands=(
   [signalr-stream-packed]=signalr-stream [signalr-on-packed]=signalr-on
   [signalr-stream-direct-fast]=signalr-stream-direct [socketio-events-fast]=socketio-events
   [socketio-on-python]=socketio-on [socketio-events-python]=socketio-events
-  [signalr-stream-python]=signalr-stream [signalr-stream-direct-python]=signalr-stream-direct)
+  [signalr-stream-python]=signalr-stream [signalr-stream-direct-python]=signalr-stream-direct
+  [socketio-on-paced]=socketio-on [socketio-events-paced]=socketio-events [signalr-stream-paced]=signalr-stream
+  [signalr-stream-direct-paced]=signalr-stream-direct [signalr-on-paced]=signalr-on [sse-paced]=sse
+  [sse-addlistener-paced]=sse-addlistener)
+for w in "${!args[@]}"; do [[ $w == floor-* ]] && commands[$w]=floor; done
+[ -n "${peer[socketio-on-python]:-}" ] && peer[floor-socketio-python]=${peer[socketio-on-python]}
+[ -n "${peer[signalr-stream-python]:-}" ] && peer[floor-signalr-python]=${peer[signalr-stream-python]}
+for w in floor-socketio-fast; do peer[$w]=${peer[socketio-on-fast]}; done
+for w in floor-signalr-fast floor-signalr-on-fast; do peer[$w]=${peer[signalr-stream-fast]}; done
+executors=${EXECUTORS:-default}
 # The tree's commit describes a binary built here; a binary given on the command line is named by its path.
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 for workload in $workloads; do
   for run in $(seq 1 "$runs"); do
     for i in "${!binaries[@]}"; do
+    for executor in $executors; do
+      label=${labels[$i]}; [ "$executors" != default ] && label="$label/$executor"
       stat=$(mktemp)
       peer_before=$(cpu_ticks "${peer[$workload]:-}")
       # shellcheck disable=SC2086
-      line=$(timeout 300 perf stat -x, -e context-switches,task-clock -o "$stat" "${binaries[$i]}" "${commands[$workload]:-$workload}" ${args[$workload]} 2>/dev/null | tail -1 || true)
+      line=$(EXECUTOR=$executor timeout 300 perf stat -x, -e context-switches,task-clock -o "$stat" "${binaries[$i]}" "${commands[$workload]:-$workload}" ${args[$workload]} 2>/dev/null | tail -1 || true)
       peer_ticks=$(( $(cpu_ticks "${peer[$workload]:-}") - peer_before ))
       peer_ms=$([ -n "${peer[$workload]:-}" ] && echo $(( peer_ticks * 1000 / ticks_per_second )) || echo "")
       built_here=$([ $# -eq 0 ] && echo "$commit" || echo "")
-      python3 - "$workload" "${labels[$i]}" "$run" "$built_here" "$line" "$stat" "${binaries[$i]}" "$peer_ms" >> "$out" <<'PY'
+      python3 - "$workload" "$label" "$run" "$built_here" "$line" "$stat" "${binaries[$i]}" "$peer_ms" >> "$out" <<'PY'
 import json, re, sys
 workload, label, run, commit, line, stat, binary, peer_ms = sys.argv[1:9]
 counters = {}
@@ -157,6 +205,11 @@ if m:
     if record["task_clock_ms"] is not None: record["cpu_us_per_message"] = record["task_clock_ms"] * 1000 / n
     # The server's CPU over the run (whole clock ticks, 10 ms each): the peer's cost per message.
     if peer_ms: record.update(peer_cpu_ms=int(peer_ms), peer_cpu_us_per_message=int(peer_ms) * 1000 / n)
+    # The measured window alone (from the request to the last message; start-up left out).
+    w = re.search(r"window: (\d+) switches, ([\d.]+) ms CPU, (\d+) reads", line)
+    if w and n:
+        record.update(window_switches_per_message=int(w.group(1)) / n, window_cpu_us_per_message=float(w.group(2)) * 1000 / n,
+                      window_reads_per_message=int(w.group(3)) / n)
 m = re.search(r"(\d+) idle connections, RSS (\d+) -> (\d+) KiB, ([\d.]+) KiB per connection", line)
 if m: record.update(connections=int(m.group(1)), kib_per_connection=float(m.group(4)))
 m = re.search(r"opened in ([\d.]+) s, idle CPU ([\d.]+) % of a core", line)
@@ -166,7 +219,8 @@ if m: record.update(broadcast_delivered=int(m.group(1)), broadcast_expected=int(
 print(json.dumps(record))
 PY
       rm -f "$stat"
-      echo "$workload ${labels[$i]} run $run: $line" >&2
+      echo "$workload $label run $run: $line" >&2
+    done
     done
   done
 done

@@ -1,8 +1,8 @@
 # The benchmark servers' common part: serve `handle` (an asyncio connection handler) on 127.0.0.1,
 # on the port given as the first argument (0 or none: an ephemeral one), printing the port first;
-# and the WebSocket framing the WebSocket servers share (server side: frames unmasked, a client's
-# frames unmasked on reading).
-import asyncio, base64, hashlib, struct, sys
+# the WebSocket framing the WebSocket servers share (server side: frames unmasked, a client's
+# frames unmasked on reading); and the paced writer (RATE=n: n writes a second, one message each).
+import asyncio, base64, ctypes, hashlib, os, select, struct, sys, time
 
 GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 
@@ -65,3 +65,43 @@ async def read_data(reader, writer):
             writer.write(frame(data, 0xA))
         elif opcode < 0x8:
             return data
+
+
+RATE = int(os.environ.get("RATE", "0"))
+"""Writes a second in paced mode (RATE=n), 0 for as fast as the socket takes them."""
+
+
+def _fine_timer_slack():
+    """Asks the kernel to wake this thread's sleeps within 1 µs of their deadline (the default
+    slack, 50 µs, would bunch the paced writes)."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(29, 1000, 0, 0, 0)  # PR_SET_TIMERSLACK, in ns
+    except (OSError, AttributeError):
+        pass
+
+
+async def paced_write(writer, chunks, rate=None):
+    """Writes each chunk with a send of its own, `rate` (default RATE) a second, sleeping between
+    them: the pace of a server that produces messages slower than a client reads them, so that each
+    read of the client holds one message. Blocks the event loop for the burst (the benchmark
+    servers serve one client at a time); a full socket buffer is waited for, never dropped."""
+    rate = rate or RATE
+    await writer.drain()
+    while writer.transport.get_write_buffer_size():
+        await asyncio.sleep(0.001)
+    _fine_timer_slack()
+    sock = writer.get_extra_info("socket")
+    fd = sock.fileno()
+    interval = 1.0 / rate
+    due = time.perf_counter()
+    for chunk in chunks:
+        delay = due - time.perf_counter()
+        if delay > 0:
+            time.sleep(delay)
+        view = memoryview(chunk)
+        while view:
+            try:
+                view = view[os.write(fd, view):]
+            except BlockingIOError:
+                select.select([], [fd], [])
+        due += interval

@@ -12,7 +12,8 @@
 # frames of up to 64 KiB, one write each: fewer frames than any real server sends, so figures
 # against it are a ceiling, not what a user sees.
 # EVENTS (default 100,000) is the count of `tick`s encoded at start; another count is encoded when
-# asked.
+# asked. RATE=n paces the messages: n a second, one write each (loopback.paced_write), the pace of a
+# server slower than the client, where each read of the client holds one message.
 import asyncio, json, loopback, os
 from loopback import frame, read_data
 
@@ -49,7 +50,10 @@ PRE = ticks(EVENTS)
 
 async def write_all(writer, frames):
     """One write per frame; waits for the socket after every 64 writes (and whenever the
-    transport's buffer is over its high-water mark)."""
+    transport's buffer is over its high-water mark). Paced with RATE."""
+    if loopback.RATE:
+        await loopback.paced_write(writer, frames)
+        return
     for index, chunk in enumerate(frames):
         writer.write(chunk)
         if index % 64 == 63:

@@ -7,7 +7,8 @@
 # its own, as the Node.js server does (one writev per event); FRAMING=packed joins the frames into
 # 64 KiB writes: a ceiling, not what a user sees.
 # EVENTS (default 200,000) is the count whose frames are encoded at start; another count is encoded
-# when asked.
+# when asked. RATE=n paces the events: n a second, one write each (loopback.paced_write), the pace
+# of a server slower than the client, where each read of the client holds one event.
 import asyncio, json, loopback, os
 from loopback import frame, read_data
 
@@ -52,7 +53,11 @@ async def handle(reader, writer):
                 event = json.loads(data[2:])
                 if event and event[0] == "count":
                     count = int(event[1]) if len(event) > 1 else 1
-                    for index, chunk in enumerate(PRE if count == EVENTS else ticks(count)):
+                    chunks = PRE if count == EVENTS else ticks(count)
+                    if loopback.RATE:
+                        await loopback.paced_write(writer, chunks)
+                        continue
+                    for index, chunk in enumerate(chunks):
                         writer.write(chunk)
                         if PACKED or index % 64 == 63:
                             await writer.drain()
