@@ -3,7 +3,8 @@ public import RealtimeCore
 
 extension Spreadbot {
     /// The event loop this client's connections read and write on, every reconnect included: one of
-    /// its runtime's loops, chosen when the client is made. `onMessage` callbacks run on it.
+    /// its runtime's loops, chosen when the client is made. Over WebSocket, `onMessage` callbacks
+    /// are called on it, by the task that reads the socket.
     public var eventLoop: any EventLoop { configuration.runtime.eventLoop }
 
     /// A task executor on ``eventLoop``. Code that consumes the messages can run on the thread that
