@@ -49,7 +49,9 @@ public struct HubConnectionOptions: Sendable {
     public var handlerQueueSize = 1_024
     /// Items a server-to-client stream holds for a slow consumer; when full, reading waits.
     public var streamBufferSize = 256
-    /// The runtime whose event loops, HTTP clients, metrics factory and tracer the client uses.
+    /// The runtime whose event loops, HTTP clients, metrics factory and tracer the client uses. A
+    /// connection keeps to one of its event loops (``HubConnection/eventLoop``): its own `options`
+    /// hold this runtime with that loop as the whole group.
     public var runtime: RealtimeRuntime = .shared
     /// The `client` dimension of this connection's metrics (Docs/Metrics.md). Default `default`.
     public var clientLabel = "default"

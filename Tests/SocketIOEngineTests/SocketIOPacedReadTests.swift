@@ -1,6 +1,7 @@
 import Foundation
 import NIOConcurrencyHelpers
 import NIOCore
+import NIOPosix
 import RealtimeCore
 import RealtimeTesting
 import SocketIOEngine
@@ -82,5 +83,44 @@ struct SocketIOPacedReadTests {
         #expect(offLoop.withLockedValue { $0 } == 0, "every handler ran on the manager's event loop")
         manager.disconnect()
         await manager.waitUntilStopped()
+    }
+
+    /// SocketIOGuide.md, "Where your code runs": the manager keeps to one event loop through a
+    /// reconnect. On a runtime of four event loops, a connection cut by a reset mid-session
+    /// reconnects on the same loop: the handlers see every event on `manager.eventLoop`, before the
+    /// cut and after.
+    @Test("a reconnect after a reset comes back on the manager's one event loop")
+    func reconnectKeepsTheEventLoop() async throws {
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 4)
+        let server = try await SocketIOTestServer.start()
+        let proxy = try await FaultProxy.start(targetPort: server.port)
+        var configuration = SocketIOConfiguration.testing([.websocket], upgrade: false)
+        configuration.runtime = RealtimeRuntime(eventLoopGroup: group)
+        let manager = SocketManager(url: proxy.url(), configuration: configuration)
+        let socket = manager.defaultSocket
+        let loop = manager.eventLoop
+        let received = Recorder<Int>()
+        let offLoop = NIOLockedValueBox(0)
+        let connects = Recorder<Int>()
+        socket.on(clientEvent: .connect) { _ in connects.append(1) }
+        socket.on("tick") { event in
+            if !loop.inEventLoop { offLoop.withLockedValue { $0 += 1 } }
+            received.append(event.arguments.first?.intValue ?? -1)
+        }
+        try await socket.connect(timeout: .seconds(30))
+        server.broadcast("tick", [.integer(1)])
+        _ = try await received.wait(count: 1, within: 30)
+        proxy.cutAll(.reset)
+        _ = try await connects.wait(count: 2, within: 30)
+        server.broadcast("tick", [.integer(2)])
+        _ = try await received.wait(count: 2, within: 30)
+        #expect(received.values == [1, 2])
+        #expect(manager.eventLoop === loop)
+        #expect(offLoop.withLockedValue { $0 } == 0, "every event, before and after the reconnect, on the manager's loop")
+        manager.disconnect()
+        await manager.waitUntilStopped()
+        await proxy.stop()
+        await server.stop()
+        try await group.shutdownGracefully()
     }
 }
