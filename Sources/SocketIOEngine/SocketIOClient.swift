@@ -115,6 +115,9 @@ public final class SocketIOClient: Sendable {
     public var recoveryState: (pid: String?, offset: String?) { state.withLockedValue { ($0.lifecycle.pid, $0.lifecycle.lastOffset) } }
     /// Emits waiting in the offline queue.
     public var queuedEmitCount: Int { state.withLockedValue { $0.offline?.queuedCount ?? 0 } }
+    /// Emits with `retries` waiting for their ack, the one in flight included (for tests that
+    /// order emits by when each joined the queue).
+    package var retryQueueCount: Int { state.withLockedValue { $0.retryQueue.count } }
     /// Whether the namespace holds an offline queue now (made when an emit must wait, let go once
     /// flushed).
     var holdsOfflineQueue: Bool { state.withLockedValue { $0.offline != nil } }

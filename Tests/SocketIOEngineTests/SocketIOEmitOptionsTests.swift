@@ -175,9 +175,13 @@ struct SocketIOEmitOptionsTests {
         socket.on(clientEvent: .resent) { for emit in $0.arguments { resent.append(emit) } }
         try await socket.connect(timeout: .seconds(30))
         let keys = (0..<6).map { _ in UUID().uuidString }
-        // The first is answered from its second arrival on: its first try is cut unanswered.
-        let answers = keys.enumerated().map { index, key in
-            Task { try await socket.emitWithAck("flaky", key, index == 0 ? 2 : 1) }
+        // The first is answered from its second arrival on: its first try is cut unanswered. The
+        // others join the queue behind it one by one (each task is started once the one before
+        // is queued), so the queue's order is the keys' order.
+        var answers: [Task<[JSONValue], any Error>] = []
+        for (index, key) in keys.enumerated() {
+            answers.append(Task { try await socket.emitWithAck("flaky", key, index == 0 ? 2 : 1) })
+            try await waitUntil("emit \(index) joined the retry queue") { socket.retryQueueCount == index + 1 }
         }
         try await waitUntil("the first try reached the server") { server.receivedEvents.contains { $0.name == "flaky" } }
         await proxy.refuseConnections()
