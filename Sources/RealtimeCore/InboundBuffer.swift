@@ -382,6 +382,24 @@ package final class InboundBuffer<Element: Sendable>: Sendable {
             index = 1
             return batch[0]
         }
+
+        /// What is left of the current batch, else the next batch (what one read brought, at
+        /// least one element), in the caller's isolation; nil once the buffer ended. A reading
+        /// loop goes through a read's elements without an async call per element (one switches
+        /// executors even when nothing waits).
+        package mutating func nextBatch(isolation actor: isolated (any Actor)? = #isolation) async throws -> ArraySlice<Element>? {
+            if index < batch.count {
+                defer {
+                    batch = []
+                    index = 0
+                }
+                return batch[index...]
+            }
+            batch = []
+            index = 0
+            guard let next = try await buffer.nextBatch(isolation: actor) else { return nil }
+            return next[...]
+        }
     }
 }
 

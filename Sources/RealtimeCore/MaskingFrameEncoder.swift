@@ -146,17 +146,22 @@ final class WebSocketClientUpgrader<UpgradeResult: Sendable>: NIOTypedHTTPClient
     private let requestKey: String
     private let maxFrameSize: Int
     private let upgradeAccepted: @Sendable () -> Void
+    /// Whether swift-nio's frame decoder reads the upgraded connection; false: the pipeline
+    /// handler adds a handler that reads the bytes itself (``WebSocketReadHandler``).
+    private let decodesFrames: @Sendable (NIOHTTP1.HTTPResponseHead) -> Bool
     private let upgradePipelineHandler: @Sendable (any Channel, NIOHTTP1.HTTPResponseHead) -> EventLoopFuture<UpgradeResult>
 
     /// `upgradeAccepted` runs on the event loop as soon as a valid 101 is read, before the upgrade.
     init(
         maxFrameSize: Int, requestKey: String = NIOWebSocketClientUpgrader.randomRequestKey(),
         upgradeAccepted: @escaping @Sendable () -> Void = {},
+        decodesFrames: @escaping @Sendable (NIOHTTP1.HTTPResponseHead) -> Bool = { _ in true },
         upgradePipelineHandler: @escaping @Sendable (any Channel, NIOHTTP1.HTTPResponseHead) -> EventLoopFuture<UpgradeResult>
     ) {
         self.requestKey = requestKey
         self.maxFrameSize = maxFrameSize
         self.upgradeAccepted = upgradeAccepted
+        self.decodesFrames = decodesFrames
         self.upgradePipelineHandler = upgradePipelineHandler
     }
 
@@ -182,6 +187,7 @@ final class WebSocketClientUpgrader<UpgradeResult: Sendable>: NIOTypedHTTPClient
         channel.eventLoop.makeCompletedFuture {
             let pipeline = channel.pipeline.syncOperations
             try pipeline.addHandler(MaskingFrameEncoder())
+            guard decodesFrames(upgradeResponse) else { return }
             try pipeline.addHandler(ByteToMessageHandler(WebSocketFrameDecoder(maxFrameSize: maxFrameSize)))
             try pipeline.addHandler(WebSocketProtocolErrorHandler(isServer: false))
         }.flatMap {

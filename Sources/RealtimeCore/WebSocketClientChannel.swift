@@ -11,8 +11,9 @@ import WSCore
 /// Opens a WebSocket client channel: TCP, TLS, the HTTP/1.1 upgrade, and the frame codec.
 ///
 /// The pieces are swift-nio's (`ClientBootstrap`, `NIOSSLClientHandler`, the typed HTTP client
-/// upgrade handler, `WebSocketFrameDecoder`) with our ``WebSocketClientUpgrader`` and
-/// ``MaskingFrameEncoder``; the policy is ours: no `Origin` unless configured,
+/// upgrade handler) with our ``WebSocketClientUpgrader``, ``MaskingFrameEncoder`` and, on an
+/// uncompressed connection, ``WebSocketReadHandler`` reading the bytes itself (a compressed one
+/// has swift-nio's `WebSocketFrameDecoder` and swift-websocket's handler); the policy is ours: no `Origin` unless configured,
 /// no SNI for IP literals, pinning inside the handshake (``TLSPinGate``), cookies, a readable
 /// upgrade response, a typed error with the status and a body excerpt for a refused upgrade, and
 /// every failure path closes the channel it opened.
@@ -220,6 +221,7 @@ final class WebSocketClientChannel: Sendable {
         let upgrader = WebSocketClientUpgrader<Outcome>(
             maxFrameSize: max(configuration.maxMessageSize, 125),
             upgradeAccepted: { halfClosure.value.upgradeAccepted() },
+            decodesFrames: { head in Self.readsFrames(builders, head) },
             upgradePipelineHandler: { channel, head in
                 channel.eventLoop.makeCompletedFuture {
                     cookies?.record(head.headers, from: requestURL)
@@ -234,20 +236,28 @@ final class WebSocketClientChannel: Sendable {
                         throw RealtimeError(.protocolViolation, "the server enabled the extension \(unknown), which was not offered")
                     }
                     let extensions = try builders.buildClientExtensions(from: HTTPFields(head.headers))
-                    try channel.pipeline.syncOperations.addHandler(ProtocolErrorRecorder(box: recorded))
+                    // Without extensions the reader takes the bytes (no frame decoder was added):
+                    // the handlers before it see each read's bytes, and it gives them their frames.
+                    let readsFrames = Self.readsFrames(builders, head)
+                    if readsFrames { try channel.pipeline.syncOperations.addHandler(ProtocolErrorRecorder(box: recorded)) }
                     if let interval = keepAlive {
-                        try channel.pipeline.syncOperations.addHandler(WebSocketKeepAlive(interval: interval, timers: timers, failure: recorded, counts: counts))
+                        try channel.pipeline.syncOperations.addHandler(
+                            WebSocketKeepAlive(interval: interval, timers: timers, failure: recorded, counts: counts, framesInbound: readsFrames))
                     }
+                    var pingHandler: ProtocolPingHandler?
                     if let protocolPing {
-                        let handler = ProtocolPingHandler(protocolPing)
+                        let handler = ProtocolPingHandler(protocolPing, interceptsFrames: readsFrames)
                         try channel.pipeline.syncOperations.addHandler(handler)
                         pingSender.withLockedValue { $0 = handler.sender(on: channel.eventLoop) }
+                        pingHandler = handler
                     }
-                    if extensions.isEmpty {
+                    if !readsFrames {
                         let handler = LoopWriteHandler()
                         try channel.pipeline.syncOperations.addHandler(handler)
                         loopWriter.withLockedValue { $0 = handler.writer(on: channel.eventLoop) }
                         let reader = WebSocketReadHandler(maxMessageSize: maxMessageSize, validateUTF8: validateUTF8, timers: timers)
+                        reader.protocolPing = pingHandler
+                        reader.keepAliveCounts = keepAlive == nil ? nil : counts
                         try channel.pipeline.syncOperations.addHandler(reader)
                         halfClosure.value.upgradeCompleted()
                         return .upgraded(.loop(WebSocketLoopReader(reader, channel: channel)), response, extensions)
@@ -274,6 +284,13 @@ final class WebSocketClientChannel: Sendable {
         var pipelineConfiguration = NIOUpgradableHTTPClientPipelineConfiguration(upgradeConfiguration: upgradeConfiguration)
         pipelineConfiguration.leftOverBytesStrategy = .forwardBytes
         return try pipeline.configureUpgradableHTTPClientPipeline(configuration: pipelineConfiguration)
+    }
+
+    /// Whether swift-nio's frame decoder and swift-websocket's handler read the connection: when
+    /// extensions were offered and the server's answer names some (permessage-deflate). Else our
+    /// ``WebSocketReadHandler`` reads its bytes.
+    private static func readsFrames(_ builders: [any WebSocketExtensionBuilder], _ head: NIOHTTP1.HTTPResponseHead) -> Bool {
+        !builders.isEmpty && head.headers.contains(name: "Sec-WebSocket-Extensions")
     }
 
     private func requestHead() -> HTTPRequestHead {

@@ -80,7 +80,14 @@ final class WebSocketKeepAlive: ChannelDuplexHandler, RemovableChannelHandler {
     /// the upgrade response is outstanding (a consumer's backpressure holds later ones above us).
     private var reading = true
 
-    init(interval: Duration, timers: TimerQueue, failure: ProtocolErrorRecorder.Box, counts: NIOLockedValueBox<WebSocketKeepAliveCounts>) {
+    /// Frames pass this handler (a compressed connection); false: the bytes of each read.
+    private let framesInbound: Bool
+
+    init(
+        interval: Duration, timers: TimerQueue, failure: ProtocolErrorRecorder.Box, counts: NIOLockedValueBox<WebSocketKeepAliveCounts>,
+        framesInbound: Bool = true
+    ) {
+        self.framesInbound = framesInbound
         self.interval = interval
         self.timers = timers
         self.failure = failure
@@ -103,8 +110,9 @@ final class WebSocketKeepAlive: ChannelDuplexHandler, RemovableChannelHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         rule.received()
-        // Pongs answer our pings: nobody above asked for them.
-        if unwrapInboundIn(data).opcode == .pong {
+        // Pongs answer our pings: nobody above asked for them. On an uncompressed connection
+        // bytes pass here, and the reader counts the pongs.
+        if framesInbound, unwrapInboundIn(data).opcode == .pong {
             counts.withLockedValue { $0.pongs += 1 }
             return
         }
@@ -229,6 +237,10 @@ final class ProtocolPingHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias OutboundOut = WebSocketFrame
 
     private let rule: WebSocketProtocolPing
+    /// Frames pass this handler (a compressed connection, read by swift-websocket's handler);
+    /// false: bytes pass it, and ``WebSocketReadHandler`` offers it each frame that may be the ping
+    /// (``consumedPeerPing(_:)``).
+    private let interceptsFrames: Bool
     private var context: ChannelHandlerContext?
     /// A fragmented message is being received: a frame now is one of its parts.
     private var inMessage = false
@@ -237,8 +249,9 @@ final class ProtocolPingHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private var sent = OutboundFrameTracker()
     private var waiting: [WebSocketProtocolPing.Message] = []
 
-    init(_ rule: WebSocketProtocolPing) {
+    init(_ rule: WebSocketProtocolPing, interceptsFrames: Bool = true) {
         self.rule = rule
+        self.interceptsFrames = interceptsFrames
     }
 
     /// Made on the event loop when the handler is added, for ``WebSocketConnection``.
@@ -253,13 +266,14 @@ final class ProtocolPingHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard interceptsFrames else {
+            context.fireChannelRead(data)
+            return
+        }
         let frame = unwrapInboundIn(data)
         switch frame.opcode {
         case .text, .binary:
-            if frame.fin, !inMessage, let ping = rule.peerPing, Self.matches(frame, ping), rule.received() {
-                if let reply = rule.reply { write(reply, context) }
-                return
-            }
+            if !inMessage, consumedPeerPing(frame) { return }
             inMessage = !frame.fin
         case .continuation:
             inMessage = !frame.fin
@@ -277,6 +291,14 @@ final class ProtocolPingHandler: ChannelDuplexHandler, RemovableChannelHandler {
             waiting = []
             for message in messages { write(message, context) }
         }
+    }
+
+    /// Whether `frame`, a data frame outside a fragmented message, is the peer's ping and was
+    /// handled here (the reply written): then it goes no further.
+    func consumedPeerPing(_ frame: WebSocketFrame) -> Bool {
+        guard frame.fin, let ping = rule.peerPing, let context, Self.matches(frame, ping), rule.received() else { return false }
+        if let reply = rule.reply { write(reply, context) }
+        return true
     }
 
     fileprivate func writeOwnPing() {

@@ -3,10 +3,12 @@ import NIOCore
 import NIOWebSocket
 
 /// The frame protocol of an uncompressed WebSocket client connection, run on its event loop (RFC
-/// 6455 sections 5.4-5.6 and 7): fragments are reassembled into messages, pings answered, the
-/// closing handshake answered, and what one read produced goes to the connection's consumer in one
-/// batch (``InboundBuffer``). No task waits per connection for frames: a connection's only waiting
-/// is its consumer's, in ``WebSocketMessages``.
+/// 6455 sections 5.2-5.6 and 7): the socket's bytes are cut into frames (``WebSocketFrameParser``),
+/// fragments reassembled into messages, pings answered, the closing handshake answered, a
+/// protocol's own keep-alive message handed to ``ProtocolPingHandler``, and what one read produced
+/// goes to the connection's consumer in one batch (``InboundBuffer``). No task waits per connection
+/// for frames: a connection's only waiting is its consumer's, in ``WebSocketMessages``. The
+/// handlers between this one and the socket see the bytes of each read, not its frames.
 ///
 /// The rules a server's frames are held to, each failing the connection with a close frame of the
 /// given code and a typed error: a data frame with a reserved bit set (no extension is negotiated),
@@ -15,8 +17,8 @@ import NIOWebSocket
 /// (1009, `messageTooLarge`); a text message that is not UTF-8 when `validateUTF8` is on (1007,
 /// `invalidUTF8`). A close frame is answered with 1000, or with 1002 when its code may not be sent
 /// (RFC 6455 section 7.4) or its length is 1, and 1007 when its reason is not UTF-8. Frame-level
-/// errors (an oversized frame, a fragmented or long control frame) are swift-nio's decoder's, answered by
-/// its protocol error handler.
+/// errors (an oversized frame, a masked one, a fragmented or long control frame) fail it the same
+/// way, with 1009 or 1002 (``WebSocketFrameParser``).
 ///
 /// Backpressure: when the consumer's buffer is full, reads stop (this handler holds the channel's
 /// `read()`) until the consumer took what waited.
@@ -24,7 +26,7 @@ import NIOWebSocket
 /// Connections with permessage-deflate keep swift-websocket's handler, whose extension API is
 /// asynchronous.
 final class WebSocketReadHandler: ChannelDuplexHandler, RemovableChannelHandler {
-    typealias InboundIn = WebSocketFrame
+    typealias InboundIn = ByteBuffer
     typealias OutboundIn = WebSocketFrame
     typealias OutboundOut = WebSocketFrame
 
@@ -32,7 +34,15 @@ final class WebSocketReadHandler: ChannelDuplexHandler, RemovableChannelHandler 
     static let bufferLimit = 16
 
     let messages: InboundBuffer<RealtimeMessage>
+    private var parser: WebSocketFrameParser
+    /// The bytes broke the framing rules: nothing more is parsed.
+    private var unparsable = false
     private var assembler: MessageAssembler
+    /// The protocol's keep-alive handler, on the same event loop: a frame that is the peer's ping
+    /// is offered to it before it is assembled.
+    var protocolPing: ProtocolPingHandler?
+    /// The keep-alive's counts: pongs are counted here (they answer its pings).
+    var keepAliveCounts: NIOLockedValueBox<WebSocketKeepAliveCounts>?
     private var context: ChannelHandlerContext?
     private var batch: [RealtimeMessage] = []
     /// The consumer's buffer is full: `read()` is held until it asks for more.
@@ -50,6 +60,7 @@ final class WebSocketReadHandler: ChannelDuplexHandler, RemovableChannelHandler 
 
     init(maxMessageSize: Int, validateUTF8: Bool, timers: TimerQueue) {
         self.messages = InboundBuffer(limit: Self.bufferLimit)
+        self.parser = WebSocketFrameParser(maxFrameSize: max(maxMessageSize, 125))
         self.assembler = MessageAssembler(maxMessageSize: maxMessageSize, validateUTF8: validateUTF8)
         self.timers = timers
     }
@@ -72,14 +83,28 @@ final class WebSocketReadHandler: ChannelDuplexHandler, RemovableChannelHandler 
     // MARK: Inbound
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        let frame = unwrapInboundIn(data)
         // After the server's close frame nothing more is read (RFC 6455 section 5.5.1).
-        guard closeReceived == nil else { return }
+        guard closeReceived == nil, !unparsable else { return }
+        var bytes = parser.take(unwrapInboundIn(data))
+        do throws(RealtimeError) {
+            while let frame = try parser.nextFrame(&bytes) {
+                received(frame, context)
+                guard closeReceived == nil else { return }
+            }
+        } catch {
+            unparsable = true
+            fail(error.closeCode ?? 1002, error, context)
+            return
+        }
+        parser.keep(bytes)
+    }
+
+    private func received(_ frame: WebSocketFrame, _ context: ChannelHandlerContext) {
         switch frame.opcode {
         case .ping:
-            if !closeSent { write(WebSocketFrame(fin: true, opcode: .pong, data: frame.unmaskedData), context) }
+            if !closeSent { write(WebSocketFrame(fin: true, opcode: .pong, data: frame.data), context) }
         case .pong:
-            break
+            keepAliveCounts?.withLockedValue { $0.pongs += 1 }
         case .connectionClose:
             receivedClose(frame, context)
         case .text, .binary, .continuation:
@@ -97,7 +122,8 @@ final class WebSocketReadHandler: ChannelDuplexHandler, RemovableChannelHandler 
             fail(1002, RealtimeError(.protocolViolation, "the server set a reserved bit of a WebSocket frame", closeCode: 1002), context)
             return
         }
-        switch assembler.add(opcode: frame.opcode, fin: frame.fin, data: frame.unmaskedData) {
+        if let protocolPing, !assembler.isUnderWay, protocolPing.consumedPeerPing(frame) { return }
+        switch assembler.add(opcode: frame.opcode, fin: frame.fin, data: frame.data) {
         case .partial: break
         case .message(let message): batch.append(message)
         case .failure(let error): fail(error.closeCode ?? 1002, error, context)
@@ -105,7 +131,7 @@ final class WebSocketReadHandler: ChannelDuplexHandler, RemovableChannelHandler 
     }
 
     private func receivedClose(_ frame: WebSocketFrame, _ context: ChannelHandlerContext) {
-        var data = frame.unmaskedData
+        var data = frame.data
         var reply: UInt16 = 1000
         let info: WebSocketCloseInfo
         switch data.readableBytes {
@@ -176,14 +202,9 @@ final class WebSocketReadHandler: ChannelDuplexHandler, RemovableChannelHandler 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         deliverBatch()
         messages.finish(throwing: error)
-        // Decoder errors are answered by swift-nio's protocol error handler, which closes the
-        // channel once its close frame is written (closing now could drop that frame); TLS and
-        // socket errors end the connection here.
-        if error is NIOWebSocketError {
-            closeSent = true
-        } else {
-            context.close(promise: nil)
-        }
+        // TLS and socket errors end the connection (framing errors are this handler's own: see
+        // ``fail(_:_:_:)``).
+        context.close(promise: nil)
     }
 
     /// Fails the connection (RFC 6455 section 7.1.7): the close frame, the error to the consumer
@@ -363,6 +384,9 @@ struct MessageAssembler {
 
     /// Drops a message under way.
     mutating func reset() { partial = nil }
+
+    /// A fragmented message is under way: the next data frame must continue it.
+    var isUnderWay: Bool { partial != nil }
 
     mutating func add(opcode: WebSocketOpcode, fin: Bool, data: ByteBuffer) -> Step {
         var message: (opcode: WebSocketOpcode, data: ByteBuffer)

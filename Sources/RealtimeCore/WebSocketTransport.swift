@@ -148,13 +148,45 @@ public struct WebSocketMessages: AsyncSequence, Sendable {
             return try await frames?.reader.next()
         }
 
-        static func text(_ buffer: ByteBuffer, validate: Bool) -> String? {
-            guard validate else { return String(buffer: buffer) }
-            if #available(macOS 15, iOS 18, tvOS 18, watchOS 11, *) {
-                return String(validating: buffer.readableBytesView, as: UTF8.self)
+        /// The messages one read brought (at least one; what ``next()`` left of them first), or nil
+        /// once the sequence ended. The protocols' reading loops take messages this way: an async
+        /// call per message switches executors even when nothing waits.
+        package mutating func nextRead() async throws -> ArraySlice<RealtimeMessage>? {
+            if loop != nil {
+                do {
+                    return try await loop!.nextBatch()
+                } catch {
+                    throw WebSocketTransport.mapError(error, url: url, established: true)
+                }
             }
-            let text = String(buffer: buffer)
-            return text.utf8.elementsEqual(buffer.readableBytesView) ? text : nil
+            return try await frames?.reader.next().map { [$0][...] }
+        }
+
+        static func text(_ buffer: ByteBuffer, validate: Bool) -> String? {
+            buffer.withUnsafeReadableBytes { bytes in
+                // Decoding repairs what is not UTF-8; it repaired nothing when the bytes are ASCII
+                // (most protocol text is) or when the text's UTF-8 is the bytes themselves.
+                let text = String(decoding: bytes, as: UTF8.self)
+                guard validate, !isASCII(bytes) else { return text }
+                return text.utf8.elementsEqual(bytes) ? text : nil
+            }
+        }
+
+        /// Whether every byte is below 0x80, eight at a time.
+        @inline(__always)
+        static func isASCII(_ bytes: UnsafeRawBufferPointer) -> Bool {
+            var index = 0
+            let count = bytes.count
+            var high: UInt64 = 0
+            while index + 8 <= count {
+                high |= bytes.loadUnaligned(fromByteOffset: index, as: UInt64.self)
+                index += 8
+            }
+            while index < count {
+                high |= UInt64(bytes[index])
+                index += 1
+            }
+            return high & 0x8080_8080_8080_8080 == 0
         }
     }
 

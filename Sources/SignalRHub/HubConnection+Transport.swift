@@ -403,19 +403,22 @@ extension HubConnection {
     /// Reads the WebSocket into the pipeline until it ends.
     @inline(never)
     private func readWebSocket(_ ws: WebSocketConnection, pipeline: inout InboundPipeline) async throws {
-        for try await message in ws.inbound {
-            let outcome: InboundPipeline.Outcome
-            switch message {
-            case .text(let text):
-                var text = text
-                outcome = try text.withUTF8 { try pipeline.feed(UnsafeRawBufferPointer($0)) }
-            case .binary(let buffer):
-                outcome = try buffer.withUnsafeReadableBytes { try pipeline.feed($0) }
-            }
-            switch outcome {
-            case .goOn: break
-            case .close: try? await ws.close(code: 1000, reason: nil)
-            case .paused: await self.waitForConsumers()
+        var inbound = ws.inbound.makeAsyncIterator()
+        while let messages = try await inbound.nextRead() {
+            for message in messages {
+                let outcome: InboundPipeline.Outcome
+                switch message {
+                case .text(let text):
+                    var text = text
+                    outcome = try text.withUTF8 { try pipeline.feed(UnsafeRawBufferPointer($0)) }
+                case .binary(let buffer):
+                    outcome = try buffer.withUnsafeReadableBytes { try pipeline.feed($0) }
+                }
+                switch outcome {
+                case .goOn: break
+                case .close: try? await ws.close(code: 1000, reason: nil)
+                case .paused: await self.waitForConsumers()
+                }
             }
         }
     }

@@ -751,10 +751,12 @@ final class EngineIOSession: Sendable {
     private func readWebSocket(
         _ connection: WebSocketConnection, inbound: inout WebSocketMessages.AsyncIterator
     ) async throws -> EngineIOSessionEnd? {
-        while let message = try await inbound.next() {
-            if let end = try receive(message) {
-                if end == .closedByServer { try? await connection.close(code: 1000, reason: nil) }
-                return end
+        while let messages = try await inbound.nextRead() {
+            for message in messages {
+                if let end = try receive(message) {
+                    if end == .closedByServer { try? await connection.close(code: 1000, reason: nil) }
+                    return end
+                }
             }
         }
         return try webSocketEnded()

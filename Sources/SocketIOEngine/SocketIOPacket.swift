@@ -40,6 +40,19 @@ public struct SocketIOPacket: Sendable, Hashable {
     public static let reservedEventNames: Set<String> = [
         "connect", "connect_error", "disconnect", "disconnecting", "newListener", "removeListener",
     ]
+
+    /// Whether `name` is one of ``reservedEventNames``, by comparison rather than by hashing (it
+    /// is asked of every event the server sends).
+    package static func isReserved(_ name: String) -> Bool {
+        switch name.utf8.count {
+        case 7, 10, 11, 13, 14: break
+        default: return false
+        }
+        return switch name {
+        case "connect", "connect_error", "disconnect", "disconnecting", "newListener", "removeListener": true
+        default: false
+        }
+    }
 }
 
 /// An encoded Socket.IO packet: the text message, then the binary attachments, each one Engine.IO message.
@@ -187,7 +200,7 @@ public enum SocketIOCodec {
             }
             switch first {
             case .number, .integer, .unsignedInteger: valid = true
-            case .string(let name): valid = !SocketIOPacket.reservedEventNames.contains(name)
+            case .string(let name): valid = !SocketIOPacket.isReserved(name)
             default: valid = false
             }
         case .ack, .binaryAck:

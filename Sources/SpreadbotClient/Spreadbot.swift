@@ -599,8 +599,9 @@ public final class Spreadbot: Service, Sendable {
     /// Delivers the WebSocket's messages until the server closes it.
     @inline(never)
     private func readWebSocket(_ connection: WebSocketConnection, path: String) async throws {
-        for try await message in connection.inbound {
-            if !receive(message, path: path) { await readGate.waitUntilOpen() }
+        var inbound = connection.inbound.makeAsyncIterator()
+        while let messages = try await inbound.nextRead() {
+            for message in messages where !receive(message, path: path) { await readGate.waitUntilOpen() }
         }
     }
 

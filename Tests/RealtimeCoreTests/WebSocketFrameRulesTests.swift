@@ -68,6 +68,21 @@ import Testing
              maxMessageSize: 8, received: [], error: .messageTooLarge, closeCode: 1009, clientClose: 1009),
         Case(name: "a control frame longer than 125 bytes fails with 1002", frames: text("ok") + [0x89, 126, 0x00, 126] + [UInt8](repeating: 0, count: 126),
              received: ["ok"], error: .protocolViolation, closeCode: 1002, clientClose: 1002),
+        Case(name: "a fragmented control frame fails with 1002", frames: text("ok") + [0x09, 0],
+             received: ["ok"], error: .protocolViolation, closeCode: 1002, clientClose: 1002),
+        Case(name: "a masked frame from the server fails with 1002 (section 5.1)", frames: text("ok") + [0x81, 0x82, 1, 2, 3, 4, 0x6F ^ 1, 0x6B ^ 2],
+             received: ["ok"], error: .protocolViolation, closeCode: 1002, clientClose: 1002),
+        Case(name: "a 64-bit length with its top bit set fails with 1002", frames: [0x82, 127, 0x80, 0, 0, 0, 0, 0, 0, 1],
+             received: [], error: .protocolViolation, closeCode: 1002, clientClose: 1002),
+        Case(name: "lengths in 16 and 64 bits", frames: [0x81, 126, 0x01, 0x2C] + Array(repeating: 0x61, count: 300)
+                + [0x82, 127, 0, 0, 0, 0, 0, 0, 0x01, 0x00] + Array(repeating: 7, count: 256) + close1000,
+             received: [String(repeating: "a", count: 300), "bin:256"], error: nil, closeCode: 1000, clientClose: 1000),
+        Case(name: "text beyond ASCII arrives as sent", frames: text("h\u{E9}llo \u{2713} \u{1F600}") + close1000,
+             received: ["h\u{E9}llo \u{2713} \u{1F600}"], error: nil, closeCode: 1000, clientClose: 1000),
+        Case(name: "a truncated four-byte sequence fails with 1007, though its replacement has its length", frames: [0x81, 4, 0xF0, 0x90, 0x80, 0x41],
+             received: [], error: .invalidUTF8, closeCode: 1007, clientClose: 1007),
+        Case(name: "an encoded surrogate fails with 1007", frames: [0x81, 3, 0xED, 0xA0, 0x80],
+             received: [], error: .invalidUTF8, closeCode: 1007, clientClose: 1007),
     ]
 
     @Test(arguments: cases)

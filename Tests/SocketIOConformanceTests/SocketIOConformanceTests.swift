@@ -154,6 +154,24 @@ struct SocketIOConformanceTests {
         }
     }
 
+    /// socket.io-parser's `RESERVED_EVENTS`: an EVENT packet naming one is refused. Each name, and
+    /// names beside them (a prefix, another case, the same length), decoded as an event.
+    @Test("an event named as a reserved event is refused; names beside them are not", arguments: [
+        ("connect", true), ("connect_error", true), ("disconnect", true), ("disconnecting", true), ("newListener", true),
+        ("removeListener", true), ("Connect", false), ("connect_", false), ("connecx", false), ("disconnectinG", false),
+        ("newListenerX", false), ("tick", false), ("", false), ("removeListenex", false),
+    ])
+    func reservedEventNames(name: String, reserved: Bool) throws {
+        #expect(SocketIOPacket.reservedEventNames.contains(name) == reserved)
+        var decoder = SocketIOPacketDecoder()
+        let text = "2[\"\(name)\",1]"
+        if reserved {
+            #expect(throws: SocketIOParseError.self) { try decoder.receive(text: text) }
+        } else {
+            #expect(try decoder.receive(text: text)?.data == [.string(name), 1])
+        }
+    }
+
     @Test("Engine.IO packets and payloads match engine.io-parser", arguments: engineIOCases)
     func engineIO(_ vector: EngineIOCase) throws {
         switch vector.kind {

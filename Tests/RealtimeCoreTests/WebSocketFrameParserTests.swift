@@ -1,0 +1,72 @@
+import NIOCore
+import NIOWebSocket
+@testable import RealtimeCore
+import Testing
+
+/// The server's bytes cut into frames however the reads split them: every split of a stream of
+/// frames with 7-, 16- and 64-bit lengths, a control frame between fragments and an empty frame
+/// gives the same frames, payloads intact.
+@Suite struct WebSocketFrameParserTests {
+    static let stream: [UInt8] = [0x01, 2, 0x68, 0x65]  // text "he", not final
+        + [0x89, 1, 0x21]  // ping "!"
+        + [0x80, 3, 0x6C, 0x6C, 0x6F]  // continuation "llo", final
+        + [0x82, 126, 0x01, 0x00] + (0..<256).map { UInt8($0) }  // binary, 16-bit length
+        + [0x81, 127, 0, 0, 0, 0, 0, 0x01, 0x00, 0x00] + Array(repeating: 0x7A, count: 65_536)  // text, 64-bit length
+        + [0x81, 0]  // empty text
+        + [0x88, 2, 0x03, 0xE8]  // close 1000
+
+    struct Cut: Equatable, CustomStringConvertible {
+        let fin: Bool
+        let opcode: WebSocketOpcode
+        let payload: [UInt8]
+        var description: String { "\(opcode) fin \(fin), \(payload.count) bytes" }
+    }
+
+    static func frames(in stream: [UInt8], reads: [Int]) throws -> [Cut] {
+        var parser = WebSocketFrameParser(maxFrameSize: 1 << 20)
+        var cuts: [Cut] = []
+        var start = 0
+        for end in reads + [stream.count] where end > start {
+            var bytes = parser.take(ByteBuffer(bytes: stream[start..<end]))
+            while let frame = try parser.nextFrame(&bytes) {
+                cuts.append(Cut(fin: frame.fin, opcode: frame.opcode, payload: Array(frame.data.readableBytesView)))
+            }
+            parser.keep(bytes)
+            start = end
+        }
+        return cuts
+    }
+
+    @Test func aStreamReadWholeGivesEveryFrame() throws {
+        let cuts = try Self.frames(in: Self.stream, reads: [])
+        #expect(cuts.map(\.opcode) == [.text, .ping, .continuation, .binary, .text, .text, .connectionClose])
+        #expect(cuts.map(\.fin) == [false, true, true, true, true, true, true])
+        #expect(cuts[3].payload == (0..<256).map { UInt8($0) })
+        #expect(cuts[4].payload.count == 65_536)
+        #expect(cuts[5].payload.isEmpty)
+    }
+
+    /// Two reads, cut at every byte of the stream's first 300 bytes and of the long frame's
+    /// header, and a read per byte.
+    @Test func everySplitGivesTheSameFrames() throws {
+        let whole = try Self.frames(in: Self.stream, reads: [])
+        let longHeader = 4 + 3 + 5 + 4 + 256
+        for cut in Array(1..<300) + Array(longHeader..<(longHeader + 12)) {
+            #expect(try Self.frames(in: Self.stream, reads: [cut]) == whole, "cut at \(cut)")
+        }
+        let short = Array(Self.stream.prefix(longHeader)) + [0x88, 0]
+        #expect(try Self.frames(in: short, reads: Array(1..<short.count)).count == 5)
+    }
+
+    @Test func aFrameOverTheLimitIsRefusedFromItsHeader() throws {
+        var parser = WebSocketFrameParser(maxFrameSize: 125)
+        var bytes = parser.take(ByteBuffer(bytes: [0x82, 126, 0x00, 200]))
+        #expect(throws: RealtimeError.self) { try parser.nextFrame(&bytes) }
+        do {
+            _ = try parser.nextFrame(&bytes)
+        } catch {
+            #expect(error.code == .messageTooLarge)
+            #expect(error.closeCode == 1009)
+        }
+    }
+}
