@@ -7,7 +7,7 @@ import NIOConcurrencyHelpers
 import NIOCore
 import Logging
 import NIOHTTP1
-import RealtimeCore
+@_spi(RealtimeEngine) import RealtimeCore
 import Tracing
 
 extension EventSource {

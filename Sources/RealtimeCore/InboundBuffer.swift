@@ -1,6 +1,6 @@
-import NIOConcurrencyHelpers
-package import NIOCore
-import NIOPosix
+public import NIOConcurrencyHelpers
+public import NIOCore
+public import NIOPosix
 
 /// The hand-off from a connection to the one task that consumes what it receives.
 ///
@@ -17,9 +17,9 @@ import NIOPosix
 /// With an ``Overflow`` that drops, the producer is never paused (a reader that must keep answering
 /// the heartbeat): past `limit` waiting elements the oldest or the newest go, counted in
 /// ``droppedCount``.
-package final class InboundBuffer<Element: Sendable>: Sendable {
+@_spi(RealtimeEngine) public final class InboundBuffer<Element: Sendable>: Sendable {
     /// What happens when `limit` elements wait.
-    package enum Overflow: Sendable {
+    public enum Overflow: Sendable {
         /// The producer is told to pause (`false` from the producer calls) until the consumer takes.
         case pause
         /// The oldest waiting elements go. They are let go in steps (when twice `limit` wait, and
@@ -29,37 +29,37 @@ package final class InboundBuffer<Element: Sendable>: Sendable {
         case dropNewest
     }
 
-    private struct State {
-        var items: [Element] = []
+    @usableFromInline struct State: Sendable {
+        @usableFromInline var items: [Element] = []
         /// Elements dropped by the overflow rule so far.
-        var dropped = 0
+        @usableFromInline var dropped = 0
         /// Times a consumer was resumed or started with elements (one per hand-over, not per element).
-        var wakeUps = 0
-        var consumer: CheckedContinuation<[Element]?, any Error>?
-        var finished = false
-        var failure: (any Error)?
-        var producerPaused = false
-        var onDemand: (@Sendable () -> Void)?
+        @usableFromInline var wakeUps = 0
+        @usableFromInline var consumer: CheckedContinuation<[Element]?, any Error>?
+        @usableFromInline var finished = false
+        @usableFromInline var failure: (any Error)?
+        @usableFromInline var producerPaused = false
+        @usableFromInline var onDemand: (@Sendable () -> Void)?
         /// A flush is scheduled on an event loop (``append(contentsOf:flushingOn:)``).
-        var flushScheduled = false
+        @usableFromInline var flushScheduled = false
         /// Starts a consumer when elements arrive and none runs (``setConsumerStarter(_:)``).
-        var starter: (@Sendable () -> Void)?
+        @usableFromInline var starter: (@Sendable () -> Void)?
         /// No consumer runs: the next elements call `starter`.
-        var parked = false
+        @usableFromInline var parked = false
     }
 
-    private let state = NIOLockedValueBox(State())
+    @usableFromInline let state = NIOLockedValueBox(State())
     /// How many elements may wait before the producer is asked to pause.
-    package let limit: Int
-    private let overflow: Overflow
+    public let limit: Int
+    @usableFromInline let overflow: Overflow
 
-    package init(limit: Int, overflow: Overflow = .pause) {
+    public init(limit: Int, overflow: Overflow = .pause) {
         self.limit = max(1, limit)
         self.overflow = overflow
     }
 
     /// Elements dropped by the ``Overflow`` rule so far (those waiting past `limit` included).
-    package var droppedCount: Int {
+    @inlinable public var droppedCount: Int {
         state.withLockedValue { state in
             state.dropped + (overflow == .dropOldest ? max(0, state.items.count - limit) : 0)
         }
@@ -68,11 +68,11 @@ package final class InboundBuffer<Element: Sendable>: Sendable {
     /// How many times a consumer was handed elements: resumed from a wait or started on demand. One
     /// per batch, however many elements it holds; what tests count to see that a read's messages
     /// cost one wake-up.
-    package var consumerWakeUps: Int { state.withLockedValue { $0.wakeUps } }
+    @inlinable public var consumerWakeUps: Int { state.withLockedValue { $0.wakeUps } }
 
     /// Applies the overflow rule after elements were added (under the lock). Returns whether the
     /// producer may go on.
-    private func admit(_ state: inout State) -> Bool {
+    @inlinable func admit(_ state: inout State) -> Bool {
         switch overflow {
         case .pause:
             if state.items.count >= limit {
@@ -90,14 +90,14 @@ package final class InboundBuffer<Element: Sendable>: Sendable {
         return true
     }
 
-    private static func dropOldest(_ state: inout State, keeping limit: Int) {
+    @inlinable static func dropOldest(_ state: inout State, keeping limit: Int) {
         guard state.items.count > limit else { return }
         state.dropped += state.items.count - limit
         state.items.removeFirst(state.items.count - limit)
     }
 
     /// What waits, taken for the consumer (under the lock): the newest `limit` with `dropOldest`.
-    private func takeItems(_ state: inout State) -> [Element] {
+    @inlinable func takeItems(_ state: inout State) -> [Element] {
         if overflow == .dropOldest { Self.dropOldest(&state, keeping: limit) }
         let batch = state.items
         state.items = []
@@ -110,7 +110,7 @@ package final class InboundBuffer<Element: Sendable>: Sendable {
     /// the buffer lives, `start` is called (outside the lock) when elements arrive and no consumer
     /// runs; that consumer takes with ``takeOrPark()`` until it answers nil, and then ends. So a
     /// quiet buffer holds no waiting task. At most one consumer runs at a time.
-    package func setConsumerStarter(_ start: @escaping @Sendable () -> Void) {
+    @inlinable public func setConsumerStarter(_ start: @escaping @Sendable () -> Void) {
         let startNow = state.withLockedValue { state -> Bool in
             state.starter = start
             state.parked = state.items.isEmpty
@@ -121,7 +121,7 @@ package final class InboundBuffer<Element: Sendable>: Sendable {
 
     /// For a consumer started on demand: everything buffered, or nil when nothing is (the consumer
     /// is then parked and ends; the next elements start another) or the buffer is finished.
-    package func takeOrPark() -> [Element]? {
+    @inlinable public func takeOrPark() -> [Element]? {
         let (batch, demand) = state.withLockedValue { state -> ([Element]?, (@Sendable () -> Void)?) in
             guard !state.items.isEmpty else {
                 state.parked = true
@@ -137,7 +137,7 @@ package final class InboundBuffer<Element: Sendable>: Sendable {
     }
 
     /// Unparks a parked consumer when elements wait (under the lock): the starter to call.
-    private static func unpark(_ state: inout State) -> (@Sendable () -> Void)? {
+    @inlinable static func unpark(_ state: inout State) -> (@Sendable () -> Void)? {
         guard state.parked, !state.items.isEmpty, let starter = state.starter else { return nil }
         state.parked = false
         state.wakeUps += 1
@@ -146,14 +146,14 @@ package final class InboundBuffer<Element: Sendable>: Sendable {
 
     /// Called (outside the lock, once) when the consumer took the elements after a producer was told
     /// to pause. The producer that was told to pause sets it before pausing.
-    package func setOnDemand(_ onDemand: (@Sendable () -> Void)?) {
+    @inlinable public func setOnDemand(_ onDemand: (@Sendable () -> Void)?) {
         state.withLockedValue { $0.onDemand = onDemand }
     }
 
     /// Hands `elements` to the consumer (waking it if it waits). Returns whether the producer may go
     /// on; `false` means pause until `onDemand` is called. Ignored once finished.
     @discardableResult
-    package func yield(contentsOf elements: some Collection<Element>) -> Bool {
+    @inlinable public func yield(contentsOf elements: some Collection<Element>) -> Bool {
         guard !elements.isEmpty else { return !isPaused }
         return yield { $0.append(contentsOf: elements) }
     }
@@ -161,7 +161,7 @@ package final class InboundBuffer<Element: Sendable>: Sendable {
     /// ``yield(contentsOf:)`` with what `add` appends (one element or a collection; a client
     /// module calls this class unspecialized, where iterating a one-element collection cost
     /// generic metadata lookups per message).
-    private func yield(_ add: (inout [Element]) -> Void) -> Bool {
+    @inlinable func yield(_ add: (inout [Element]) -> Void) -> Bool {
         let (consumer, batch, goOn, start) = state.withLockedValue {
             state -> (CheckedContinuation<[Element]?, any Error>?, [Element], Bool, (@Sendable () -> Void)?) in
             if state.finished { return (nil, [], true, nil) }
@@ -187,13 +187,13 @@ package final class InboundBuffer<Element: Sendable>: Sendable {
     /// a time on that loop (a WebSocket reader task running there): everything it takes in one job
     /// reaches the consumer in one wake-up. Returns what ``yield(contentsOf:)`` returns.
     @discardableResult
-    package func append(contentsOf elements: some Collection<Element>, flushingOn eventLoop: any EventLoop) -> Bool {
+    @inlinable public func append(contentsOf elements: some Collection<Element>, flushingOn eventLoop: any EventLoop) -> Bool {
         guard !elements.isEmpty else { return !isPaused }
         return append(flushingOn: eventLoop) { $0.append(contentsOf: elements) }
     }
 
     /// ``append(contentsOf:flushingOn:)`` with what `add` appends (see ``yield(_:)``).
-    private func append(flushingOn eventLoop: any EventLoop, _ add: (inout [Element]) -> Void) -> Bool {
+    @inlinable func append(flushingOn eventLoop: any EventLoop, _ add: (inout [Element]) -> Void) -> Bool {
         let (goOn, schedule) = state.withLockedValue { state -> (Bool, Bool) in
             if state.finished { return (true, false) }
             add(&state.items)
@@ -209,7 +209,7 @@ package final class InboundBuffer<Element: Sendable>: Sendable {
     }
 
     /// Wakes a waiting consumer with what is buffered (or starts one, ``setConsumerStarter(_:)``).
-    package func flush() {
+    @inlinable public func flush() {
         // `then`: the producer's demand (the consumer took a paused batch), or the starter of a
         // consumer on demand (which takes the elements itself).
         let (consumer, batch, then) = state.withLockedValue {
@@ -231,7 +231,7 @@ package final class InboundBuffer<Element: Sendable>: Sendable {
     /// ``append(contentsOf:flushingOn:)`` on the event loop this code runs on; off any event loop,
     /// ``yield(contentsOf:)`` (nothing would run the deferred wake-up).
     @discardableResult
-    package func append(contentsOf elements: some Collection<Element>) -> Bool {
+    @inlinable public func append(contentsOf elements: some Collection<Element>) -> Bool {
         if let eventLoop = MultiThreadedEventLoopGroup.currentEventLoop {
             return append(contentsOf: elements, flushingOn: eventLoop)
         }
@@ -240,7 +240,7 @@ package final class InboundBuffer<Element: Sendable>: Sendable {
 
     /// ``append(contentsOf:)`` of one element.
     @discardableResult
-    package func append(_ element: Element) -> Bool {
+    @inlinable public func append(_ element: Element) -> Bool {
         if let eventLoop = MultiThreadedEventLoopGroup.currentEventLoop {
             return append(flushingOn: eventLoop) { $0.append(element) }
         }
@@ -249,11 +249,11 @@ package final class InboundBuffer<Element: Sendable>: Sendable {
 
     /// Hands one element over; see ``yield(contentsOf:)``.
     @discardableResult
-    package func yield(_ element: Element) -> Bool { yield { $0.append(element) } }
+    @inlinable public func yield(_ element: Element) -> Bool { yield { $0.append(element) } }
 
     /// The consumer left for good (no iterator is left): what is buffered is let go, and a producer
     /// that was told to pause is resumed (`onDemand`).
-    package func discardBuffered() {
+    @inlinable public func discardBuffered() {
         let demand = state.withLockedValue { state -> (@Sendable () -> Void)? in
             state.items = []
             guard state.producerPaused else { return nil }
@@ -264,10 +264,10 @@ package final class InboundBuffer<Element: Sendable>: Sendable {
     }
 
     /// Whether the producer was told to pause and the consumer has not taken the elements yet.
-    package var isPaused: Bool { state.withLockedValue { $0.producerPaused } }
+    @inlinable public var isPaused: Bool { state.withLockedValue { $0.producerPaused } }
 
     /// Ends the sequence: the consumer gets what is buffered, then the end (or `error`).
-    package func finish(throwing error: (any Error)? = nil) {
+    @inlinable public func finish(throwing error: (any Error)? = nil) {
         let (consumer, demand) = state.withLockedValue {
             state -> (CheckedContinuation<[Element]?, any Error>?, (@Sendable () -> Void)?) in
             if state.finished { return (nil, nil) }
@@ -296,22 +296,22 @@ package final class InboundBuffer<Element: Sendable>: Sendable {
         }
     }
 
-    package var isFinished: Bool { state.withLockedValue { $0.finished } }
+    @inlinable public var isFinished: Bool { state.withLockedValue { $0.finished } }
 
     /// Elements buffered now, not yet taken by the consumer (for tests).
-    package var bufferedCount: Int { state.withLockedValue { $0.items.count } }
+    @inlinable public var bufferedCount: Int { state.withLockedValue { $0.items.count } }
 
     /// Whether the consumer waits for elements now.
-    package var hasWaitingConsumer: Bool { state.withLockedValue { $0.consumer != nil } }
+    @inlinable public var hasWaitingConsumer: Bool { state.withLockedValue { $0.consumer != nil } }
 
     // MARK: Consumer
 
     /// Everything buffered, waiting while nothing is; nil at the end; throws the finishing error
     /// after the elements sent before it, or `CancellationError` when the consumer's task is
     /// cancelled while it waits.
-    private enum Take { case batch([Element], demand: (@Sendable () -> Void)?), end, failure(any Error), wait }
+    @usableFromInline enum Take { case batch([Element], demand: (@Sendable () -> Void)?), end, failure(any Error), wait }
 
-    package func nextBatch(isolation actor: isolated (any Actor)? = #isolation) async throws -> [Element]? {
+    @inlinable public func nextBatch(isolation actor: isolated (any Actor)? = #isolation) async throws -> [Element]? {
         func take(_ state: inout State) -> Take {
             if !state.items.isEmpty {
                 let batch = takeItems(&state)
@@ -361,16 +361,16 @@ package final class InboundBuffer<Element: Sendable>: Sendable {
     }
 
     /// An iterator that walks each batch locally.
-    package struct Iterator {
-        let buffer: InboundBuffer<Element>
-        private var batch: [Element] = []
-        private var index = 0
+    public struct Iterator {
+        @usableFromInline let buffer: InboundBuffer<Element>
+        @usableFromInline var batch: [Element] = []
+        @usableFromInline var index = 0
 
-        package init(_ buffer: InboundBuffer<Element>) { self.buffer = buffer }
+        @inlinable public init(_ buffer: InboundBuffer<Element>) { self.buffer = buffer }
 
         /// The next element, in the caller's isolation: an element of the current batch costs no
         /// hop and no lock, whatever actor the consumer runs on.
-        package mutating func next(isolation actor: isolated (any Actor)? = #isolation) async throws -> Element? {
+        @inlinable public mutating func next(isolation actor: isolated (any Actor)? = #isolation) async throws -> Element? {
             if index < batch.count {
                 defer { index += 1 }
                 return batch[index]
@@ -387,7 +387,7 @@ package final class InboundBuffer<Element: Sendable>: Sendable {
         /// least one element), in the caller's isolation; nil once the buffer ended. A reading
         /// loop goes through a read's elements without an async call per element (one switches
         /// executors even when nothing waits).
-        package mutating func nextBatch(isolation actor: isolated (any Actor)? = #isolation) async throws -> ArraySlice<Element>? {
+        @inlinable public mutating func nextBatch(isolation actor: isolated (any Actor)? = #isolation) async throws -> ArraySlice<Element>? {
             if index < batch.count {
                 defer {
                     batch = []

@@ -50,11 +50,24 @@ public struct LongPoller: Sendable {
 
     /// Polls until stopped. Throws the first failure (timeouts, transport errors, whatever the
     /// protocol's response handler throws) and `CancellationError` when cancelled.
+    ///
+    /// Once a poll was answered the session is open: a later poll that cannot connect (the
+    /// server, or a relay on the way, went away between two polls) is the open session lost,
+    /// `connectionClosed` at the `established` stage with the connect failure as its underlying
+    /// error, as a read cut in the middle of a poll is.
     public func run() async throws {
+        var answered = false
         while true {
             try Task.checkCancellation()
             guard let request = try await makeRequest() else { return }
-            let (head, body) = try await execute(request)
+            let head: HTTPResponseHead
+            let body: ByteBuffer
+            do {
+                (head, body) = try await execute(request)
+            } catch let error as RealtimeError where answered && error.code == .connectFailed {
+                throw RealtimeError(.connectionClosed, "the server could not be reached for the next poll", stage: .established, underlying: error)
+            }
+            answered = true
             switch try await handleResponse(head, body) {
             case .next: continue
             case .nextAfter(let pause): try await runtime.sleep(for: pause)

@@ -154,7 +154,9 @@ public final class HubConnection: Service, Sendable {
     struct Handler: Sendable {
         /// Runs the handler with the invocation's target and arguments; a returning handler gives
         /// the value for a client result.
-        let run: @Sendable (String, [JSONValue]) async throws -> JSONValue?
+        /// In the dispatcher's isolation: the steps from the dispatcher's task (on the connection's
+        /// event loop) to the user's handler cost no executor switch each.
+        let run: nonisolated(nonsending) @Sendable (String, [JSONValue]) async throws -> JSONValue?
         let returnsResult: Bool
     }
 
@@ -664,12 +666,12 @@ public final class HubConnection: Service, Sendable {
         }
     }
 
-    private func runReconnectedHandlers() async {
+    nonisolated(nonsending) private func runReconnectedHandlers() async {
         options.lifecycleObserver?.didReconnect()
         for handler in state.withLockedValue({ $0.reconnected }) { await handler() }
     }
 
-    private func runHandlers(_ invocation: HubInvocation) async {
+    nonisolated(nonsending) private func runHandlers(_ invocation: HubInvocation) async {
         let handlers = state.withLockedValue { $0.handlers[invocation.target.lowercased()] ?? [] }
         var result: Result<JSONValue?, any Error>?
         if handlers.isEmpty {

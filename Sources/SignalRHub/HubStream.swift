@@ -1,4 +1,4 @@
-public import RealtimeCore
+@_spi(RealtimeEngine) public import RealtimeCore
 import NIOConcurrencyHelpers
 
 /// A server-to-client stream, as the official Swift client shapes it.

@@ -1,5 +1,5 @@
 import Foundation
-import RealtimeCore
+@_spi(RealtimeEngine) import RealtimeCore
 
 /// Server events of one namespace as an `AsyncSequence`, beside the handlers
 /// (``SocketIOClient/events`` and ``SocketIOClient/events(named:bufferSize:overflow:)``).

@@ -1,7 +1,7 @@
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
-import RealtimeCore
+@testable import RealtimeCore
 import RealtimeTesting
 import Testing
 
@@ -115,6 +115,30 @@ import Testing
             })
         let error = await #expect(throws: RealtimeError.self) { try await poller.run() }
         #expect(error?.status == .internalServerError)
+    }
+
+    /// A poll that cannot connect: before any poll was answered, the connect failure it is; after,
+    /// the open session lost (the server or a relay went away between two polls).
+    @Test(arguments: [(0, RealtimeError.Code.connectFailed, RealtimeError.Stage.connect), (1, .connectionClosed, .established), (3, .connectionClosed, .established)])
+    func aPollThatCannotConnect(answeredBefore: Int, code: RealtimeError.Code, stage: RealtimeError.Stage) async throws {
+        let polls = NIOLockedValueBox(0)
+        let poller = LongPoller(
+            makeRequest: { HTTPRequestSpec(url: "http://127.0.0.1:9/poll") },
+            execute: { _ in
+                let index = polls.withLockedValue { count in
+                    defer { count += 1 }
+                    return count
+                }
+                guard index < answeredBefore else {
+                    throw RealtimeError(.connectFailed, "could not connect to 127.0.0.1:9", stage: .connect)
+                }
+                return (head: RealtimeCore.HTTPResponseHead(status: .ok, headers: [:], url: "http://127.0.0.1:9/poll"), body: ByteBuffer())
+            },
+            handleResponse: { _, _ in .next })
+        let error = await #expect(throws: RealtimeError.self) { try await poller.run() }
+        #expect(error?.code == code)
+        #expect(error?.stage == stage)
+        if answeredBefore > 0 { #expect((error?.underlying as? RealtimeError)?.code == .connectFailed) }
     }
 
     /// Streams hold their connection; when a configured pool limit is reached, the next request

@@ -2,7 +2,7 @@ import RealtimeTesting
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
-import RealtimeCore
+@_spi(RealtimeEngine) import RealtimeCore
 import Testing
 
 @Suite(.timeLimit(.minutes(1))) struct InboundBufferTests {

@@ -1,7 +1,7 @@
 import Foundation
 import NIOConcurrencyHelpers
 import NIOCore
-@testable import RealtimeCore
+@_spi(RealtimeEngine) @testable import RealtimeCore
 import RealtimeTesting
 import Testing
 
