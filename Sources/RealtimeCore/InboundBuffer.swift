@@ -383,6 +383,15 @@ public import NIOPosix
             return batch[0]
         }
 
+        /// The next element of the current batch, without suspending; nil when the batch is done
+        /// (``next(isolation:)`` then waits for the next one). For a consumer whose every async
+        /// call costs executor switches (a closure of `AsyncThrowingStream(unfolding:)`).
+        @inlinable public mutating func nextBuffered() -> Element? {
+            guard index < batch.count else { return nil }
+            defer { index += 1 }
+            return batch[index]
+        }
+
         /// What is left of the current batch, else the next batch (what one read brought, at
         /// least one element), in the caller's isolation; nil once the buffer ended. A reading
         /// loop goes through a read's elements without an async call per element (one switches

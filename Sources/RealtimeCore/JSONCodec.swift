@@ -176,6 +176,26 @@ package struct JSONReader {
         return value
     }
 
+    /// Parses one JSON value that must fill `bytes`, as ``parse(_:)-(UnsafeRawBufferPointer)`` does; when it
+    /// is an object, hands `member` each member's name and value in order instead of building the
+    /// object (a protocol reading a few known members keeps no dictionary). Returns whether the
+    /// value was an object; another kind of value is parsed, checked and dropped.
+    package static func parseMembers(
+        _ bytes: UnsafeRawBufferPointer, _ member: (String, JSONValue) -> Void
+    ) throws(JSONParseError) -> Bool {
+        var reader = JSONReader(bytes, index: 0)
+        reader.skipWhitespace()
+        let isObject = reader.index < bytes.count && bytes[reader.index] == UInt8(ascii: "{")
+        if isObject {
+            try reader.parseMembers(member)
+        } else {
+            _ = try reader.parseValue()
+        }
+        reader.skipWhitespace()
+        guard reader.index == bytes.count else { throw reader.failure("unexpected data after the JSON value") }
+        return isObject
+    }
+
     package static func parse(_ text: String) throws(JSONParseError) -> JSONValue {
         var text = text
         let result: Result<JSONValue, JSONParseError> = text.withUTF8 { bytes in
@@ -275,6 +295,34 @@ package struct JSONReader {
             let byte = bytes[index]
             index += 1
             if byte == UInt8(ascii: "}") { return .object(members) }
+            guard byte == UInt8(ascii: ",") else { throw failure("expected ',' or '}'") }
+        }
+    }
+
+    /// An object's members, each handed over as it is read (the reader is at its `{`).
+    private mutating func parseMembers(_ member: (String, JSONValue) -> Void) throws(JSONParseError) {
+        try enter()
+        defer { depth -= 1 }
+        index += 1
+        skipWhitespace()
+        if index < bytes.count && bytes[index] == UInt8(ascii: "}") {
+            index += 1
+            return
+        }
+        while true {
+            skipWhitespace()
+            guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw failure("expected a member name") }
+            let key = try parseString()
+            skipWhitespace()
+            guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw failure("expected ':'") }
+            index += 1
+            skipWhitespace()
+            member(key, try parseValue())
+            skipWhitespace()
+            guard index < bytes.count else { throw failure("unterminated object") }
+            let byte = bytes[index]
+            index += 1
+            if byte == UInt8(ascii: "}") { return }
             guard byte == UInt8(ascii: ",") else { throw failure("expected ',' or '}'") }
         }
     }

@@ -81,6 +81,9 @@ public struct HubStream<Element: Decodable & Sendable>: StreamResult, AsyncSeque
         return AsyncThrowingStream(unfolding: {
             var local = iterator.withLockedValue { $0 }
             defer { iterator.withLockedValue { $0 = local } }
+            // An item of the read under way is taken without an async call (each switches
+            // executors in this closure); the next read's is waited for.
+            if let value = local.nextBuffered() { return try HubValueCoding.decode(value, as: Element.self) }
             guard let value = try await local.next() else { return nil }
             return try HubValueCoding.decode(value, as: Element.self)
         })

@@ -92,29 +92,62 @@ enum JSONHubProtocol {
 
     // MARK: Reading
 
+    /// The members a hub message may have, read without building the object; a repeated member
+    /// keeps its last value (as a JSON object would), others are skipped.
+    private struct Members {
+        var type, headers, invocationId, target, arguments, streamIds, item, result, error, allowReconnect, sequenceId: JSONValue?
+
+        mutating func set(_ key: String, _ value: JSONValue) {
+            switch key {
+            case "type": type = value
+            case "headers": headers = value
+            case "invocationId": invocationId = value
+            case "target": target = value
+            case "arguments": arguments = value
+            case "streamIds": streamIds = value
+            case "item": item = value
+            case "result": result = value
+            case "error": error = value
+            case "allowReconnect": allowReconnect = value
+            case "sequenceId": sequenceId = value
+            default: break
+            }
+        }
+
+        subscript(key: String) -> JSONValue? {
+            switch key {
+            case "invocationId": invocationId
+            case "target": target
+            case "error": error
+            default: nil
+            }
+        }
+    }
+
     static func parse(_ body: UnsafeRawBufferPointer) throws(HubProtocolError) -> HubMessage {
-        let value: JSONValue
+        var object = Members()
         do {
-            value = try JSONReader.parse(body)
+            guard try JSONReader.parseMembers(body, { object.set($0, $1) }) else {
+                throw HubProtocolError("unexpected JSON token: expected a JSON object")
+            }
+        } catch let error as HubProtocolError {
+            throw error
         } catch {
             throw HubProtocolError("error reading JSON: \(error)")
         }
-        guard case .object(let object) = value else {
-            throw HubProtocolError("unexpected JSON token: expected a JSON object")
-        }
-        guard let typeValue = object["type"] else { throw HubProtocolError("missing required property 'type'") }
+        guard let typeValue = object.type else { throw HubProtocolError("missing required property 'type'") }
         guard let type = typeValue.intValue else { throw HubProtocolError("expected 'type' to be of type Number") }
-        let headers = readHeaders(object["headers"])
+        let headers = readHeaders(object.headers)
         switch type {
         case 1, 4:
             let id = try optionalString(object, "invocationId")
             if type == 4, id == nil { throw HubProtocolError("missing required property 'invocationId'") }
             if let id, id.isEmpty { throw HubProtocolError("null or empty invocation ID") }
             guard let target = try optionalString(object, "target") else { throw HubProtocolError("missing required property 'target'") }
-            guard let argumentsValue = object["arguments"] else { throw HubProtocolError("missing required property 'arguments'") }
+            guard let argumentsValue = object.arguments else { throw HubProtocolError("missing required property 'arguments'") }
             guard case .array(let arguments) = argumentsValue else { throw HubProtocolError("expected 'arguments' to be of type Array") }
             var streamIds: [String] = []
-            if let ids = object["streamIds"], ids != .null {
+            if let ids = object.streamIds, ids != .null {
                 guard case .array(let elements) = ids else { throw HubProtocolError("expected 'streamIds' to be of type Array") }
                 for element in elements {
                     guard case .string(let id) = element, !id.isEmpty else { throw HubProtocolError("null or empty value in streamIds") }
@@ -125,12 +158,12 @@ enum JSONHubProtocol {
             return type == 1 ? .invocation(invocation) : .streamInvocation(invocation)
         case 2:
             let id = try requiredId(object)
-            guard let item = object["item"] else { throw HubProtocolError("missing required property 'item'") }
+            guard let item = object.item else { throw HubProtocolError("missing required property 'item'") }
             return .streamItem(HubStreamItem(invocationId: id, item: item, headers: headers))
         case 3:
             let id = try requiredId(object)
             let error = try optionalString(object, "error")
-            let result = object["result"]
+            let result = object.result
             if let error {
                 if let result, result != .null { throw HubProtocolError("the 'error' and 'result' properties are mutually exclusive") }
                 return .completion(HubCompletion(invocationId: id, outcome: .error(error), headers: headers))
@@ -144,13 +177,13 @@ enum JSONHubProtocol {
         case 7:
             let error = try optionalString(object, "error")
             var allowReconnect = false
-            if let flag = object["allowReconnect"], flag != .null {
+            if let flag = object.allowReconnect, flag != .null {
                 guard case .bool(let value) = flag else { throw HubProtocolError("expected 'allowReconnect' to be of type Boolean") }
                 allowReconnect = value
             }
             return .close(HubClose(error: error, allowReconnect: allowReconnect))
         case 8, 9:
-            guard let idValue = object["sequenceId"] else { throw HubProtocolError("missing required property 'sequenceId'") }
+            guard let idValue = object.sequenceId else { throw HubProtocolError("missing required property 'sequenceId'") }
             guard let number = idValue.int64Value, number >= 0 else {
                 throw HubProtocolError("expected 'sequenceId' to be of type Number")
             }
@@ -170,13 +203,13 @@ enum JSONHubProtocol {
         return headers
     }
 
-    private static func optionalString(_ object: OrderedDictionary<String, JSONValue>, _ key: String) throws(HubProtocolError) -> String? {
+    private static func optionalString(_ object: Members, _ key: String) throws(HubProtocolError) -> String? {
         guard let value = object[key] else { return nil }
         guard case .string(let text) = value else { throw HubProtocolError("expected '\(key)' to be of type String") }
         return text
     }
 
-    private static func requiredId(_ object: OrderedDictionary<String, JSONValue>) throws(HubProtocolError) -> String {
+    private static func requiredId(_ object: Members) throws(HubProtocolError) -> String {
         guard let id = try optionalString(object, "invocationId") else { throw HubProtocolError("missing required property 'invocationId'") }
         guard !id.isEmpty else { throw HubProtocolError("null or empty invocation ID") }
         return id
