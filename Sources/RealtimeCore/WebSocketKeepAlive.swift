@@ -229,7 +229,8 @@ package final class ProtocolPingSender: Sendable {
     }
 }
 
-/// The channel handler behind ``WebSocketProtocolPing``, between the frame codec and the reader.
+/// The channel handler behind ``WebSocketProtocolPing``, between the frame encoder and the reader (which, on an
+/// uncompressed connection, offers it each frame that may be the peer's ping).
 final class ProtocolPingHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = WebSocketFrame
     typealias InboundOut = WebSocketFrame
