@@ -61,6 +61,42 @@ struct SocketIOPacedReadTests {
         await manager.waitUntilStopped()
     }
 
+    /// An ack resumes its caller where the caller runs: a caller on the manager's executor is
+    /// resumed on the thread that read the ack, with no thread of the concurrency pool woken;
+    /// sequential and pipelined emits alike.
+    @Test("emitWithAck on the manager's executor is resumed on its event loop", arguments: [1, 16])
+    func acksResumeOnTheLoop(inFlight: Int) async throws {
+        let server = try await SocketIOTestServer.start()
+        defer { Task { await server.stop() } }
+        let manager = SocketManager(url: server.url, configuration: .testing([.websocket], upgrade: false))
+        let socket = manager.defaultSocket
+        try await socket.connect(timeout: .seconds(30))
+        let loop = manager.eventLoop
+        let (answers, offLoop) = await withTaskExecutorPreference(manager.taskExecutor) {
+            await withTaskGroup(of: (Int, Bool).self) { group in
+                for lane in 0..<inFlight {
+                    group.addTask {
+                        var answered = 0
+                        var offLoop = false
+                        for index in 0..<(64 / inFlight) {
+                            let answer = try? await socket.emitWithAck("echo", lane * 1_000 + index, timeout: .seconds(30))
+                            if answer == [.integer(Int64(lane * 1_000 + index))] { answered += 1 }
+                            if !loop.inEventLoop { offLoop = true }
+                        }
+                        return (answered, offLoop)
+                    }
+                }
+                var total = (0, 0)
+                for await (answered, off) in group { total = (total.0 + answered, total.1 + (off ? 1 : 0)) }
+                return total
+            }
+        }
+        #expect(answers == 64)
+        #expect(offLoop == 0, "\(offLoop) of \(inFlight) callers resumed off the event loop")
+        manager.disconnect()
+        await manager.waitUntilStopped()
+    }
+
     @Test("one event per read reaches an on handler on the manager's event loop")
     func handlersAtOnePerRead() async throws {
         let server = try await SocketIOTestServer.start()
