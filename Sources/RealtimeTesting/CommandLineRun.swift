@@ -126,6 +126,18 @@ public final class RunningCommand: Sendable {
         try? input.fileHandleForWriting.close()
     }
 
+    /// Whether the command has taken `signal` over (caught or ignored it, by `/proc/PID/status`):
+    /// sent before, the signal's default action ends the process, as it would any program that
+    /// has not started yet.
+    public func handles(_ signal: Int32) -> Bool {
+        guard let status = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/status", encoding: .utf8) else { return false }
+        let bit = UInt64(1) << UInt64(signal - 1)
+        for line in status.split(separator: "\n") where line.hasPrefix("SigIgn:") || line.hasPrefix("SigCgt:") {
+            if let mask = UInt64(line.split(separator: "\t").last ?? "", radix: 16), mask & bit != 0 { return true }
+        }
+        return false
+    }
+
     /// Sends `signal` (SIGINT, SIGTERM) to the command.
     public func signal(_ signal: Int32) {
         kill(process.processIdentifier, signal)

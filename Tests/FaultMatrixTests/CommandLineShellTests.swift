@@ -52,6 +52,9 @@ final class CommandLineShellTests {
                     // moment for every subcommand, so it gets a second.
                     try await Task.sleep(for: .seconds(1))
                 }
+                // On a loaded machine a second may not see the command started: a signal before it
+                // takes the signal over would end it by the default action (status 2 or 15).
+                try await waitUntil("\(arguments[0]) handles the signal", limit: .seconds(30)) { command.handles(signal) }
                 sent = ContinuousClock.now
                 command.signal(signal)
                 (status, stderr) = await command.wait()
