@@ -643,13 +643,28 @@ public final class SocketIOClient: Sendable {
         }
     }
 
+    /// Who an event goes to, taken under the state's lock (`once` handlers are removed as they are).
+    private struct Recipients {
+        var entries: [HandlerEntry]
+        var anyHandlers: [@Sendable (SocketAnyEvent) -> Void]
+        var streams: [EventStreamEntry]
+        var observers: [@Sendable (SocketIOEvent, Bool) -> Void]
+    }
+
+    private static func recipients(of name: String, fromServer: Bool, _ state: inout State) -> Recipients {
+        let entries = state.handlers[name] ?? []
+        if entries.contains(where: \.once) { state.handlers[name]?.removeAll { $0.once } }
+        let streams = fromServer && !state.streams.isEmpty ? state.streams.values.filter { $0.name == nil || $0.name == name } : []
+        return Recipients(entries: entries, anyHandlers: state.anyHandlers.map(\.call), streams: streams, observers: state.observers.map(\.call))
+    }
+
     private func dispatch(_ name: String, _ arguments: [JSONValue], ackID: Int?, offset: String? = nil, fromServer: Bool = true) {
-        let (entries, anyHandlers, streams, observers) = state.withLockedValue { state in
-            let entries = state.handlers[name] ?? []
-            if entries.contains(where: \.once) { state.handlers[name]?.removeAll { $0.once } }
-            let streams = fromServer && !state.streams.isEmpty ? state.streams.values.filter { $0.name == nil || $0.name == name } : []
-            return (entries, state.anyHandlers.map(\.call), streams, state.observers.map(\.call))
-        }
+        let recipients = state.withLockedValue { Self.recipients(of: name, fromServer: fromServer, &$0) }
+        call(recipients, name, arguments, ackID: ackID, offset: offset, fromServer: fromServer)
+    }
+
+    private func call(_ recipients: Recipients, _ name: String, _ arguments: [JSONValue], ackID: Int?, offset: String?, fromServer: Bool) {
+        let (entries, anyHandlers, streams, observers) = (recipients.entries, recipients.anyHandlers, recipients.streams, recipients.observers)
         let event = SocketIOEvent(name: name, arguments: arguments, ackID: ackID, offset: offset, socket: self)
         for observer in observers { observer(event, fromServer) }
         // Sequences first: once a handler has seen an event, every sequence has it too.
@@ -702,7 +717,7 @@ public final class SocketIOClient: Sendable {
             finishStreams()
             manager?.socketBecameInactive()
         case .event, .binaryEvent:
-            if !state.withLockedValue({ $0.lifecycle.holdsEvent(packet) }) { deliver(packet) }
+            receiveEvent(packet)
         case .ack, .binaryAck:
             if let id = packet.id { session?.confirmDelivery(namespace: namespace, ackID: id) }
             guard let id = packet.id, let entry = state.withLockedValue({ $0.acks.removeValue(forKey: id) }) else {
@@ -714,13 +729,33 @@ public final class SocketIOClient: Sendable {
         }
     }
 
-    private func deliver(_ packet: SocketIOPacket) {
-        guard let arguments = packet.data?.arrayValue, let first = arguments.first else { return }
-        let name: String = switch first {
+    /// An event from the server: held while the namespace is not connected (delivered once it
+    /// is), else its offset recorded and its recipients taken, under one lock, and delivered.
+    private func receiveEvent(_ packet: SocketIOPacket) {
+        let arguments = packet.data?.arrayValue ?? []
+        let name = arguments.first.map(Self.eventName)
+        let taken = state.withLockedValue { state -> (offset: String?, recipients: Recipients)? in
+            guard !state.lifecycle.holdsEvent(packet), let name else { return nil }
+            return (state.lifecycle.recordOffset(arguments), Self.recipients(of: name, fromServer: true, &state))
+        }
+        guard let taken, let name else { return }
+        call(
+            taken.recipients, name, Array(arguments.dropFirst().dropLast(taken.offset == nil ? 0 : 1)), ackID: packet.id, offset: taken.offset,
+            fromServer: true)
+    }
+
+    /// An event's name: its first argument, a string, or a number written as JSON.
+    private static func eventName(_ first: JSONValue) -> String {
+        switch first {
         case .string(let name): name
         case .number, .integer, .unsignedInteger: JSONWriter.string(first)
         default: ""
         }
+    }
+
+    private func deliver(_ packet: SocketIOPacket) {
+        guard let arguments = packet.data?.arrayValue, let first = arguments.first else { return }
+        let name = Self.eventName(first)
         // With connection state recovery the server appends its offset to every event.
         let offset = state.withLockedValue { $0.lifecycle.recordOffset(arguments) }
         dispatch(name, Array(arguments.dropFirst().dropLast(offset == nil ? 0 : 1)), ackID: packet.id, offset: offset)
