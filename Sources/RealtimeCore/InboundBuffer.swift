@@ -371,10 +371,7 @@ public import NIOPosix
         /// The next element, in the caller's isolation: an element of the current batch costs no
         /// hop and no lock, whatever actor the consumer runs on.
         @inlinable public mutating func next(isolation actor: isolated (any Actor)? = #isolation) async throws -> Element? {
-            if index < batch.count {
-                defer { index += 1 }
-                return batch[index]
-            }
+            if let element = nextBuffered() { return element }
             batch = []
             index = 0
             guard let next = try await buffer.nextBatch(isolation: actor) else { return nil }

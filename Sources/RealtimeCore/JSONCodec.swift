@@ -271,32 +271,13 @@ package struct JSONReader {
     }
 
     private mutating func parseObject() throws(JSONParseError) -> JSONValue {
-        try enter()
-        defer { depth -= 1 }
-        index += 1
-        skipWhitespace()
-        if index < bytes.count && bytes[index] == UInt8(ascii: "}") {
-            index += 1
-            return .object([:])
+        // Keys and values each start with room for a few members (no hash table below 16).
+        var members = OrderedDictionary<String, JSONValue>()
+        try parseMembers { key, value in
+            if members.isEmpty { members.reserveCapacity(Self.initialCapacity) }
+            members[key] = value
         }
-        // As for arrays: keys and values each start with room for a few members (no hash table below 16).
-        var members = OrderedDictionary<String, JSONValue>(minimumCapacity: Self.initialCapacity)
-        while true {
-            skipWhitespace()
-            guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw failure("expected a member name") }
-            let key = try parseString()
-            skipWhitespace()
-            guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw failure("expected ':'") }
-            index += 1
-            skipWhitespace()
-            members[key] = try parseValue()
-            skipWhitespace()
-            guard index < bytes.count else { throw failure("unterminated object") }
-            let byte = bytes[index]
-            index += 1
-            if byte == UInt8(ascii: "}") { return .object(members) }
-            guard byte == UInt8(ascii: ",") else { throw failure("expected ',' or '}'") }
-        }
+        return .object(members)
     }
 
     /// An object's members, each handed over as it is read (the reader is at its `{`).

@@ -113,37 +113,26 @@ enum JSONHubProtocol {
             default: break
             }
         }
-
-        subscript(key: String) -> JSONValue? {
-            switch key {
-            case "invocationId": invocationId
-            case "target": target
-            case "error": error
-            default: nil
-            }
-        }
     }
 
     static func parse(_ body: UnsafeRawBufferPointer) throws(HubProtocolError) -> HubMessage {
         var object = Members()
+        let isObject: Bool
         do {
-            guard try JSONReader.parseMembers(body, { object.set($0, $1) }) else {
-                throw HubProtocolError("unexpected JSON token: expected a JSON object")
-            }
-        } catch let error as HubProtocolError {
-            throw error
+            isObject = try JSONReader.parseMembers(body) { object.set($0, $1) }
         } catch {
             throw HubProtocolError("error reading JSON: \(error)")
         }
+        guard isObject else { throw HubProtocolError("unexpected JSON token: expected a JSON object") }
         guard let typeValue = object.type else { throw HubProtocolError("missing required property 'type'") }
         guard let type = typeValue.intValue else { throw HubProtocolError("expected 'type' to be of type Number") }
         let headers = readHeaders(object.headers)
         switch type {
         case 1, 4:
-            let id = try optionalString(object, "invocationId")
+            let id = try optionalString(object.invocationId, "invocationId")
             if type == 4, id == nil { throw HubProtocolError("missing required property 'invocationId'") }
             if let id, id.isEmpty { throw HubProtocolError("null or empty invocation ID") }
-            guard let target = try optionalString(object, "target") else { throw HubProtocolError("missing required property 'target'") }
+            guard let target = try optionalString(object.target, "target") else { throw HubProtocolError("missing required property 'target'") }
             guard let argumentsValue = object.arguments else { throw HubProtocolError("missing required property 'arguments'") }
             guard case .array(let arguments) = argumentsValue else { throw HubProtocolError("expected 'arguments' to be of type Array") }
             var streamIds: [String] = []
@@ -162,7 +151,7 @@ enum JSONHubProtocol {
             return .streamItem(HubStreamItem(invocationId: id, item: item, headers: headers))
         case 3:
             let id = try requiredId(object)
-            let error = try optionalString(object, "error")
+            let error = try optionalString(object.error, "error")
             let result = object.result
             if let error {
                 if let result, result != .null { throw HubProtocolError("the 'error' and 'result' properties are mutually exclusive") }
@@ -175,7 +164,7 @@ enum JSONHubProtocol {
         case 6:
             return .ping
         case 7:
-            let error = try optionalString(object, "error")
+            let error = try optionalString(object.error, "error")
             var allowReconnect = false
             if let flag = object.allowReconnect, flag != .null {
                 guard case .bool(let value) = flag else { throw HubProtocolError("expected 'allowReconnect' to be of type Boolean") }
@@ -203,14 +192,14 @@ enum JSONHubProtocol {
         return headers
     }
 
-    private static func optionalString(_ object: Members, _ key: String) throws(HubProtocolError) -> String? {
-        guard let value = object[key] else { return nil }
+    private static func optionalString(_ value: JSONValue?, _ key: String) throws(HubProtocolError) -> String? {
+        guard let value else { return nil }
         guard case .string(let text) = value else { throw HubProtocolError("expected '\(key)' to be of type String") }
         return text
     }
 
     private static func requiredId(_ object: Members) throws(HubProtocolError) -> String {
-        guard let id = try optionalString(object, "invocationId") else { throw HubProtocolError("missing required property 'invocationId'") }
+        guard let id = try optionalString(object.invocationId, "invocationId") else { throw HubProtocolError("missing required property 'invocationId'") }
         guard !id.isEmpty else { throw HubProtocolError("null or empty invocation ID") }
         return id
     }

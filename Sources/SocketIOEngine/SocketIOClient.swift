@@ -664,16 +664,15 @@ public final class SocketIOClient: Sendable {
     }
 
     private func call(_ recipients: Recipients, _ name: String, _ arguments: [JSONValue], ackID: Int?, offset: String?, fromServer: Bool) {
-        let (entries, anyHandlers, streams, observers) = (recipients.entries, recipients.anyHandlers, recipients.streams, recipients.observers)
         let event = SocketIOEvent(name: name, arguments: arguments, ackID: ackID, offset: offset, socket: self)
-        for observer in observers { observer(event, fromServer) }
+        for observer in recipients.observers { observer(event, fromServer) }
         // Sequences first: once a handler has seen an event, every sequence has it too.
-        for stream in streams { stream.yield(event) }
-        if !anyHandlers.isEmpty {
+        for stream in recipients.streams { stream.yield(event) }
+        if !recipients.anyHandlers.isEmpty {
             let any = SocketAnyEvent(event: name, arguments: arguments)
-            for handler in anyHandlers { handler(any) }
+            for handler in recipients.anyHandlers { handler(any) }
         }
-        for entry in entries { entry.call(event) }
+        for entry in recipients.entries { entry.call(event) }
     }
 
     /// A handler for `event` (or for every event) is registered.
@@ -729,16 +728,19 @@ public final class SocketIOClient: Sendable {
         }
     }
 
-    /// An event from the server: held while the namespace is not connected (delivered once it
-    /// is), else its offset recorded and its recipients taken, under one lock, and delivered.
-    private func receiveEvent(_ packet: SocketIOPacket) {
+    /// An event from the server: held while the namespace is not connected (`mayHold`; the held
+    /// ones are delivered once it is, without another check), else its offset recorded and its
+    /// recipients taken, under one lock, and delivered. With connection state recovery the server
+    /// appends its offset to every event: it is taken off the arguments.
+    private func receiveEvent(_ packet: SocketIOPacket, mayHold: Bool = true) {
         let arguments = packet.data?.arrayValue ?? []
-        let name = arguments.first.map(Self.eventName)
+        // The decoder lets no event through without a name (SocketIOCodec.validate).
+        guard let name = arguments.first.map(Self.eventName) else { return }
         let taken = state.withLockedValue { state -> (offset: String?, recipients: Recipients)? in
-            guard !state.lifecycle.holdsEvent(packet), let name else { return nil }
+            if mayHold, state.lifecycle.holdsEvent(packet) { return nil }
             return (state.lifecycle.recordOffset(arguments), Self.recipients(of: name, fromServer: true, &state))
         }
-        guard let taken, let name else { return }
+        guard let taken else { return }
         call(
             taken.recipients, name, Array(arguments.dropFirst().dropLast(taken.offset == nil ? 0 : 1)), ackID: packet.id, offset: taken.offset,
             fromServer: true)
@@ -751,14 +753,6 @@ public final class SocketIOClient: Sendable {
         case .number, .integer, .unsignedInteger: JSONWriter.string(first)
         default: ""
         }
-    }
-
-    private func deliver(_ packet: SocketIOPacket) {
-        guard let arguments = packet.data?.arrayValue, let first = arguments.first else { return }
-        let name = Self.eventName(first)
-        // With connection state recovery the server appends its offset to every event.
-        let offset = state.withLockedValue { $0.lifecycle.recordOffset(arguments) }
-        dispatch(name, Array(arguments.dropFirst().dropLast(offset == nil ? 0 : 1)), ackID: packet.id, offset: offset)
     }
 
     private func didConnect(_ packet: SocketIOPacket, session: EngineIOSession?) {
@@ -786,7 +780,7 @@ public final class SocketIOClient: Sendable {
         if let sid { details["sid"] = .string(sid) }
         if let pid { details["pid"] = .string(pid) }
         fire(.connect, [.string(namespace), .object(.init(uniqueKeysWithValues: details.sorted { $0.key < $1.key }))])
-        for packet in connected.buffered { deliver(packet) }
+        for packet in connected.buffered { receiveEvent(packet, mayHold: false) }
         for waiter in connected.waiters { waiter.resume() }
         sendNextRetry()
     }

@@ -41,17 +41,15 @@ public struct SocketIOPacket: Sendable, Hashable {
         "connect", "connect_error", "disconnect", "disconnecting", "newListener", "removeListener",
     ]
 
-    /// Whether `name` is one of ``reservedEventNames``, by comparison rather than by hashing (it
-    /// is asked of every event the server sends).
+    /// The lengths of ``reservedEventNames``, one bit each: an event name of another length (almost
+    /// every one) is not reserved, which this tells without hashing it.
+    private static let reservedLengths: UInt64 = reservedEventNames.reduce(0) { $0 | 1 << UInt64($1.utf8.count) }
+
+    /// Whether `name` is one of ``reservedEventNames`` (asked of every event the server sends).
     package static func isReserved(_ name: String) -> Bool {
-        switch name.utf8.count {
-        case 7, 10, 11, 13, 14: break
-        default: return false
-        }
-        return switch name {
-        case "connect", "connect_error", "disconnect", "disconnecting", "newListener", "removeListener": true
-        default: false
-        }
+        let length = name.utf8.count
+        guard length < 64, reservedLengths & (1 << UInt64(length)) != 0 else { return false }
+        return reservedEventNames.contains(name)
     }
 }
 

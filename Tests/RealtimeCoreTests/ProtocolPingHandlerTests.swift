@@ -2,7 +2,7 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOEmbedded
 import NIOWebSocket
-@testable import RealtimeCore
+@_spi(RealtimeEngine) @testable import RealtimeCore
 import Testing
 
 /// A protocol's keep-alive messages on the event loop (SignalR's Ping, Engine.IO's ping and pong):
@@ -120,5 +120,80 @@ import Testing
         try withReply.channel.writeOutbound(WebSocketFrame(fin: true, opcode: .connectionClose, data: ByteBuffer(bytes: [0x03, 0xE8])))
         _ = try withReply.inbound(Self.frame("2"))
         #expect(try withReply.outbound().map(\.opcode) == [.connectionClose])
+    }
+}
+
+/// The same shortcut where an uncompressed connection has it: the reader cuts the socket's bytes
+/// into frames and offers each whole data frame outside a fragmented message to the ping handler;
+/// everything else becomes a message, and the keep-alive's pongs are counted there.
+@Suite struct ProtocolPingThroughTheReaderTests {
+    final class Setup {
+        let channel = EmbeddedChannel()
+        let heard = NIOLockedValueBox(0)
+        let counts = NIOLockedValueBox(WebSocketKeepAliveCounts())
+        let reader: WebSocketReadHandler
+
+        init() throws {
+            let heard = heard
+            let ping = ProtocolPingHandler(
+                WebSocketProtocolPing(peerPing: WebSocketProtocolPing.Message(Array("2".utf8), binary: false), reply: ProtocolPingHandlerTests.pong, ownPing: nil) {
+                    heard.withLockedValue { $0 += 1 }
+                    return true
+                },
+                interceptsFrames: false)
+            reader = WebSocketReadHandler(maxMessageSize: 1 << 20, validateUTF8: true, timers: TimerQueue(clock: .continuous))
+            reader.protocolPing = ping
+            reader.keepAliveCounts = counts
+            try channel.pipeline.syncOperations.addHandler(ping)
+            try channel.pipeline.syncOperations.addHandler(reader)
+        }
+
+        /// Writes the bytes as one read; the text messages the reader handed over since.
+        func read(_ bytes: [UInt8]) throws -> [String] {
+            try channel.writeInbound(ByteBuffer(bytes: bytes))
+            return reader.messages.takeOrPark()?.map { message -> String in
+                if case .text(let text) = message { return text }
+                return "binary"
+            } ?? []
+        }
+
+        func outbound() throws -> [WebSocketFrame] {
+            var frames: [WebSocketFrame] = []
+            while let frame = try channel.readOutbound(as: WebSocketFrame.self) { frames.append(frame) }
+            return frames
+        }
+    }
+
+    static func text(_ string: String, fin: Bool = true, opcode: UInt8 = 1) -> [UInt8] {
+        let bytes = Array(string.utf8)
+        return [(fin ? 0x80 : 0) | opcode, UInt8(bytes.count)] + bytes
+    }
+
+    @Test func thePeersPingIsAnsweredAndNotAMessage() throws {
+        let setup = try Setup()
+        #expect(try setup.read(Self.text("a") + Self.text("2") + Self.text("b")) == ["a", "b"])
+        #expect(setup.heard.withLockedValue { $0 } == 1)
+        #expect(try setup.outbound().map(ProtocolPingHandlerTests.text) == ["3"])
+    }
+
+    @Test func aPingShapedFragmentIsPartOfItsMessage() throws {
+        let setup = try Setup()
+        let message = Self.text("4", fin: false) + Self.text("2", opcode: 0)
+        #expect(try setup.read(message) == ["42"])
+        #expect(setup.heard.withLockedValue { $0 } == 0)
+        #expect(try setup.outbound().isEmpty)
+    }
+
+    @Test func aPingCutAcrossReadsIsStillThePing() throws {
+        let setup = try Setup()
+        #expect(try setup.read([0x81]) == [])
+        #expect(try setup.read([0x01, 0x32]) == [])
+        #expect(setup.heard.withLockedValue { $0 } == 1)
+    }
+
+    @Test func pongsAreCountedAndNotMessages() throws {
+        let setup = try Setup()
+        #expect(try setup.read([0x8A, 0] + Self.text("x") + [0x8A, 1, 0x21]) == ["x"])
+        #expect(setup.counts.withLockedValue { $0.pongs } == 2)
     }
 }
