@@ -8,6 +8,8 @@ between the two, divided by N2 - N1, leaves out start-up and connect, as the scr
       the functions with the most instructions of their own per message
   Scripts/callgrind_diff.py ... --calls REGEX
       what the functions matching REGEX call, per message, with calls per message
+  Scripts/callgrind_diff.py ... --callers REGEX
+      which functions call those matching REGEX, per message, with calls per message
 
 Names are demangled with `swift demangle` when it is on the PATH.
 """
@@ -82,15 +84,16 @@ def main():
     parser.add_argument("--top", type=int, default=40)
     parser.add_argument("--match", default=None)
     parser.add_argument("--calls", default=None)
+    parser.add_argument("--callers", default=None)
     arguments = parser.parse_args()
     span = arguments.n2 - arguments.n1
     own2, edges2, counts2 = load(arguments.large)
     own1, edges1, counts1 = load(arguments.small)
-    if arguments.calls:
-        pattern = re.compile(arguments.calls)
+    if arguments.calls or arguments.callers:
+        pattern = re.compile(arguments.calls or arguments.callers)
         rows = []
         for (caller, target), cost in edges2.items():
-            if not pattern.search(caller):
+            if not pattern.search(caller if arguments.calls else target):
                 continue
             per = (cost - edges1.get((caller, target), 0)) / span
             calls = (counts2[(caller, target)] - counts1.get((caller, target), 0)) / span
