@@ -11,6 +11,18 @@ import NIOWebSocket
 /// a masked frame (a server must not mask, section 5.1), a control frame longer than 125 bytes
 /// or fragmented (section 5.5), a 64-bit length with its top bit set (1002, `protocolViolation`).
 struct WebSocketFrameParser {
+    /// A frame as read: its first header byte and its payload. (swift-nio's `WebSocketFrame` keeps
+    /// its payload in storage allocated per frame.)
+    struct Frame {
+        let header: UInt8
+        let data: ByteBuffer
+
+        var fin: Bool { header & 0x80 != 0 }
+        /// RSV1, RSV2 or RSV3 is set (no extension is negotiated on a connection this parser reads).
+        var hasReservedBits: Bool { header & 0x70 != 0 }
+        var opcode: WebSocketOpcode { WebSocketOpcode(encodedWebSocketOpcode: header & 0x0F)! }
+    }
+
     let maxFrameSize: Int
     /// Bytes of a frame not yet whole, from earlier reads.
     private var pending: ByteBuffer?
@@ -36,7 +48,7 @@ struct WebSocketFrameParser {
 
     /// The next whole frame at the buffer's reader index (moved past it), or nil when the frame
     /// there is not whole yet (the index is left where the frame starts).
-    func nextFrame(_ buffer: inout ByteBuffer) throws(RealtimeError) -> WebSocketFrame? {
+    func nextFrame(_ buffer: inout ByteBuffer) throws(RealtimeError) -> Frame? {
         let start = buffer.readerIndex
         guard let first = buffer.getInteger(at: start, as: UInt8.self), let second = buffer.getInteger(at: start + 1, as: UInt8.self)
         else { return nil }
@@ -75,10 +87,7 @@ struct WebSocketFrameParser {
         guard length <= maxFrameSize else { throw tooLarge() }
         guard buffer.readableBytes >= headerLength + length else { return nil }
         buffer.moveReaderIndex(forwardBy: headerLength)
-        let data = buffer.readSlice(length: length)!
-        return WebSocketFrame(
-            fin: fin, rsv1: first & 0x40 != 0, rsv2: first & 0x20 != 0, rsv3: first & 0x10 != 0,
-            opcode: WebSocketOpcode(encodedWebSocketOpcode: opcodeBits)!, data: data)
+        return Frame(header: first, data: buffer.readSlice(length: length)!)
     }
 
     private func tooLarge() -> RealtimeError {

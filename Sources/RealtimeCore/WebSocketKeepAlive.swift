@@ -240,7 +240,7 @@ final class ProtocolPingHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private let rule: WebSocketProtocolPing
     /// Frames pass this handler (a compressed connection, read by swift-websocket's handler);
     /// false: bytes pass it, and ``WebSocketReadHandler`` offers it each frame that may be the ping
-    /// (``consumedPeerPing(_:)``).
+    /// (``consumedPeerPing(opcode:compressed:data:)``).
     private let interceptsFrames: Bool
     private var context: ChannelHandlerContext?
     /// A fragmented message is being received: a frame now is one of its parts.
@@ -274,7 +274,7 @@ final class ProtocolPingHandler: ChannelDuplexHandler, RemovableChannelHandler {
         let frame = unwrapInboundIn(data)
         switch frame.opcode {
         case .text, .binary:
-            if !inMessage, consumedPeerPing(frame) { return }
+            if !inMessage, frame.fin, consumedPeerPing(opcode: frame.opcode, compressed: frame.rsv1, data: frame.data) { return }
             inMessage = !frame.fin
         case .continuation:
             inMessage = !frame.fin
@@ -294,10 +294,10 @@ final class ProtocolPingHandler: ChannelDuplexHandler, RemovableChannelHandler {
         }
     }
 
-    /// Whether `frame`, a data frame outside a fragmented message, is the peer's ping and was
+    /// Whether a data frame, whole (FIN) and outside a fragmented message, is the peer's ping and was
     /// handled here (the reply written): then it goes no further.
-    func consumedPeerPing(_ frame: WebSocketFrame) -> Bool {
-        guard frame.fin, let ping = rule.peerPing, let context, Self.matches(frame, ping), rule.received() else { return false }
+    func consumedPeerPing(opcode: WebSocketOpcode, compressed: Bool, data: ByteBuffer) -> Bool {
+        guard let ping = rule.peerPing, let context, Self.matches(opcode, compressed, data, ping), rule.received() else { return false }
         if let reply = rule.reply { write(reply, context) }
         return true
     }
@@ -319,9 +319,11 @@ final class ProtocolPingHandler: ChannelDuplexHandler, RemovableChannelHandler {
         context.writeAndFlush(wrapOutboundOut(frame), promise: nil)
     }
 
-    private static func matches(_ frame: WebSocketFrame, _ message: WebSocketProtocolPing.Message) -> Bool {
-        // rsv1: a compressed frame (permessage-deflate) carries other bytes than the message.
-        guard !frame.rsv1, (frame.opcode == .binary) == message.binary, frame.data.readableBytes == message.bytes.count else { return false }
-        return frame.data.readableBytesView.elementsEqual(message.bytes)
+    private static func matches(
+        _ opcode: WebSocketOpcode, _ compressed: Bool, _ data: ByteBuffer, _ message: WebSocketProtocolPing.Message
+    ) -> Bool {
+        // A compressed frame (RSV1, permessage-deflate) carries other bytes than the message.
+        guard !compressed, (opcode == .binary) == message.binary, data.readableBytes == message.bytes.count else { return false }
+        return data.readableBytesView.elementsEqual(message.bytes)
     }
 }

@@ -33,18 +33,20 @@ final class WebSocketReadHandler: ChannelDuplexHandler, RemovableChannelHandler 
     /// How many messages wait for the consumer before reading stops.
     static let bufferLimit = 16
 
-    let messages: InboundBuffer<RealtimeMessage>
-    private var parser: WebSocketFrameParser
-    /// The bytes broke the framing rules: nothing more is parsed.
-    private var unparsable = false
-    private var assembler: MessageAssembler
+    let messages: InboundBuffer<WebSocketInbound>
+    // The state every frame touches is marked `@exclusivity(unchecked)`: the handler runs on its
+    // event loop only, and the runtime's access checks cost more than a small frame's handling.
+    @exclusivity(unchecked) private var parser: WebSocketFrameParser
+    /// The server broke a rule and the connection is failing: nothing more is parsed.
+    @exclusivity(unchecked) private var unparsable = false
+    @exclusivity(unchecked) private var assembler: MessageAssembler
     /// The protocol's keep-alive handler, on the same event loop: a frame that is the peer's ping
     /// is offered to it before it is assembled.
-    var protocolPing: ProtocolPingHandler?
+    @exclusivity(unchecked) var protocolPing: ProtocolPingHandler?
     /// The keep-alive's counts: pongs are counted here (they answer its pings).
     var keepAliveCounts: NIOLockedValueBox<WebSocketKeepAliveCounts>?
     private var context: ChannelHandlerContext?
-    private var batch: [RealtimeMessage] = []
+    @exclusivity(unchecked) private var batch: [WebSocketInbound] = []
     /// The consumer's buffer is full: `read()` is held until it asks for more.
     private var paused = false
     private var readHeld = false
@@ -52,7 +54,7 @@ final class WebSocketReadHandler: ChannelDuplexHandler, RemovableChannelHandler 
     /// The server closed its side of the TCP connection.
     private var inputClosed = false
     /// The server's close frame, once it came (code 1005 when it carried none).
-    private(set) var closeReceived: WebSocketCloseInfo?
+    @exclusivity(unchecked) private(set) var closeReceived: WebSocketCloseInfo?
     private var keys = MaskingKeySource()
     /// Closes the channel when the closing handshake takes longer than the close timeout.
     private var closeTimer: TimerQueue.Timer?
@@ -86,20 +88,22 @@ final class WebSocketReadHandler: ChannelDuplexHandler, RemovableChannelHandler 
         // After the server's close frame nothing more is read (RFC 6455 section 5.5.1).
         guard closeReceived == nil, !unparsable else { return }
         var bytes = parser.take(unwrapInboundIn(data))
+        // Nobody reads any more (the consumer is done, or the connection failed): only the
+        // closing handshake matters now. Asked once per read, as it takes the buffer's lock.
+        let delivering = !messages.isFinished
         do throws(RealtimeError) {
             while let frame = try parser.nextFrame(&bytes) {
-                received(frame, context)
-                guard closeReceived == nil else { return }
+                received(frame, delivering: delivering, context)
+                guard closeReceived == nil, !unparsable else { return }
             }
         } catch {
-            unparsable = true
             fail(error.closeCode ?? 1002, error, context)
             return
         }
         parser.keep(bytes)
     }
 
-    private func received(_ frame: WebSocketFrame, _ context: ChannelHandlerContext) {
+    private func received(_ frame: WebSocketFrameParser.Frame, delivering: Bool, _ context: ChannelHandlerContext) {
         switch frame.opcode {
         case .ping:
             if !closeSent { write(WebSocketFrame(fin: true, opcode: .pong, data: frame.data), context) }
@@ -108,21 +112,22 @@ final class WebSocketReadHandler: ChannelDuplexHandler, RemovableChannelHandler 
         case .connectionClose:
             receivedClose(frame, context)
         case .text, .binary, .continuation:
-            receivedData(frame, context)
+            if delivering { receivedData(frame, context) }
         default:
             fail(1002, RealtimeError(.protocolViolation, "the server sent a frame with the reserved opcode \(frame.opcode)", closeCode: 1002), context)
         }
     }
 
-    private func receivedData(_ frame: WebSocketFrame, _ context: ChannelHandlerContext) {
-        // Nobody reads any more (the consumer is done, or the connection failed): only the closing
-        // handshake matters now.
-        guard !messages.isFinished else { return }
-        guard !frame.rsv1, !frame.rsv2, !frame.rsv3 else {
+    private func receivedData(_ frame: WebSocketFrameParser.Frame, _ context: ChannelHandlerContext) {
+        guard !frame.hasReservedBits else {
             fail(1002, RealtimeError(.protocolViolation, "the server set a reserved bit of a WebSocket frame", closeCode: 1002), context)
             return
         }
-        if let protocolPing, !assembler.isUnderWay, protocolPing.consumedPeerPing(frame) { return }
+        if let protocolPing, !assembler.isUnderWay, frame.fin,
+            protocolPing.consumedPeerPing(opcode: frame.opcode, compressed: false, data: frame.data)
+        {
+            return
+        }
         switch assembler.add(opcode: frame.opcode, fin: frame.fin, data: frame.data) {
         case .partial: break
         case .message(let message): batch.append(message)
@@ -130,7 +135,7 @@ final class WebSocketReadHandler: ChannelDuplexHandler, RemovableChannelHandler 
         }
     }
 
-    private func receivedClose(_ frame: WebSocketFrame, _ context: ChannelHandlerContext) {
+    private func receivedClose(_ frame: WebSocketFrameParser.Frame, _ context: ChannelHandlerContext) {
         var data = frame.data
         var reply: UInt16 = 1000
         let info: WebSocketCloseInfo
@@ -145,7 +150,7 @@ final class WebSocketReadHandler: ChannelDuplexHandler, RemovableChannelHandler 
             if !Self.maySend(code) { reply = 1002 }
             var reason: String?
             if data.readableBytes > 0 {
-                reason = WebSocketMessages.AsyncIterator.text(data, validate: true)
+                reason = data.withUnsafeReadableBytes { isValidUTF8($0) ? String(decoding: $0, as: UTF8.self) : nil }
                 if reason == nil { reply = 1007 }
             }
             info = WebSocketCloseInfo(code: code, reason: reason)
@@ -210,6 +215,8 @@ final class WebSocketReadHandler: ChannelDuplexHandler, RemovableChannelHandler 
     /// Fails the connection (RFC 6455 section 7.1.7): the close frame, the error to the consumer
     /// after what came before it, and the TCP connection closed once the frame is written.
     private func fail(_ code: UInt16, _ error: RealtimeError, _ context: ChannelHandlerContext) {
+        // Nothing after the error is parsed: the connection ends once the close frame is out.
+        unparsable = true
         assembler.reset()
         deliverBatch()
         messages.finish(throwing: error)
@@ -303,7 +310,7 @@ final class WebSocketReadHandler: ChannelDuplexHandler, RemovableChannelHandler 
 /// The transport's hold on a ``WebSocketReadHandler`` from any thread.
 struct WebSocketLoopReader: Sendable {
     private let handler: NIOLoopBound<WebSocketReadHandler>
-    let messages: InboundBuffer<RealtimeMessage>
+    let messages: InboundBuffer<WebSocketInbound>
     let channel: any Channel
 
     init(_ handler: WebSocketReadHandler, channel: any Channel) {
@@ -368,7 +375,7 @@ struct MessageAssembler {
     enum Step {
         /// A fragment: the message is not whole yet.
         case partial
-        case message(RealtimeMessage)
+        case message(WebSocketInbound)
         /// The connection must fail with the error's close code.
         case failure(RealtimeError)
     }
@@ -412,9 +419,9 @@ struct MessageAssembler {
             return .partial
         }
         if message.opcode == .binary { return .message(.binary(message.data)) }
-        guard let text = WebSocketMessages.AsyncIterator.text(message.data, validate: validateUTF8) else {
+        guard !validateUTF8 || message.data.withUnsafeReadableBytes(isValidUTF8) else {
             return .failure(RealtimeError(.invalidUTF8, "the server sent a text message that is not valid UTF-8", closeCode: 1007))
         }
-        return .message(.text(text))
+        return .message(.text(message.data))
     }
 }

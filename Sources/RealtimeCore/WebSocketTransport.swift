@@ -111,6 +111,22 @@ public final class WebSocketConnection: Sendable {
     }
 }
 
+/// A whole message as the reader took it off a WebSocket: a text message's bytes (UTF-8, checked
+/// when the connection checks it) or a binary message's. The protocols' readers parse the bytes;
+/// ``WebSocketMessages`` makes the `String` of a text message for code that asks for one.
+package enum WebSocketInbound: Sendable {
+    case text(ByteBuffer)
+    case binary(ByteBuffer)
+
+    /// The message as the public API gives it.
+    package var message: RealtimeMessage {
+        switch self {
+        case .text(let bytes): .text(bytes.withUnsafeReadableBytes { String(decoding: $0, as: UTF8.self) })
+        case .binary(let bytes): .binary(bytes)
+        }
+    }
+}
+
 /// The inbound side of a ``WebSocketConnection``: complete messages, in order.
 ///
 /// Fragments are reassembled here, with the size limit checked as each frame arrives (a message
@@ -121,7 +137,7 @@ public struct WebSocketMessages: AsyncSequence, Sendable {
     public typealias Element = RealtimeMessage
     enum Source: Sendable {
         /// Decoded on the event loop (``WebSocketReadHandler``).
-        case loop(InboundBuffer<RealtimeMessage>)
+        case loop(InboundBuffer<WebSocketInbound>)
         /// Frames from swift-websocket's handler, reassembled here.
         case frames(WebSocketInboundStream, WebSocketOutboundWriter, maxMessageSize: Int, validateUTF8: Bool)
     }
@@ -130,7 +146,7 @@ public struct WebSocketMessages: AsyncSequence, Sendable {
 
     /// The sequence's iterator.
     public struct AsyncIterator: AsyncIteratorProtocol {
-        var loop: InboundBuffer<RealtimeMessage>.Iterator?
+        var loop: InboundBuffer<WebSocketInbound>.Iterator?
         // Behind a reference: a connection's task keeps its iterator for the connection's life,
         // and the frame reader of a compressed connection is four times the size of the other.
         let frames: FrameReaderBox?
@@ -140,18 +156,19 @@ public struct WebSocketMessages: AsyncSequence, Sendable {
         public mutating func next() async throws -> RealtimeMessage? {
             if loop != nil {
                 do {
-                    return try await loop!.next()
+                    return try await loop!.next()?.message
                 } catch {
                     throw WebSocketTransport.mapError(error, url: url, established: true)
                 }
             }
-            return try await frames?.reader.next()
+            return try await frames?.reader.next()?.message
         }
 
         /// The messages one read brought (at least one; what ``next()`` left of them first), or nil
         /// once the sequence ended. The protocols' reading loops take messages this way: an async
-        /// call per message switches executors even when nothing waits.
-        package mutating func nextRead() async throws -> ArraySlice<RealtimeMessage>? {
+        /// call per message switches executors even when nothing waits. A text message comes as
+        /// its bytes, so that a protocol that parses them makes no `String` of the whole message.
+        package mutating func nextRead() async throws -> ArraySlice<WebSocketInbound>? {
             if loop != nil {
                 do {
                     return try await loop!.nextBatch()
@@ -160,33 +177,6 @@ public struct WebSocketMessages: AsyncSequence, Sendable {
                 }
             }
             return try await frames?.reader.next().map { [$0][...] }
-        }
-
-        static func text(_ buffer: ByteBuffer, validate: Bool) -> String? {
-            buffer.withUnsafeReadableBytes { bytes in
-                // Decoding repairs what is not UTF-8; it repaired nothing when the bytes are ASCII
-                // (most protocol text is) or when the text's UTF-8 is the bytes themselves.
-                let text = String(decoding: bytes, as: UTF8.self)
-                guard validate, !isASCII(bytes) else { return text }
-                return text.utf8.elementsEqual(bytes) ? text : nil
-            }
-        }
-
-        /// Whether every byte is below 0x80, eight at a time.
-        @inline(__always)
-        static func isASCII(_ bytes: UnsafeRawBufferPointer) -> Bool {
-            var index = 0
-            let count = bytes.count
-            var high: UInt64 = 0
-            while index + 8 <= count {
-                high |= bytes.loadUnaligned(fromByteOffset: index, as: UInt64.self)
-                index += 8
-            }
-            while index < count {
-                high |= UInt64(bytes[index])
-                index += 1
-            }
-            return high & 0x8080_8080_8080_8080 == 0
         }
     }
 
@@ -202,7 +192,7 @@ public struct WebSocketMessages: AsyncSequence, Sendable {
         var assembler: MessageAssembler
         let url: String
 
-        mutating func next() async throws -> RealtimeMessage? {
+        mutating func next() async throws -> WebSocketInbound? {
             while true {
                 let frame: WebSocketDataFrame?
                 do {

@@ -408,10 +408,7 @@ extension HubConnection {
             for message in messages {
                 let outcome: InboundPipeline.Outcome
                 switch message {
-                case .text(let text):
-                    var text = text
-                    outcome = try text.withUTF8 { try pipeline.feed(UnsafeRawBufferPointer($0)) }
-                case .binary(let buffer):
+                case .text(let buffer), .binary(let buffer):
                     outcome = try buffer.withUnsafeReadableBytes { try pipeline.feed($0) }
                 }
                 switch outcome {

@@ -1,4 +1,5 @@
 public import Foundation
+import RealtimeCore
 
 /// Engine.IO protocol 3 encoding rules (socket.io 2.x servers; engine.io-parser 2, python-engineio 3):
 ///
@@ -81,7 +82,7 @@ public enum EngineIO3Codec {
     public static func decodePayload(_ bytes: UnsafeRawBufferPointer) throws(SocketIOParseError) -> [EngineIOPacket] {
         guard let first = bytes.first else { return [] }
         if first <= 1 { return try decodeBinaryPayload(bytes) }
-        guard EngineIOCodec.isValidUTF8(bytes) else { throw .engineIOParserError("the payload is not valid UTF-8") }
+        guard isValidUTF8(bytes) else { throw .engineIOParserError("the payload is not valid UTF-8") }
         var firstError: SocketIOParseError?
         for counting in [LengthCounting.utf16, .bytes, .characters] {
             do {
@@ -177,7 +178,7 @@ public enum EngineIO3Codec {
             guard length > 0, index + length <= bytes.count else { throw .engineIOParserError("a binary payload packet longer than the payload") }
             let packet = UnsafeRawBufferPointer(rebasing: bytes[index..<(index + length)])
             if kind == 0 {
-                guard EngineIOCodec.isValidUTF8(packet) else { throw .engineIOParserError("a text packet that is not valid UTF-8") }
+                guard isValidUTF8(packet) else { throw .engineIOParserError("a text packet that is not valid UTF-8") }
                 packets.append(try decode(bytes: packet))
             } else {
                 packets.append(try decode(binary: Data(packet)))

@@ -1,4 +1,5 @@
 public import Foundation
+import RealtimeCore
 
 /// Engine.IO v4 packet types.
 public enum EngineIOPacketType: UInt8, Sendable, CaseIterable {
@@ -114,7 +115,7 @@ public enum EngineIOCodec {
     /// Splits a polling payload into packets. Any bad record fails the whole payload, as in
     /// engine.io-parser. The bytes must be valid UTF-8.
     public static func decodePayload(_ bytes: UnsafeRawBufferPointer) throws(SocketIOParseError) -> [EngineIOPacket] {
-        guard isValidUTF8(bytes) else { throw .engineIOParserError("the payload is not valid UTF-8") }
+        guard RealtimeCore.isValidUTF8(bytes) else { throw .engineIOParserError("the payload is not valid UTF-8") }
         var packets: [EngineIOPacket] = []
         var start = 0
         for index in 0...bytes.count where index == bytes.count || bytes[index] == recordSeparator {
@@ -127,34 +128,5 @@ public enum EngineIOCodec {
     /// Splits a polling payload into its packets.
     public static func decodePayload(_ text: String) throws(SocketIOParseError) -> [EngineIOPacket] {
         return try withUTF8Bytes(text) { bytes throws(SocketIOParseError) in try decodePayload(bytes) }
-    }
-
-    /// A strict UTF-8 check (no overlongs, no surrogates, nothing past U+10FFFF), ASCII fast path.
-    static func isValidUTF8(_ bytes: UnsafeRawBufferPointer) -> Bool {
-        var index = 0
-        let count = bytes.count
-        while index < count {
-            let byte = bytes[index]
-            if byte < 0x80 { index += 1; continue }
-            let length: Int
-            var minimum: UInt32
-            var scalar: UInt32
-            switch byte {
-            case 0xC2...0xDF: length = 2; scalar = UInt32(byte & 0x1F); minimum = 0x80
-            case 0xE0...0xEF: length = 3; scalar = UInt32(byte & 0x0F); minimum = 0x800
-            case 0xF0...0xF4: length = 4; scalar = UInt32(byte & 0x07); minimum = 0x10000
-            default: return false
-            }
-            guard index + length <= count else { return false }
-            for offset in 1..<length {
-                let next = bytes[index + offset]
-                guard next & 0xC0 == 0x80 else { return false }
-                scalar = scalar << 6 | UInt32(next & 0x3F)
-            }
-            if scalar < minimum || scalar > 0x10FFFF || (0xD800...0xDFFF).contains(scalar) { return false }
-            minimum = 0
-            index += length
-        }
-        return true
     }
 }

@@ -14,6 +14,9 @@ protocol EngineIODelegate: AnyObject, Sendable {
     /// Synchronous: it runs on the reading task's path for every message, and an async call there
     /// would keep its frames in the session's task for the connection's whole life.
     func engineIOReceived(_ payload: EngineIOPacket.Payload) throws
+    /// A text message packet's payload, as the bytes read from a WebSocket (UTF-8 when the
+    /// connection checks it); not empty.
+    func engineIOReceived(text: UnsafeRawBufferPointer) throws
     /// The session moved from polling to WebSocket.
     func engineIOUpgraded() async
     /// The server pinged (the pong is already queued).
@@ -752,8 +755,10 @@ final class EngineIOSession: Sendable {
         _ connection: WebSocketConnection, inbound: inout WebSocketMessages.AsyncIterator
     ) async throws -> EngineIOSessionEnd? {
         while let messages = try await inbound.nextRead() {
+            // Taken once per read: loading the weak reference costs more than a small message's decoding.
+            let delegate = try delegate
             for message in messages {
-                if let end = try receive(message) {
+                if let end = try receive(message, delegate) {
                     if end == .closedByServer { try? await connection.close(code: 1000, reason: nil) }
                     return end
                 }
@@ -764,11 +769,23 @@ final class EngineIOSession: Sendable {
 
     /// Handles one WebSocket message: the session's end, if it brings it.
     @inline(never)
-    private func receive(_ message: RealtimeMessage) throws -> EngineIOSessionEnd? {
+    private func receive(_ message: WebSocketInbound, _ delegate: any EngineIODelegate) throws -> EngineIOSessionEnd? {
         let packet: EngineIOPacket
         switch message {
-        case .text(let text):
-            do { packet = revision == 3 ? try EngineIO3Codec.decode(text: text) : try EngineIOCodec.decode(text: text) } catch {
+        case .text(let buffer):
+            // A message packet (`4` and its payload, both revisions) goes on as the bytes read:
+            // neither a packet nor a string is made of it here.
+            let delivered = try buffer.withUnsafeReadableBytes { bytes in
+                guard bytes.count > 1, bytes[0] == EngineIOPacketType.message.character else { return false }
+                try delegate.engineIOReceived(text: UnsafeRawBufferPointer(rebasing: bytes[1...]))
+                return true
+            }
+            if delivered { return nil }
+            do {
+                packet = try buffer.withUnsafeReadableBytes { bytes throws(SocketIOParseError) in
+                    revision == 3 ? try EngineIO3Codec.decode(bytes: bytes) : try EngineIOCodec.decode(bytes: bytes)
+                }
+            } catch {
                 throw RealtimeError(.protocolViolation, "the server sent an invalid Engine.IO packet", underlying: error)
             }
         case .binary(let buffer):

@@ -664,7 +664,7 @@ public final class SocketIOClient: Sendable {
     }
 
     private func call(_ recipients: Recipients, _ name: String, _ arguments: [JSONValue], ackID: Int?, offset: String?, fromServer: Bool) {
-        let event = SocketIOEvent(name: name, arguments: arguments, ackID: ackID, offset: offset, socket: self)
+        let event = SocketIOEvent(name: name, arguments: arguments, ackID: ackID, offset: offset, socket: ackID == nil ? nil : self)
         for observer in recipients.observers { observer(event, fromServer) }
         // Sequences first: once a handler has seen an event, every sequence has it too.
         for stream in recipients.streams { stream.yield(event) }
@@ -687,10 +687,11 @@ public final class SocketIOClient: Sendable {
 
     // MARK: Inbound
 
-    func handle(_ packet: SocketIOPacket, session: EngineIOSession?) {
+    /// `session`: the session the packet came on, asked for only by the packets that need it.
+    func handle(_ packet: consuming SocketIOPacket, session: () -> EngineIOSession?) {
         switch packet.type {
         case .connect:
-            didConnect(packet, session: session)
+            didConnect(packet, session: session())
         case .connectError:
             let message = packet.data?.stringValue ?? packet.data?["message"]?.stringValue ?? "connection refused"
             let ending = state.withLockedValue { $0.lifecycle.refused() }
@@ -716,9 +717,9 @@ public final class SocketIOClient: Sendable {
             finishStreams()
             manager?.socketBecameInactive()
         case .event, .binaryEvent:
-            receiveEvent(packet)
+            receiveEvent(consume packet)
         case .ack, .binaryAck:
-            if let id = packet.id { session?.confirmDelivery(namespace: namespace, ackID: id) }
+            if let id = packet.id { session()?.confirmDelivery(namespace: namespace, ackID: id) }
             guard let id = packet.id, let entry = state.withLockedValue({ $0.acks.removeValue(forKey: id) }) else {
                 runtime.logger.trace("dropped an ack nobody waits for (late or unknown)", metadata: ["realtime.ack_id": "\(packet.id ?? -1)"])
                 return
@@ -732,18 +733,22 @@ public final class SocketIOClient: Sendable {
     /// ones are delivered once it is, without another check), else its offset recorded and its
     /// recipients taken, under one lock, and delivered. With connection state recovery the server
     /// appends its offset to every event: it is taken off the arguments.
-    private func receiveEvent(_ packet: SocketIOPacket, mayHold: Bool = true) {
-        let arguments = packet.data?.arrayValue ?? []
+    private func receiveEvent(_ packet: consuming SocketIOPacket, mayHold: Bool = true) {
         // The decoder lets no event through without a name (SocketIOCodec.validate).
-        guard let name = arguments.first.map(Self.eventName) else { return }
+        guard case .array(var arguments)? = packet.data, let first = arguments.first else { return }
+        let name = Self.eventName(first)
         let taken = state.withLockedValue { state -> (offset: String?, recipients: Recipients)? in
             if mayHold, state.lifecycle.holdsEvent(packet) { return nil }
             return (state.lifecycle.recordOffset(arguments), Self.recipients(of: name, fromServer: true, &state))
         }
         guard let taken else { return }
-        call(
-            taken.recipients, name, Array(arguments.dropFirst().dropLast(taken.offset == nil ? 0 : 1)), ackID: packet.id, offset: taken.offset,
-            fromServer: true)
+        let ackID = packet.id
+        // The packet lets go of the arguments, so that taking the name (and the offset) off them
+        // moves them in place instead of copying them.
+        _ = consume packet
+        arguments.removeFirst()
+        if taken.offset != nil { arguments.removeLast() }
+        call(taken.recipients, name, arguments, ackID: ackID, offset: taken.offset, fromServer: true)
     }
 
     /// An event's name: its first argument, a string, or a number written as JSON.

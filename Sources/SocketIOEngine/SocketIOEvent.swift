@@ -13,6 +13,7 @@ public struct SocketIOEvent: Sendable {
     /// With connection state recovery, the server's offset for this event (it travels as the last
     /// argument); sent back on reconnect so the server can replay what was missed.
     public let offset: String?
+    /// The socket that answers the ack; nil when the server asked for none.
     let socket: SocketIOClient?
 
     init(name: String, arguments: [JSONValue], ackID: Int?, offset: String? = nil, socket: SocketIOClient?) {

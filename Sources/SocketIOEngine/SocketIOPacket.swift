@@ -248,8 +248,13 @@ public struct SocketIOPacketDecoder: Sendable {
 
     /// Feeds a text message; returns the packet when it needs no attachments.
     public mutating func receive(text: String) throws(SocketIOParseError) -> SocketIOPacket? {
+        try withUTF8Bytes(text) { bytes throws(SocketIOParseError) in try receive(bytes: bytes) }
+    }
+
+    /// Feeds a text message's bytes (UTF-8); returns the packet when it needs no attachments.
+    mutating func receive(bytes: UnsafeRawBufferPointer) throws(SocketIOParseError) -> SocketIOPacket? {
         if pending != nil { throw .unexpectedAttachment("a text packet arrived while \(expected - buffers.count) attachments were still expected") }
-        let (packet, attachments) = try SocketIOCodec.decode(text: text, version: version)
+        let (packet, attachments) = try SocketIOCodec.decode(bytes: bytes, legacy: version == .v2)
         guard packet.type == .binaryEvent || packet.type == .binaryAck else { return packet }
         if attachments == 0 { return try finish(packet, with: []) }
         // The count decides how many messages are waited for and kept: no more than the packet has

@@ -392,6 +392,8 @@ final class SessionHandler: EngineIODelegate {
         /// socket.io 2.x: the server's own CONNECT for `/` (sent at the handshake), and whether the
         /// `/` socket took it.
         var defaultNamespace: DefaultNamespace = .notJoined
+        /// The manager's `/` socket, once a packet was for it (``rootSocket()``).
+        var root: SocketIOClient?
     }
 
     /// socket.io 2.x: the default namespace on this session.
@@ -502,46 +504,64 @@ final class SessionHandler: EngineIODelegate {
 
     func engineIOReceived(_ payload: EngineIOPacket.Payload) throws {
         switch payload {
-        case .text(let text): manager.metrics.received(messages: 0, bytes: text.utf8.count)
-        case .binary(let data): manager.metrics.received(messages: 0, bytes: data.count)
-        case .none: break
+        case .text(var text):
+            try text.withUTF8 { try engineIOReceived(text: UnsafeRawBufferPointer($0)) }
+        case .binary(let data):
+            try received(bytes: data.count) { decoder throws(SocketIOParseError) in try decoder.receive(binary: data) }
+        case .none:
+            try received(bytes: 0) { _ throws(SocketIOParseError) in throw .invalidPayload("an empty message packet") }
         }
-        let packet: SocketIOPacket?
+    }
+
+    func engineIOReceived(text: UnsafeRawBufferPointer) throws {
+        try received(bytes: text.count) { decoder throws(SocketIOParseError) in try decoder.receive(bytes: text) }
+    }
+
+    /// A message packet's payload (`bytes` long), fed to the session's decoder by `decode`: the
+    /// packet it completes goes to its namespace's socket.
+    private func received(bytes: Int, _ decode: (inout SocketIOPacketDecoder) throws(SocketIOParseError) -> SocketIOPacket?) throws {
+        let decoded: SocketIOPacket?
         // Whether this is the session's first Socket.IO packet from the server.
         var first = false
+        var root: SocketIOClient?
         do {
-            switch payload {
-            case .text(let text):
-                packet = try state.withLockedValue { state in
-                    let packet = try state.decoder.receive(text: text)
-                    first = packet != nil && Self.firstPacket(&state)
-                    return packet
-                }
-            case .binary(let data):
-                packet = try state.withLockedValue { state in
-                    let packet = try state.decoder.receive(binary: data)
-                    first = packet != nil && Self.firstPacket(&state)
-                    return packet
-                }
-            case .none:
-                throw SocketIOParseError.invalidPayload("an empty message packet")
+            decoded = try state.withLockedValue { state in
+                let packet = try decode(&state.decoder)
+                // Not `packet != nil`: on an Equatable optional that compares two optionals,
+                // copying the packet.
+                if case .some = packet { first = Self.firstPacket(&state) }
+                root = state.root
+                return packet
             }
         } catch {
+            manager.metrics.received(messages: 0, bytes: bytes)
             throw RealtimeError(.protocolViolation, "the server sent an invalid Socket.IO packet", underlying: error)
         }
-        guard let packet else { return }
-        manager.metrics.received(messages: 1, bytes: 0)
+        let complete = if case .some = decoded { true } else { false }
+        manager.metrics.received(messages: complete ? 1 : 0, bytes: bytes)
+        // Consumed: the socket takes the packet's only reference, so that the arguments it hands
+        // on are not copied.
+        guard let packet = consume decoded else { return }
         // The session carried a packet: the backoff starts over at the next drop, however short
         // the session was (the JavaScript client resets it at every reconnect).
         if first { context.progressed() }
         if legacy, packet.type == .connect, packet.namespace == "/" {
             return serverJoinedDefaultNamespace(packet)
         }
-        guard let socket = manager.existingSocket(packet.namespace) else {
+        guard let socket = packet.namespace == "/" ? root ?? rootSocket() : manager.existingSocket(packet.namespace) else {
             manager.logger.debug("Socket.IO packet for a namespace with no socket", metadata: ["realtime.namespace": "\(packet.namespace)"])
             return
         }
-        socket.handle(packet, session: session)
+        socket.handle(consume packet, session: { self.session })
+    }
+
+    /// The manager's `/` socket, kept for the session's next packets once it exists (a manager
+    /// never lets a socket go): most packets are for it, and it is then found under the lock the
+    /// decoding takes anyway.
+    private func rootSocket() -> SocketIOClient? {
+        guard let socket = manager.existingSocket("/") else { return nil }
+        state.withLockedValue { $0.root = socket }
+        return socket
     }
 
     /// Marks the session as having carried a packet; true the first time.
@@ -559,7 +579,7 @@ final class SessionHandler: EngineIODelegate {
             state.defaultNamespace = .joined(claimed: wanted)
             return wanted
         }
-        if deliver, let socket { socket.handle(packet, session: session) }
+        if deliver, let socket { socket.handle(packet, session: { self.session }) }
     }
 
     func engineIOUpgraded() async {

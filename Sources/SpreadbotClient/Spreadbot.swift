@@ -607,9 +607,9 @@ public final class Spreadbot: Service, Sendable {
 
     /// Delivers one WebSocket message; false when the app's buffers are full (wait for the gate).
     @inline(never)
-    private func receive(_ message: RealtimeMessage, path: String) -> Bool {
+    private func receive(_ message: WebSocketInbound, path: String) -> Bool {
         switch message {
-        case .text(let text): return receiveEnvelope(text, path: path, transport: .webSocket)
+        case .text(let bytes): return receiveEnvelope(String(buffer: bytes), path: path, transport: .webSocket)
         case .binary(let buffer):
             let id = run.withLockedValue { $0.lastEventId }
             return deliver(SpreadbotMessage(id: id, event: path, data: .binary(Data(buffer.readableBytesView)), transport: .webSocket))

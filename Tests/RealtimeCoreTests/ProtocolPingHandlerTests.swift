@@ -152,7 +152,7 @@ import Testing
         func read(_ bytes: [UInt8]) throws -> [String] {
             try channel.writeInbound(ByteBuffer(bytes: bytes))
             return reader.messages.takeOrPark()?.map { message -> String in
-                if case .text(let text) = message { return text }
+                if case .text(let bytes) = message { return String(buffer: bytes) }
                 return "binary"
             } ?? []
         }

@@ -143,7 +143,7 @@ import Testing
         let count = 200
         let received = NIOLockedValueBox(0)
         let ended = NIOLockedValueBox(false)
-        let inbound = NIOLockedValueBox<InboundBuffer<RealtimeMessage>?>(nil)
+        let inbound = NIOLockedValueBox<InboundBuffer<WebSocketInbound>?>(nil)
         let connection = Task {
             defer { ended.withLockedValue { $0 = true } }
             try await WebSocketTransport.connect(
