@@ -105,13 +105,16 @@ public final class RunningCommand: Sendable {
         }
         let ended = self.ended
         // The process's end, awaited by whoever reads `exited` (the run outlives this initializer).
+        // The end is taken on the thread that read standard error to its end, right after the
+        // process exits: a second step through a task would add that task's wait for a thread,
+        // which on a loaded machine took longer than the command.
         exited = Task {
-            let data = await BlockingWork.run { errors.fileHandleForReading.readDataToEndOfFile() }
-            box.set(data)
-            let end = await BlockingWork.run {
+            let (data, end) = await BlockingWork.run {
+                let data = errors.fileHandleForReading.readDataToEndOfFile()
                 process.waitUntilExit()
-                return ContinuousClock.now
+                return (data, ContinuousClock.now)
             }
+            box.set(data)
             ended.withLockedValue { $0 = end }
         }
     }
