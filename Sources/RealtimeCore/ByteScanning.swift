@@ -1,3 +1,20 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The index of the first `byte` in `bytes` at or after `from`, or nil: found with `memchr`,
+/// which compares many bytes at a time (a record separator, a line end).
+package func firstIndex(of byte: UInt8, in bytes: UnsafeRawBufferPointer, from: Int) -> Int? {
+    guard from < bytes.count, let base = bytes.baseAddress, let hit = memchr(base + from, Int32(byte), bytes.count - from) else {
+        return nil
+    }
+    return UnsafeRawPointer(hit) - base
+}
+
 /// Whether `bytes` are UTF-8 as RFC 3629 defines it: no overlong forms, no encoded surrogates,
 /// nothing past U+10FFFF, no sequence cut short. Eight ASCII bytes are checked at a time, as
 /// protocol text mostly is.

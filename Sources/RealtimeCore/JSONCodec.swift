@@ -177,11 +177,11 @@ package struct JSONReader {
     }
 
     /// Parses one JSON value that must fill `bytes`, as ``parse(_:)-(UnsafeRawBufferPointer)`` does; when it
-    /// is an object, hands `member` each member's name and value in order instead of building the
+    /// is an object, hands `member` each member's name (its UTF-8, unescaped) and value in order instead of building the
     /// object (a protocol reading a few known members keeps no dictionary). Returns whether the
     /// value was an object; another kind of value is parsed, checked and dropped.
     package static func parseMembers(
-        _ bytes: UnsafeRawBufferPointer, _ member: (String, JSONValue) -> Void
+        _ bytes: UnsafeRawBufferPointer, _ member: (UnsafeRawBufferPointer, JSONValue) -> Void
     ) throws(JSONParseError) -> Bool {
         var reader = JSONReader(bytes, index: 0)
         reader.skipWhitespace()
@@ -275,13 +275,14 @@ package struct JSONReader {
         var members = OrderedDictionary<String, JSONValue>()
         try parseMembers { key, value in
             if members.isEmpty { members.reserveCapacity(Self.initialCapacity) }
-            members[key] = value
+            members[String(decoding: key, as: UTF8.self)] = value
         }
         return .object(members)
     }
 
-    /// An object's members, each handed over as it is read (the reader is at its `{`).
-    private mutating func parseMembers(_ member: (String, JSONValue) -> Void) throws(JSONParseError) {
+    /// An object's members, each handed over as it is read (the reader is at its `{`), the key as
+    /// its UTF-8, unescaped: a reader that knows its keys compares bytes and makes no string.
+    private mutating func parseMembers(_ member: (UnsafeRawBufferPointer, JSONValue) -> Void) throws(JSONParseError) {
         try enter()
         defer { depth -= 1 }
         index += 1
@@ -293,12 +294,16 @@ package struct JSONReader {
         while true {
             skipWhitespace()
             guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw failure("expected a member name") }
-            let key = try parseString()
+            let key = try parseStringBytes()
             skipWhitespace()
             guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw failure("expected ':'") }
             index += 1
             skipWhitespace()
-            member(key, try parseValue())
+            let value = try parseValue()
+            switch key {
+            case .input(let range): member(UnsafeRawBufferPointer(rebasing: bytes[range]), value)
+            case .unescaped(let unescaped): unescaped.withUnsafeBytes { member($0, value) }
+            }
             skipWhitespace()
             guard index < bytes.count else { throw failure("unterminated object") }
             let byte = bytes[index]
@@ -309,15 +314,27 @@ package struct JSONReader {
     }
 
     private mutating func parseString() throws(JSONParseError) -> String {
+        switch try parseStringBytes() {
+        case .input(let range): String(decoding: UnsafeRawBufferPointer(rebasing: bytes[range]), as: UTF8.self)
+        case .unescaped(let unescaped): String(decoding: unescaped, as: UTF8.self)
+        }
+    }
+
+    /// A string's UTF-8: where it is in the input when it has no escape, else unescaped.
+    private enum StringBytes {
+        case input(Range<Int>)
+        case unescaped([UInt8])
+    }
+
+    private mutating func parseStringBytes() throws(JSONParseError) -> StringBytes {
         index += 1
         let start = index
         // Fast path: no escapes.
         while index < bytes.count {
             let byte = bytes[index]
             if byte == UInt8(ascii: "\"") {
-                let text = String(decoding: UnsafeRawBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
                 index += 1
-                return text
+                return .input(start..<(index - 1))
             }
             if byte == UInt8(ascii: "\\") { break }
             if byte < 0x20 { throw failure("control character in string") }
@@ -329,7 +346,7 @@ package struct JSONReader {
             index += 1
             switch byte {
             case UInt8(ascii: "\""):
-                return String(decoding: scratch, as: UTF8.self)
+                return .unescaped(scratch)
             case UInt8(ascii: "\\"):
                 guard index < bytes.count else { throw failure("unterminated escape") }
                 let escape = bytes[index]

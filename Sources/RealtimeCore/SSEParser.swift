@@ -139,8 +139,7 @@ public struct SSEParser: Sendable {
 
     @inline(__always)
     private static func find(_ byte: UInt8, _ base: UnsafeRawPointer, from: Int, to: Int) -> Int {
-        guard let hit = memchr(base + from, Int32(byte), to - from) else { return to }
-        return UnsafeRawPointer(hit) - base
+        firstIndex(of: byte, in: UnsafeRawBufferPointer(start: base, count: to), from: from) ?? to
     }
 
     private mutating func appendPending(_ bytes: UnsafeRawBufferPointer) throws {

@@ -624,11 +624,11 @@ public final class HubConnection: Service, Sendable {
 
     /// Removes every handler of `method`.
     public func off(_ method: String) {
-        _ = state.withLockedValue { $0.handlers.removeValue(forKey: method.lowercased()) }
+        _ = state.withLockedValue { $0.handlers.removeValue(forKey: Self.handlerKey(method)) }
     }
 
     private func addHandler(_ method: String, _ handler: Handler) {
-        state.withLockedValue { $0.handlers[method.lowercased(), default: []].append(handler) }
+        state.withLockedValue { $0.handlers[Self.handlerKey(method), default: []].append(handler) }
     }
 
     /// How many times the handlers' task was started with invocations (once per batch a read
@@ -671,8 +671,19 @@ public final class HubConnection: Service, Sendable {
         for handler in state.withLockedValue({ $0.reconnected }) { await handler() }
     }
 
+    /// A method's key in the handler table: method names match without regard to case, as the
+    /// official clients match them. A name with no capital ASCII letter and nothing else to fold is
+    /// its own key (no new string per invocation).
+    static func handlerKey(_ method: String) -> String {
+        var method = method
+        let folded = method.withUTF8 { bytes in
+            bytes.allSatisfy { $0 < 0x80 && !(UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) }
+        }
+        return folded ? method : method.lowercased()
+    }
+
     nonisolated(nonsending) private func runHandlers(_ invocation: HubInvocation) async {
-        let handlers = state.withLockedValue { $0.handlers[invocation.target.lowercased()] ?? [] }
+        let handlers = state.withLockedValue { $0.handlers[Self.handlerKey(invocation.target)] ?? [] }
         var result: Result<JSONValue?, any Error>?
         if handlers.isEmpty {
             logger.warning("no handler for a client method the server invoked", metadata: ["realtime.method": "\(invocation.target)"])

@@ -129,7 +129,7 @@ public struct HubMessageFramer: Sendable {
             var from = min(searched, raw.count)
             while start < raw.count {
                 defer { from = start }
-                guard let end = raw[from...].firstIndex(of: 0x1E) else {
+                guard let end = firstIndex(of: 0x1E, in: raw, from: from) else {
                     if raw.count - start > limit { throw HubProtocolError("message exceeds the maximum size of \(limit) bytes") }
                     break
                 }

@@ -97,21 +97,36 @@ enum JSONHubProtocol {
     private struct Members {
         var type, headers, invocationId, target, arguments, streamIds, item, result, error, allowReconnect, sequenceId: JSONValue?
 
-        mutating func set(_ key: String, _ value: JSONValue) {
-            switch key {
-            case "type": type = value
-            case "headers": headers = value
-            case "invocationId": invocationId = value
-            case "target": target = value
-            case "arguments": arguments = value
-            case "streamIds": streamIds = value
-            case "item": item = value
-            case "result": result = value
-            case "error": error = value
-            case "allowReconnect": allowReconnect = value
-            case "sequenceId": sequenceId = value
-            default: break
+        /// Keeps `value` if `key` (UTF-8) names a member of a hub message: told apart by length,
+        /// then compared byte by byte, with no string made of the key.
+        mutating func set(_ key: UnsafeRawBufferPointer, _ value: JSONValue) {
+            switch key.count {
+            case 4:
+                if Self.is(key, "type") { type = value } else if Self.is(key, "item") { item = value }
+            case 5:
+                if Self.is(key, "error") { error = value }
+            case 6:
+                if Self.is(key, "target") { target = value } else if Self.is(key, "result") { result = value }
+            case 7:
+                if Self.is(key, "headers") { headers = value }
+            case 9:
+                if Self.is(key, "arguments") { arguments = value } else if Self.is(key, "streamIds") { streamIds = value }
+            case 10:
+                if Self.is(key, "sequenceId") { sequenceId = value }
+            case 12:
+                if Self.is(key, "invocationId") { invocationId = value }
+            case 14:
+                if Self.is(key, "allowReconnect") { allowReconnect = value }
+            default:
+                break
             }
+        }
+
+        /// Whether `key` is `name`'s UTF-8 (of the same length, which the caller checked).
+        private static func `is`(_ key: UnsafeRawBufferPointer, _ name: StaticString) -> Bool {
+            let expected = UnsafeRawBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount)
+            for index in 0..<expected.count where key[index] != expected[index] { return false }
+            return true
         }
     }
 
