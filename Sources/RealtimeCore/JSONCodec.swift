@@ -433,11 +433,17 @@ package struct JSONReader {
             index += 1
             digits = 1
         } else {
-            while index < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[index]) {
-                if digits < 18 { integer = integer * 10 + Int64(bytes[index] - UInt8(ascii: "0")) }
+            // Locals, not the reader's properties, in the loop every number takes.
+            let bytes = bytes
+            var at = index
+            while at < bytes.count {
+                let digit = bytes[at] &- UInt8(ascii: "0")
+                guard digit < 10 else { break }
+                if digits < 18 { integer = integer &* 10 &+ Int64(digit) }
                 digits += 1
-                index += 1
+                at += 1
             }
+            index = at
         }
         var isInteger = true
         if index < bytes.count && bytes[index] == UInt8(ascii: ".") {

@@ -417,6 +417,9 @@ final class SessionHandler: EngineIODelegate {
     }
 
     private let manager: SocketManager
+    /// The manager's, held here: every packet counts, and reaching it through the manager costs
+    /// a reference count on each.
+    private let metrics: ClientMetrics
     private let context: ReconnectDriver.SessionContext
     private let state: NIOLockedValueBox<State>
     private let sessionBox = NIOLockedValueBox<EngineIOSession?>(nil)
@@ -438,6 +441,7 @@ final class SessionHandler: EngineIODelegate {
 
     init(manager: SocketManager, context: ReconnectDriver.SessionContext) {
         self.manager = manager
+        self.metrics = manager.metrics
         self.context = context
         self.legacy = manager.configuration.version == .v2
         self.state = NIOLockedValueBox(State(decoder: SocketIOPacketDecoder(version: manager.configuration.version)))
@@ -534,11 +538,11 @@ final class SessionHandler: EngineIODelegate {
                 return packet
             }
         } catch {
-            manager.metrics.received(messages: 0, bytes: bytes)
+            metrics.received(messages: 0, bytes: bytes)
             throw RealtimeError(.protocolViolation, "the server sent an invalid Socket.IO packet", underlying: error)
         }
         let complete = if case .some = decoded { true } else { false }
-        manager.metrics.received(messages: complete ? 1 : 0, bytes: bytes)
+        metrics.received(messages: complete ? 1 : 0, bytes: bytes)
         // Consumed: the socket takes the packet's only reference, so that the arguments it hands
         // on are not copied.
         guard let packet = consume decoded else { return }
@@ -552,7 +556,7 @@ final class SessionHandler: EngineIODelegate {
             manager.logger.debug("Socket.IO packet for a namespace with no socket", metadata: ["realtime.namespace": "\(packet.namespace)"])
             return
         }
-        socket.handle(consume packet, session: { self.session })
+        socket.handle(consume packet, session: { [sessionBox] in sessionBox.withLockedValue { $0 } })
     }
 
     /// The manager's `/` socket, kept for the session's next packets once it exists (a manager
