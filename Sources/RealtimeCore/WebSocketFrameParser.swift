@@ -37,13 +37,45 @@ struct WebSocketFrameParser {
         guard var held = pending else { return bytes }
         pending = nil
         var bytes = bytes
+        // The kept buffer is the parser's own (see `keep`): appended to in place.
         held.writeBuffer(&bytes)
         return held
     }
 
-    /// Keeps what is left of the bytes (a frame not yet whole) for the next read.
+    /// The room of the buffer kept for a frame not yet whole (for tests).
+    var keptCapacity: Int? { pending?.capacity }
+
+    /// Keeps what is left of the bytes (a frame not yet whole) for the next read, in a buffer of
+    /// its own, as large as the whole frame when its header tells: the read it came in is let go
+    /// (the messages cut from that read share its memory, and a consumer may hold them a while;
+    /// appending to a shared buffer would copy all of it, the bytes already read included, read
+    /// after read), and the reads that complete the frame are appended without growing it again.
     mutating func keep(_ rest: ByteBuffer) {
-        if rest.readableBytes > 0 { pending = rest }
+        guard rest.readableBytes > 0 else { return }
+        var rest = rest
+        var own = ByteBufferAllocator().buffer(capacity: max(rest.readableBytes, Self.frameLength(rest, limit: maxFrameSize) ?? 0))
+        own.writeBuffer(&rest)
+        pending = own
+    }
+
+    /// The length of the frame at the buffer's reader index, header included, once its header is
+    /// there (at most `limit` plus the longest header).
+    private static func frameLength(_ buffer: ByteBuffer, limit: Int) -> Int? {
+        let start = buffer.readerIndex
+        guard let second = buffer.getInteger(at: start + 1, as: UInt8.self) else { return nil }
+        let length: Int
+        let header: Int
+        switch second & 0x7F {
+        case 126:
+            guard let extended = buffer.getInteger(at: start + 2, as: UInt16.self) else { return nil }
+            (length, header) = (Int(extended), 4)
+        case 127:
+            guard let extended = buffer.getInteger(at: start + 2, as: UInt64.self) else { return nil }
+            (length, header) = (Int(min(extended, UInt64(limit))), 10)
+        case let short:
+            (length, header) = (Int(short), 2)
+        }
+        return min(length, limit) + header
     }
 
     /// The next whole frame at the buffer's reader index (moved past it), or nil when the frame

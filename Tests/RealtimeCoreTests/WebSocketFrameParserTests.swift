@@ -58,6 +58,28 @@ import Testing
         #expect(try Self.frames(in: short, reads: Array(1..<short.count)).count == 5)
     }
 
+    /// What is kept between reads is the frame not yet whole, in a buffer sized for that frame:
+    /// not the read it came in (whose messages a consumer may still hold), and not the bytes read
+    /// before it. Reads that each end inside a frame, many in a row, keep no more than a frame.
+    @Test func betweenReadsOnlyTheUnfinishedFrameIsKept() throws {
+        var parser = WebSocketFrameParser(maxFrameSize: 1 << 20)
+        let frame: [UInt8] = [0x82, 126, 0x03, 0xE8] + Array(repeating: 0x61, count: 1000)  // binary, 1,000 bytes
+        let stream = Array([[UInt8]](repeating: frame, count: 50).joined())
+        var payloads: [ByteBuffer] = []
+        var start = 0
+        for end in stride(from: 700, through: stream.count, by: 700) + [stream.count] where end > start {
+            var bytes = parser.take(ByteBuffer(bytes: stream[start..<end]))
+            while let cut = try parser.nextFrame(&bytes) { payloads.append(cut.data) }
+            parser.keep(bytes)
+            // ByteBuffer rounds its room up to a power of two.
+            if let kept = parser.keptCapacity { #expect(kept < 2 * frame.count, "after byte \(end): room for \(kept) bytes kept") }
+            start = end
+        }
+        #expect(payloads.count == 50)
+        #expect(payloads.allSatisfy { $0.readableBytesView.elementsEqual(frame[4...]) })
+        #expect(parser.keptCapacity == nil)
+    }
+
     @Test func aFrameOverTheLimitIsRefusedFromItsHeader() throws {
         var parser = WebSocketFrameParser(maxFrameSize: 125)
         var bytes = parser.take(ByteBuffer(bytes: [0x82, 126, 0x00, 200]))
