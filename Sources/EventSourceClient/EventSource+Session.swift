@@ -86,7 +86,13 @@ extension EventSource {
         }
         span?.addEvent("opened")
         span?.end()
-        state.withLockedValue { $0.unauthorizedRetried = false }
+        // A head accepted after close() (its request was on its way, or held by a stalled proxy,
+        // when the source closed) opens nothing: the cancelled stream ends without a word.
+        let closed = state.withLockedValue { state in
+            state.unauthorizedRetried = false
+            return state.closed
+        }
+        guard !closed else { return }
         driver.opened()
         setReadyState(.open)
         notifyOpen()

@@ -80,7 +80,11 @@ public final class RunningCommand: Sendable {
 
     private let input: Pipe
 
-    init(process: Process, output: Pipe, errors: Pipe, input: Pipe) {
+    private let signalled = NIOLockedValueBox<ContinuousClock.Instant?>(nil)
+    /// When the reading thread sent the signal asked for at launch.
+    public var signalTime: ContinuousClock.Instant? { signalled.withLockedValue { $0 } }
+
+    init(process: Process, output: Pipe, errors: Pipe, input: Pipe, signal: (number: Int32, afterLine: Int)? = nil) {
         self.process = process
         self.input = input
         let (lines, continuation) = AsyncStream.makeStream(of: String.self)
@@ -88,14 +92,23 @@ public final class RunningCommand: Sendable {
         let box = Data.Box()
         self.errors = box
         // Each pipe is read on a thread of its own (see BlockingWork), never on a task's thread.
+        let signalled = self.signalled
         Thread.detachNewThread {
             let handle = output.fileHandleForReading
             var pending = Data()
+            var pendingSignal = signal
+            var lineCount = 0
             while true {
                 let chunk = handle.availableData
                 if chunk.isEmpty { break }
                 pending.append(chunk)
                 while let newline = pending.firstIndex(of: UInt8(ascii: "\n")) {
+                    lineCount += 1
+                    if let signal = pendingSignal, lineCount >= signal.afterLine {
+                        pendingSignal = nil
+                        signalled.withLockedValue { $0 = ContinuousClock.now }
+                        kill(process.processIdentifier, signal.number)
+                    }
                     continuation.yield(String(decoding: pending[pending.startIndex..<newline], as: UTF8.self))
                     pending.removeSubrange(pending.startIndex...newline)
                 }
@@ -155,17 +168,20 @@ public final class RunningCommand: Sendable {
 
 extension RealtimeCommandLine {
     /// Starts `executable <arguments>` (the `realtime` command by default) and returns at once;
-    /// `environment` is added to this process's.
-    public static func launch(executable: String = executable, _ arguments: [String], environment: [String: String] = [:]) throws -> RunningCommand {
+    /// `environment` is added to this process's. With `signal`, the thread reading its standard
+    /// output sends `signal.number` as soon as line `signal.afterLine` (from 1) is read (a task would
+    /// send it only once it got a thread, which on a loaded machine can be after a short command
+    /// ended).
+    public static func launch(
+        executable: String = executable, _ arguments: [String], environment: [String: String] = [:],
+        signal: (number: Int32, afterLine: Int)? = nil
+    ) throws -> RunningCommand {
         guard FileManager.default.isExecutableFile(atPath: executable) else {
             throw Missing(description: "\(executable) is missing: `swift build` builds it (Scripts/test.sh does)")
         }
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
-        if !environment.isEmpty {
-            process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        }
         if !environment.isEmpty {
             process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         }
@@ -176,7 +192,7 @@ extension RealtimeCommandLine {
         process.standardError = errors
         process.standardInput = input
         try process.run()
-        return RunningCommand(process: process, output: output, errors: errors, input: input)
+        return RunningCommand(process: process, output: output, errors: errors, input: input, signal: signal)
     }
 }
 
