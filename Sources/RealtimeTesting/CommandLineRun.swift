@@ -74,8 +74,8 @@ public final class RunningCommand: Sendable {
     public let lines: AsyncStream<String>
     private let exited: Task<Void, Never>
     private let ended = NIOLockedValueBox<ContinuousClock.Instant?>(nil)
-    /// When the command ended, as seen by the thread that waited for it (not when a task got to
-    /// run after it: on a busy machine that can be much later).
+    /// When the command ended: when its standard error closed, as seen by the thread reading it
+    /// (not when a task got to run after it: on a busy machine that can be much later).
     public var endTime: ContinuousClock.Instant? { ended.withLockedValue { $0 } }
 
     private let input: Pipe
@@ -118,14 +118,16 @@ public final class RunningCommand: Sendable {
         }
         let ended = self.ended
         // The process's end, awaited by whoever reads `exited` (the run outlives this initializer).
-        // The end is taken on the thread that read standard error to its end, right after the
-        // process exits: a second step through a task would add that task's wait for a thread,
-        // which on a loaded machine took longer than the command.
+        // The end is when standard error closes (the command's process exits then; it starts no
+        // other), seen by the thread reading it: `waitUntilExit()` learns of the exit from a
+        // Dispatch queue, and a second step through a task waits for a thread, either of which
+        // took longer than the command on a loaded machine.
         exited = Task {
             let (data, end) = await BlockingWork.run {
                 let data = errors.fileHandleForReading.readDataToEndOfFile()
+                let closed = ContinuousClock.now
                 process.waitUntilExit()
-                return (data, ContinuousClock.now)
+                return (data, closed)
             }
             box.set(data)
             ended.withLockedValue { $0 = end }

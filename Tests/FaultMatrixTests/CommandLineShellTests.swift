@@ -82,10 +82,13 @@ final class CommandLineShellTests {
     @Test("`| head -1`: the command ends quietly with 141 once its reader has gone")
     func closedStandardOutput() async throws {
         let sse = try await SSETestServer.start()
-        // A stream that keeps writing, so the command writes again after head has gone.
+        // A stream that keeps writing, so the command writes again after head has gone: for as
+        // long as the test may take (a count of 2,000 was over before a loaded full run's command
+        // had connected, which then waited for an event that never came).
         let publisher = Task {
             var count = 0
-            while !Task.isCancelled, count < 2_000 {
+            let end = ContinuousClock.now + .seconds(200)
+            while !Task.isCancelled, ContinuousClock.now < end {
                 sse.publish("tick \(count)")
                 count += 1
                 // A steady trickle, as a real stream: nothing to await but the pace.
