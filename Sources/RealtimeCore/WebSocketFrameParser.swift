@@ -34,8 +34,12 @@ struct WebSocketFrameParser {
     /// The bytes of one read, after those kept from earlier reads: take the frames from them with
     /// ``nextFrame(_:)``, then give the rest back with ``keep(_:)``.
     mutating func take(_ bytes: ByteBuffer) -> ByteBuffer {
-        guard var held = pending else { return bytes }
+        guard var held = pending else {
+            tookKept = false
+            return bytes
+        }
         pending = nil
+        tookKept = true
         var bytes = bytes
         // The kept buffer is the parser's own (see `keep`): appended to in place.
         held.writeBuffer(&bytes)
@@ -44,6 +48,10 @@ struct WebSocketFrameParser {
 
     /// The room of the buffer kept for a frame not yet whole (for tests).
     var keptCapacity: Int? { pending?.capacity }
+    /// How many times a frame not yet whole was copied into a buffer of its own (for tests).
+    private(set) var keptCopies = 0
+    /// The bytes `take` returned were the kept buffer.
+    private var tookKept = false
 
     /// Keeps what is left of the bytes (a frame not yet whole) for the next read, in a buffer of
     /// its own, as large as the whole frame when its header tells: the read it came in is let go
@@ -52,6 +60,14 @@ struct WebSocketFrameParser {
     /// after read), and the reads that complete the frame are appended without growing it again.
     mutating func keep(_ rest: ByteBuffer) {
         guard rest.readableBytes > 0 else { return }
+        // Still the kept buffer, no frame cut from it (its reader index is where the frame
+        // starts): nothing shares it, so the next read is appended to it in place. A frame over
+        // many reads is copied once, not once per read.
+        if tookKept, rest.readerIndex == 0 {
+            pending = rest
+            return
+        }
+        keptCopies += 1
         var rest = rest
         var own = ByteBufferAllocator().buffer(capacity: max(rest.readableBytes, Self.frameLength(rest, limit: maxFrameSize) ?? 0))
         own.writeBuffer(&rest)

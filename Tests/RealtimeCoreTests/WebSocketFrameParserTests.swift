@@ -80,6 +80,23 @@ import Testing
         #expect(parser.keptCapacity == nil)
     }
 
+    /// A frame over many reads is copied into the parser's own buffer once, and the reads after
+    /// are appended to it in place (a copy per read would copy the frame over and over).
+    @Test func aFrameOverManyReadsIsCopiedOnce() throws {
+        var parser = WebSocketFrameParser(maxFrameSize: 1 << 20)
+        let payload = (0..<10_000).map { UInt8(truncatingIfNeeded: $0) }
+        let stream: [UInt8] = [0x81, 1, 0x61] + [0x82, 126, 0x27, 0x10] + payload  // text "a", then binary of 10,000 bytes
+        var cuts: [ByteBuffer] = []
+        for start in stride(from: 0, to: stream.count, by: 100) {
+            var bytes = parser.take(ByteBuffer(bytes: stream[start..<min(start + 100, stream.count)]))
+            while let frame = try parser.nextFrame(&bytes) { cuts.append(frame.data) }
+            parser.keep(bytes)
+        }
+        #expect(cuts.count == 2)
+        #expect(cuts.last.map { Array($0.readableBytesView) } == payload)
+        #expect(parser.keptCopies == 1)
+    }
+
     @Test func aFrameOverTheLimitIsRefusedFromItsHeader() throws {
         var parser = WebSocketFrameParser(maxFrameSize: 125)
         var bytes = parser.take(ByteBuffer(bytes: [0x82, 126, 0x00, 200]))
