@@ -160,6 +160,8 @@ package struct JSONReader {
     private let bytes: UnsafeRawBufferPointer
     private var index: Int
     private var depth = 0
+    /// A string the input is likely to hold (``parse(_:reusing:)``).
+    private var known: String?
 
     private init(_ bytes: UnsafeRawBufferPointer, index: Int) {
         self.bytes = bytes
@@ -169,10 +171,24 @@ package struct JSONReader {
     /// Parses one JSON value that must fill `bytes` (surrounding whitespace allowed).
     package static func parse(_ bytes: UnsafeRawBufferPointer) throws(JSONParseError) -> JSONValue {
         var reader = JSONReader(bytes, index: 0)
-        reader.skipWhitespace()
-        let value = try reader.parseValue()
-        reader.skipWhitespace()
-        guard reader.index == bytes.count else { throw reader.failure("unexpected data after the JSON value") }
+        return try reader.parseWhole()
+    }
+
+    /// Parses as ``parse(_:)-(UnsafeRawBufferPointer)`` does; a string in the input equal to
+    /// `known` is given as `known` itself, without making a new one (a protocol whose messages
+    /// repeat a name, such as an event's, passes the last one).
+    package static func parse(_ bytes: UnsafeRawBufferPointer, reusing known: String) throws(JSONParseError) -> JSONValue {
+        var reader = JSONReader(bytes, index: 0)
+        reader.known = known
+        return try reader.parseWhole()
+    }
+
+    /// One JSON value that must fill the input (surrounding whitespace allowed).
+    private mutating func parseWhole() throws(JSONParseError) -> JSONValue {
+        skipWhitespace()
+        let value = try parseValue()
+        skipWhitespace()
+        guard index == bytes.count else { throw failure("unexpected data after the JSON value") }
         return value
     }
 
@@ -315,9 +331,22 @@ package struct JSONReader {
 
     private mutating func parseString() throws(JSONParseError) -> String {
         switch try parseStringBytes() {
-        case .input(let range): String(decoding: UnsafeRawBufferPointer(rebasing: bytes[range]), as: UTF8.self)
+        case .input(let range):
+            if let known, Self.equal(known, UnsafeRawBufferPointer(rebasing: bytes[range])) {
+                known
+            } else {
+                String(decoding: UnsafeRawBufferPointer(rebasing: bytes[range]), as: UTF8.self)
+            }
         case .unescaped(let unescaped): String(decoding: unescaped, as: UTF8.self)
         }
+    }
+
+    /// Whether `string`'s UTF-8 is `bytes`.
+    private static func equal(_ string: String, _ bytes: UnsafeRawBufferPointer) -> Bool {
+        guard string.utf8.count == bytes.count else { return false }
+        return string.utf8.withContiguousStorageIfAvailable { utf8 in
+            bytes.isEmpty || memcmp(utf8.baseAddress.unsafelyUnwrapped, bytes.baseAddress.unsafelyUnwrapped, bytes.count) == 0
+        } ?? bytes.elementsEqual(string.utf8)
     }
 
     /// A string's UTF-8: where it is in the input when it has no escape, else unescaped.
@@ -329,17 +358,24 @@ package struct JSONReader {
     private mutating func parseStringBytes() throws(JSONParseError) -> StringBytes {
         index += 1
         let start = index
-        // Fast path: no escapes.
-        while index < bytes.count {
-            let byte = bytes[index]
+        // Fast path: no escapes, in locals (the opening quote was read, so there is a base address).
+        let base = bytes.baseAddress.unsafelyUnwrapped
+        let count = bytes.count
+        var at = start
+        while at < count {
+            let byte = base.load(fromByteOffset: at, as: UInt8.self)
             if byte == UInt8(ascii: "\"") {
-                index += 1
-                return .input(start..<(index - 1))
+                index = at &+ 1
+                return .input(start..<at)
             }
             if byte == UInt8(ascii: "\\") { break }
-            if byte < 0x20 { throw failure("control character in string") }
-            index += 1
+            if byte < 0x20 {
+                index = at
+                throw failure("control character in string")
+            }
+            at &+= 1
         }
+        index = at
         var scratch: [UInt8] = Array(UnsafeRawBufferPointer(rebasing: bytes[start..<min(index, bytes.count)]))
         while index < bytes.count {
             let byte = bytes[index]
@@ -433,16 +469,23 @@ package struct JSONReader {
             index += 1
             digits = 1
         } else {
-            // Locals, not the reader's properties, in the loop every number takes.
-            let bytes = bytes
-            var at = index
-            while at < bytes.count {
-                let digit = bytes[at] &- UInt8(ascii: "0")
+            // Locals, not the reader's properties, in the loop every number takes; the first 18
+            // digits (which an Int64 always holds) in a loop of their own, with no count to check.
+            let base = bytes.baseAddress.unsafelyUnwrapped
+            let count = bytes.count
+            let first = index
+            var at = first
+            let accumulated = min(count, first &+ 18)
+            while at < accumulated {
+                let digit = base.load(fromByteOffset: at, as: UInt8.self) &- UInt8(ascii: "0")
                 guard digit < 10 else { break }
-                if digits < 18 { integer = integer &* 10 &+ Int64(digit) }
-                digits += 1
-                at += 1
+                integer = integer &* 10 &+ Int64(digit)
+                at &+= 1
             }
+            if at == accumulated {
+                while at < count, base.load(fromByteOffset: at, as: UInt8.self) &- UInt8(ascii: "0") < 10 { at &+= 1 }
+            }
+            digits = at &- first
             index = at
         }
         var isInteger = true
