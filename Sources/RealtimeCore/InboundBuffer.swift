@@ -158,6 +158,17 @@ public import NIOPosix
         return yield { $0.append(contentsOf: elements) }
     }
 
+    /// ``yield(contentsOf:)`` for a batch the producer lets go of: when nothing waits in the
+    /// buffer (the usual case) the buffer takes the batch's storage, without copying each
+    /// element in.
+    @discardableResult
+    @inlinable public func yield(batch elements: [Element]) -> Bool {
+        guard !elements.isEmpty else { return !isPaused }
+        return yield { items in
+            if items.isEmpty { items = elements } else { items.append(contentsOf: elements) }
+        }
+    }
+
     /// ``yield(contentsOf:)`` with what `add` appends (one element or a collection; a client
     /// module calls this class unspecialized, where iterating a one-element collection cost
     /// generic metadata lookups per message).

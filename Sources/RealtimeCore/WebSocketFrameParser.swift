@@ -16,6 +16,10 @@ struct WebSocketFrameParser {
     struct Frame {
         let header: UInt8
         let data: ByteBuffer
+        /// For a text frame that is a whole message, when the parser checks text: whether it is
+        /// valid UTF-8 (checked while the header is read, in the same access to the bytes). Nil
+        /// when not checked here.
+        var validText: Bool? = nil
 
         var fin: Bool { header & 0x80 != 0 }
         /// RSV1, RSV2 or RSV3 is set (no extension is negotiated on a connection this parser reads).
@@ -24,11 +28,15 @@ struct WebSocketFrameParser {
     }
 
     let maxFrameSize: Int
+    /// Whether a text frame that is a whole message (FIN set) has its UTF-8 checked here
+    /// (``Frame/validText``).
+    let checksText: Bool
     /// Bytes of a frame not yet whole, from earlier reads.
     private var pending: ByteBuffer?
 
-    init(maxFrameSize: Int) {
+    init(maxFrameSize: Int, checksText: Bool = false) {
         self.maxFrameSize = maxFrameSize
+        self.checksText = checksText
     }
 
     /// The bytes of one read, after those kept from earlier reads: take the frames from them with
@@ -95,47 +103,79 @@ struct WebSocketFrameParser {
     }
 
     /// The next whole frame at the buffer's reader index (moved past it), or nil when the frame
-    /// there is not whole yet (the index is left where the frame starts).
-    func nextFrame(_ buffer: inout ByteBuffer) throws(RealtimeError) -> Frame? {
-        let start = buffer.readerIndex
-        guard let first = buffer.getInteger(at: start, as: UInt8.self), let second = buffer.getInteger(at: start + 1, as: UInt8.self)
-        else { return nil }
+    /// there is not whole yet (the index is left where the frame starts). Mutating, though it
+    /// changes nothing: a non-mutating call on the reader's stored parser copies the parser, the
+    /// kept bytes' reference count included, at every frame.
+    mutating func nextFrame(_ buffer: inout ByteBuffer) throws(RealtimeError) -> Frame? {
+        // The header read, and a whole text message's UTF-8 checked, in one access to the bytes
+        // (each access to a buffer's bytes costs a runtime exclusivity check).
+        let header = buffer.withUnsafeReadableBytes { [maxFrameSize, checksText] bytes in
+            Self.header(bytes, maxFrameSize: maxFrameSize, checksText: checksText)
+        }
+        switch header {
+        case .incomplete:
+            return nil
+        case .frame(let first, let headerLength, let length, let validText):
+            buffer.moveReaderIndex(forwardBy: headerLength)
+            return Frame(header: first, data: buffer.readSlice(length: length)!, validText: validText)
+        case .masked:
+            throw RealtimeError(.protocolViolation, "the server sent a masked WebSocket frame", closeCode: 1002, stage: .established)
+        case .topBitSet:
+            throw RealtimeError(.protocolViolation, "the server sent a WebSocket frame length with its top bit set", closeCode: 1002, stage: .established)
+        case .tooLarge:
+            throw tooLarge()
+        case .longControl:
+            throw RealtimeError(.protocolViolation, "the server sent a control frame of more than 125 bytes", closeCode: 1002, stage: .established)
+        case .fragmentedControl:
+            throw RealtimeError(.protocolViolation, "the server sent a fragmented control frame", closeCode: 1002, stage: .established)
+        }
+    }
+
+    /// What the bytes at a frame's start tell.
+    private enum Header {
+        /// The header or the payload is not whole yet.
+        case incomplete
+        case frame(first: UInt8, headerLength: Int, length: Int, validText: Bool?)
+        case masked, topBitSet, tooLarge, longControl, fragmentedControl
+    }
+
+    private static func header(_ bytes: UnsafeRawBufferPointer, maxFrameSize: Int, checksText: Bool) -> Header {
+        guard bytes.count >= 2 else { return .incomplete }
+        let first = bytes[0]
+        let second = bytes[1]
         let opcodeBits = first & 0x0F
         let isControl = opcodeBits & 0x08 != 0
         let fin = first & 0x80 != 0
-        guard second & 0x80 == 0 else {
-            throw RealtimeError(.protocolViolation, "the server sent a masked WebSocket frame", closeCode: 1002, stage: .established)
-        }
+        guard second & 0x80 == 0 else { return .masked }
         var headerLength = 2
         var length = Int(second & 0x7F)
         switch length {
         case 126:
-            guard let extended = buffer.getInteger(at: start + 2, as: UInt16.self) else { return nil }
-            length = Int(extended)
+            guard bytes.count >= 4 else { return .incomplete }
+            length = Int(bytes[2]) << 8 | Int(bytes[3])
             headerLength = 4
         case 127:
-            guard let extended = buffer.getInteger(at: start + 2, as: UInt64.self) else { return nil }
-            guard extended & (1 << 63) == 0 else {
-                throw RealtimeError(.protocolViolation, "the server sent a WebSocket frame length with its top bit set", closeCode: 1002, stage: .established)
-            }
-            guard extended <= UInt64(maxFrameSize) else { throw tooLarge() }
+            guard bytes.count >= 10 else { return .incomplete }
+            var extended: UInt64 = 0
+            for index in 2..<10 { extended = extended << 8 | UInt64(bytes[index]) }
+            guard extended & (1 << 63) == 0 else { return .topBitSet }
+            guard extended <= UInt64(maxFrameSize) else { return .tooLarge }
             length = Int(extended)
             headerLength = 10
         default:
             break
         }
         if isControl {
-            guard length <= 125 else {
-                throw RealtimeError(.protocolViolation, "the server sent a control frame of more than 125 bytes", closeCode: 1002, stage: .established)
-            }
-            guard fin else {
-                throw RealtimeError(.protocolViolation, "the server sent a fragmented control frame", closeCode: 1002, stage: .established)
-            }
+            guard length <= 125 else { return .longControl }
+            guard fin else { return .fragmentedControl }
         }
-        guard length <= maxFrameSize else { throw tooLarge() }
-        guard buffer.readableBytes >= headerLength + length else { return nil }
-        buffer.moveReaderIndex(forwardBy: headerLength)
-        return Frame(header: first, data: buffer.readSlice(length: length)!)
+        guard length <= maxFrameSize else { return .tooLarge }
+        guard bytes.count >= headerLength + length else { return .incomplete }
+        var validText: Bool?
+        if checksText, fin, opcodeBits == 0x1 {
+            validText = isValidUTF8(UnsafeRawBufferPointer(rebasing: bytes[headerLength..<(headerLength + length)]))
+        }
+        return .frame(first: first, headerLength: headerLength, length: length, validText: validText)
     }
 
     private func tooLarge() -> RealtimeError {

@@ -62,7 +62,7 @@ final class WebSocketReadHandler: ChannelDuplexHandler, RemovableChannelHandler 
 
     init(maxMessageSize: Int, validateUTF8: Bool, timers: TimerQueue) {
         self.messages = InboundBuffer(limit: Self.bufferLimit)
-        self.parser = WebSocketFrameParser(maxFrameSize: max(maxMessageSize, 125))
+        self.parser = WebSocketFrameParser(maxFrameSize: max(maxMessageSize, 125), checksText: validateUTF8)
         self.assembler = MessageAssembler(maxMessageSize: maxMessageSize, validateUTF8: validateUTF8)
         self.timers = timers
     }
@@ -128,7 +128,7 @@ final class WebSocketReadHandler: ChannelDuplexHandler, RemovableChannelHandler 
         {
             return
         }
-        switch assembler.add(opcode: frame.opcode, fin: frame.fin, data: frame.data) {
+        switch assembler.add(opcode: frame.opcode, fin: frame.fin, data: frame.data, validText: frame.validText) {
         case .partial: break
         case .message(let message): batch.append(message)
         case .failure(let error): fail(error.closeCode ?? 1002, error, context)
@@ -181,7 +181,7 @@ final class WebSocketReadHandler: ChannelDuplexHandler, RemovableChannelHandler 
         guard !batch.isEmpty else { return }
         let delivered = batch
         batch = []
-        if !messages.yield(contentsOf: delivered) { paused = true }
+        if !messages.yield(batch: delivered) { paused = true }
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
@@ -395,20 +395,26 @@ struct MessageAssembler {
     /// A fragmented message is under way: the next data frame must continue it.
     var isUnderWay: Bool { partial != nil }
 
-    mutating func add(opcode: WebSocketOpcode, fin: Bool, data: ByteBuffer) -> Step {
+    /// `validText`: for a text frame that is a whole message, whether its UTF-8 is valid, when
+    /// the frame parser checked it; else nil, and it is checked here.
+    mutating func add(opcode: WebSocketOpcode, fin: Bool, data: ByteBuffer, validText: Bool? = nil) -> Step {
         var message: (opcode: WebSocketOpcode, data: ByteBuffer)
-        switch (opcode, partial) {
-        case (.text, nil), (.binary, nil):
+        if case .none = partial, opcode == .text || opcode == .binary {
+            // A message's first frame (most messages are one): told without copying `partial`
+            // into a tuple to switch on.
             message = (opcode, data)
-        case (.continuation, .some(let started)):
-            partial = nil
-            message = started
-            message.data.writeImmutableBuffer(data)
-        case (.continuation, nil):
-            return .failure(RealtimeError(.protocolViolation, "the server sent a continuation frame outside a message", closeCode: 1002))
-        default:
-            partial = nil
-            return .failure(RealtimeError(.protocolViolation, "the server interleaved WebSocket message fragments", closeCode: 1002))
+        } else {
+            switch (opcode, partial) {
+            case (.continuation, .some(let started)):
+                partial = nil
+                message = started
+                message.data.writeImmutableBuffer(data)
+            case (.continuation, nil):
+                return .failure(RealtimeError(.protocolViolation, "the server sent a continuation frame outside a message", closeCode: 1002))
+            default:
+                partial = nil
+                return .failure(RealtimeError(.protocolViolation, "the server interleaved WebSocket message fragments", closeCode: 1002))
+            }
         }
         guard message.data.readableBytes <= maxMessageSize else {
             return .failure(
@@ -419,7 +425,7 @@ struct MessageAssembler {
             return .partial
         }
         if message.opcode == .binary { return .message(.binary(message.data)) }
-        guard !validateUTF8 || message.data.withUnsafeReadableBytes(isValidUTF8) else {
+        guard !validateUTF8 || (validText ?? message.data.withUnsafeReadableBytes(isValidUTF8)) else {
             return .failure(RealtimeError(.invalidUTF8, "the server sent a text message that is not valid UTF-8", closeCode: 1007))
         }
         return .message(.text(message.data))

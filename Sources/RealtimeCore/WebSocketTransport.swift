@@ -118,6 +118,13 @@ package enum WebSocketInbound: Sendable {
     case text(ByteBuffer)
     case binary(ByteBuffer)
 
+    /// The message's bytes, text or binary.
+    package var bytes: ByteBuffer {
+        switch self {
+        case .text(let bytes), .binary(let bytes): bytes
+        }
+    }
+
     /// The message as the public API gives it.
     package var message: RealtimeMessage {
         switch self {

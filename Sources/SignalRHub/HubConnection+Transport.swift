@@ -405,12 +405,9 @@ extension HubConnection {
     private func readWebSocket(_ ws: WebSocketConnection, pipeline: inout InboundPipeline) async throws {
         var inbound = ws.inbound.makeAsyncIterator()
         while let messages = try await inbound.nextRead() {
-            for message in messages {
-                let outcome: InboundPipeline.Outcome
-                switch message {
-                case .text(let buffer), .binary(let buffer):
-                    outcome = try buffer.withUnsafeReadableBytes { try pipeline.feed($0) }
-                }
+            // By index: each message is read in place, not copied out of the batch.
+            for index in messages.indices {
+                let outcome = try messages[index].bytes.withUnsafeReadableBytes { try pipeline.feed($0) }
                 switch outcome {
                 case .goOn: break
                 case .close: try? await ws.close(code: 1000, reason: nil)

@@ -757,8 +757,9 @@ final class EngineIOSession: Sendable {
         while let messages = try await inbound.nextRead() {
             // Taken once per read: loading the weak reference costs more than a small message's decoding.
             let delegate = try delegate
-            for message in messages {
-                if let end = try receive(message, delegate) {
+            // By index: each message is lent to `receive`, not copied out of the batch.
+            for index in messages.indices {
+                if let end = try receive(messages[index], delegate) {
                     if end == .closedByServer { try? await connection.close(code: 1000, reason: nil) }
                     return end
                 }

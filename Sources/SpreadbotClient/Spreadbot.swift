@@ -601,7 +601,8 @@ public final class Spreadbot: Service, Sendable {
     private func readWebSocket(_ connection: WebSocketConnection, path: String) async throws {
         var inbound = connection.inbound.makeAsyncIterator()
         while let messages = try await inbound.nextRead() {
-            for message in messages where !receive(message, path: path) { await readGate.waitUntilOpen() }
+            // By index: each message is lent to `receive`, not copied out of the batch.
+            for index in messages.indices where !receive(messages[index], path: path) { await readGate.waitUntilOpen() }
         }
     }
 

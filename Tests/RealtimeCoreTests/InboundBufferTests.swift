@@ -23,6 +23,20 @@ import Testing
         #expect(try await buffer.nextBatch() == [1, 2, 3])
     }
 
+    /// A batch handed over whole becomes the buffer's contents when nothing waits there, and is
+    /// added after what waits otherwise; both keep the order, and the limit still pauses.
+    @Test func batchesHandedOverWholeKeepTheOrder() async throws {
+        let buffer = InboundBuffer<Int>(limit: 4)
+        #expect(buffer.yield(batch: [1, 2]))
+        #expect(!buffer.yield(batch: [3, 4, 5]), "five wait: the producer must pause")
+        #expect(buffer.yield(batch: []) == false, "an empty batch tells the pause")
+        #expect(try await buffer.nextBatch() == [1, 2, 3, 4, 5])
+        let consumer = Task { try await buffer.nextBatch() }
+        try await waitUntil { buffer.hasWaitingConsumer }
+        #expect(buffer.yield(batch: [6, 7]))
+        #expect(try await consumer.value == [6, 7])
+    }
+
     /// At the limit the producer is told to pause; it is told to go on once the consumer has taken
     /// what waited, exactly once.
     @Test func theLimitPausesTheProducerUntilTheConsumerTakes() async throws {

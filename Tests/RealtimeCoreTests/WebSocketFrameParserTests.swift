@@ -46,6 +46,26 @@ import Testing
         #expect(cuts[5].payload.isEmpty)
     }
 
+    /// A parser that checks text tells, for a text frame that is a whole message, whether its
+    /// UTF-8 is valid, checked with the header; it leaves fragments, other opcodes and, when it
+    /// does not check, every frame to the message assembler.
+    @Test func aWholeTextFramesUTF8IsCheckedWithItsHeader() throws {
+        let valid: [UInt8] = Array("héllo €".utf8)
+        let invalid: [UInt8] = [0x68, 0xC3, 0x28]  // a two-byte sequence cut by "("
+        let stream: [UInt8] = [0x81, UInt8(valid.count)] + valid
+            + [0x81, UInt8(invalid.count)] + invalid
+            + [0x01, UInt8(invalid.count)] + invalid  // a first fragment: not a whole message
+            + [0x82, UInt8(invalid.count)] + invalid  // binary
+            + [0x81, 0]  // empty text
+        for checks in [true, false] {
+            var parser = WebSocketFrameParser(maxFrameSize: 1 << 20, checksText: checks)
+            var bytes = parser.take(ByteBuffer(bytes: stream))
+            var results: [Bool?] = []
+            while let frame = try parser.nextFrame(&bytes) { results.append(frame.validText) }
+            #expect(results == (checks ? [true, false, nil, nil, true] : [nil, nil, nil, nil, nil]))
+        }
+    }
+
     /// Two reads, cut at every byte of the stream's first 300 bytes and of the long frame's
     /// header, and a read per byte.
     @Test func everySplitGivesTheSameFrames() throws {
