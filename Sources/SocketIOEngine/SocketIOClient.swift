@@ -52,7 +52,11 @@ public final class SocketIOClient: Sendable {
         var auth: SocketIOAuth = .none
         var nextAckID = 0
         var acks: [Int: AckEntry] = [:]
-        var handlers: [String: [HandlerEntry]] = [:]
+        var handlers: [String: [HandlerEntry]] = [:] { didSet { lastFound = nil } }
+        /// The last event name whose handlers were looked up, with them (and whether one is
+        /// `once`): events of one name in a row find their handlers without hashing the name.
+        /// Forgotten at every change of `handlers`.
+        var lastFound: (name: String, entries: [HandlerEntry], once: Bool)?
         var anyHandlers: [(id: UUID, call: @Sendable (SocketAnyEvent) -> Void)] = []
         /// ``observeEvents(_:)``'s observers (the SocketIO module's bridge); not removed by
         /// ``removeAllHandlers()``.
@@ -646,16 +650,32 @@ public final class SocketIOClient: Sendable {
     /// Who an event goes to, taken under the state's lock (`once` handlers are removed as they are).
     private struct Recipients {
         var entries: [HandlerEntry]
+        /// The catch-all handlers, sequences and observers; nil when there are none (as for most
+        /// events), so that no arrays are made and let go for them.
+        var others: Others?
+    }
+
+    private struct Others {
         var anyHandlers: [@Sendable (SocketAnyEvent) -> Void]
         var streams: [EventStreamEntry]
         var observers: [@Sendable (SocketIOEvent, Bool) -> Void]
     }
 
     private static func recipients(of name: String, fromServer: Bool, _ state: inout State) -> Recipients {
-        let entries = state.handlers[name] ?? []
-        if entries.contains(where: \.once) { state.handlers[name]?.removeAll { $0.once } }
-        let streams = fromServer && !state.streams.isEmpty ? state.streams.values.filter { $0.name == nil || $0.name == name } : []
-        return Recipients(entries: entries, anyHandlers: state.anyHandlers.map(\.call), streams: streams, observers: state.observers.map(\.call))
+        let entries: [HandlerEntry]
+        let once: Bool
+        if let found = state.lastFound, found.name == name {
+            (entries, once) = (found.entries, found.once)
+        } else {
+            entries = state.handlers[name] ?? []
+            once = entries.contains(where: \.once)
+            state.lastFound = (name, entries, once)
+        }
+        if once { state.handlers[name]?.removeAll { $0.once } }
+        let streamsToTell = fromServer && !state.streams.isEmpty
+        guard streamsToTell || !state.anyHandlers.isEmpty || !state.observers.isEmpty else { return Recipients(entries: entries) }
+        let streams = streamsToTell ? state.streams.values.filter { $0.name == nil || $0.name == name } : []
+        return Recipients(entries: entries, others: Others(anyHandlers: state.anyHandlers.map(\.call), streams: streams, observers: state.observers.map(\.call)))
     }
 
     private func dispatch(_ name: String, _ arguments: [JSONValue], ackID: Int?, offset: String? = nil, fromServer: Bool = true) {
@@ -663,16 +683,20 @@ public final class SocketIOClient: Sendable {
         call(recipients, name, arguments, ackID: ackID, offset: offset, fromServer: fromServer)
     }
 
-    private func call(_ recipients: Recipients, _ name: String, _ arguments: [JSONValue], ackID: Int?, offset: String?, fromServer: Bool) {
+    /// `arguments` is consumed: the event takes them without a copy.
+    private func call(_ recipients: Recipients, _ name: String, _ arguments: consuming [JSONValue], ackID: Int?, offset: String?, fromServer: Bool) {
         let event = SocketIOEvent(name: name, arguments: arguments, ackID: ackID, offset: offset, socket: ackID == nil ? nil : self)
-        for observer in recipients.observers { observer(event, fromServer) }
-        // Sequences first: once a handler has seen an event, every sequence has it too.
-        for stream in recipients.streams { stream.yield(event) }
-        if !recipients.anyHandlers.isEmpty {
-            let any = SocketAnyEvent(event: name, arguments: arguments)
-            for handler in recipients.anyHandlers { handler(any) }
+        if let others = recipients.others {
+            for observer in others.observers { observer(event, fromServer) }
+            // Sequences first: once a handler has seen an event, every sequence has it too.
+            for stream in others.streams { stream.yield(event) }
+            if !others.anyHandlers.isEmpty {
+                let any = SocketAnyEvent(event: name, arguments: event.arguments)
+                for handler in others.anyHandlers { handler(any) }
+            }
         }
-        for entry in recipients.entries { entry.call(event) }
+        // By index: each entry is called in place, not copied out of the array.
+        for index in recipients.entries.indices { recipients.entries[index].call(event) }
     }
 
     /// A handler for `event` (or for every event) is registered.
@@ -687,11 +711,12 @@ public final class SocketIOClient: Sendable {
 
     // MARK: Inbound
 
-    /// `session`: the session the packet came on, asked for only by the packets that need it.
-    func handle(_ packet: consuming SocketIOPacket, session: () -> EngineIOSession?) {
+    /// `session`: holds the session the packet came on, asked for only by the packets that need
+    /// it. (A box, not a closure: a closure would hold its owner, a reference count per packet.)
+    func handle(_ packet: consuming SocketIOPacket, session: NIOLockedValueBox<EngineIOSession?>) {
         switch packet.type {
         case .connect:
-            didConnect(packet, session: session())
+            didConnect(packet, session: session.withLockedValue { $0 })
         case .connectError:
             let message = packet.data?.stringValue ?? packet.data?["message"]?.stringValue ?? "connection refused"
             let ending = state.withLockedValue { $0.lifecycle.refused() }
@@ -719,7 +744,7 @@ public final class SocketIOClient: Sendable {
         case .event, .binaryEvent:
             receiveEvent(consume packet)
         case .ack, .binaryAck:
-            if let id = packet.id { session()?.confirmDelivery(namespace: namespace, ackID: id) }
+            if let id = packet.id { session.withLockedValue { $0 }?.confirmDelivery(namespace: namespace, ackID: id) }
             guard let id = packet.id, let entry = state.withLockedValue({ $0.acks.removeValue(forKey: id) }) else {
                 runtime.logger.trace("dropped an ack nobody waits for (late or unknown)", metadata: ["realtime.ack_id": "\(packet.id ?? -1)"])
                 return
@@ -734,21 +759,23 @@ public final class SocketIOClient: Sendable {
     /// recipients taken, under one lock, and delivered. With connection state recovery the server
     /// appends its offset to every event: it is taken off the arguments.
     private func receiveEvent(_ packet: consuming SocketIOPacket, mayHold: Bool = true) {
-        // The decoder lets no event through without a name (SocketIOCodec.validate).
-        guard case .array(var arguments)? = packet.data, let first = arguments.first else { return }
-        let name = Self.eventName(first)
+        let ackID = packet.id
+        // The arguments are moved out of the packet, not copied, so that taking the name (and the
+        // offset) off them moves them in place. The decoder lets no event through without a name
+        // (SocketIOCodec.validate).
+        guard case .array(var arguments)? = packet.data.take(), !arguments.isEmpty else { return }
+        let name = Self.eventName(arguments[0])
         let taken = state.withLockedValue { state -> (offset: String?, recipients: Recipients)? in
-            if mayHold, state.lifecycle.holdsEvent(packet) { return nil }
+            if mayHold, state.lifecycle.holdsEvent(SocketIOPacket(type: packet.type, namespace: packet.namespace, id: ackID, data: .array(arguments))) {
+                return nil
+            }
             return (state.lifecycle.recordOffset(arguments), Self.recipients(of: name, fromServer: true, &state))
         }
         guard let taken else { return }
-        let ackID = packet.id
-        // The packet lets go of the arguments, so that taking the name (and the offset) off them
-        // moves them in place instead of copying them.
-        _ = consume packet
-        arguments.removeFirst()
+        // `remove(at:)`, not `removeFirst()`, which goes through the generic `replaceSubrange`.
+        _ = arguments.remove(at: 0)
         if taken.offset != nil { arguments.removeLast() }
-        call(taken.recipients, name, arguments, ackID: ackID, offset: taken.offset, fromServer: true)
+        call(taken.recipients, name, consume arguments, ackID: ackID, offset: taken.offset, fromServer: true)
     }
 
     /// An event's name: its first argument, a string, or a number written as JSON.

@@ -142,9 +142,9 @@ struct SocketIONamespaceMachine<Waiter> {
     }
 
     /// An event arrived: true when it is held until the CONNECT answer (it was sent before it).
-    mutating func holdsEvent(_ packet: SocketIOPacket) -> Bool {
+    mutating func holdsEvent(_ packet: @autoclosure () -> SocketIOPacket) -> Bool {
         guard status != .connected else { return false }
-        receiveBuffer.append(packet)
+        receiveBuffer.append(packet())
         return true
     }
 

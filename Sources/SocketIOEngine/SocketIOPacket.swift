@@ -130,12 +130,25 @@ public enum SocketIOCodec {
     }
 
     static func decode(bytes: UnsafeRawBufferPointer, legacy: Bool = false) throws(SocketIOParseError) -> (packet: SocketIOPacket, attachments: Int) {
+        var attachments = 0
+        var eventName = ""
+        let packet = try decode(bytes: bytes, legacy: legacy, attachments: &attachments, eventName: &eventName)
+        return (packet, attachments)
+    }
+
+    /// The packet alone, its attachment count in `attachments`: returning both in a tuple copied
+    /// the packet. `eventName`: the name of the last event decoded, reused when this one has the
+    /// same (most streams repeat a few names), and set to this event's.
+    @inline(__always)
+    static func decode(
+        bytes: UnsafeRawBufferPointer, legacy: Bool, attachments: inout Int, eventName: inout String
+    ) throws(SocketIOParseError) -> SocketIOPacket {
         guard let first = bytes.first else { throw .unknownPacketType("(empty)") }
         guard first >= UInt8(ascii: "0"), let type = SocketIOPacketType(rawValue: first &- UInt8(ascii: "0")) else {
             throw .unknownPacketType(String(decoding: [first], as: UTF8.self))
         }
         var index = 1
-        var attachments = 0
+        attachments = 0
         if type == .binaryEvent || type == .binaryAck {
             let start = index
             while index < bytes.count && bytes[index] != UInt8(ascii: "-") { index += 1 }
@@ -168,43 +181,49 @@ public enum SocketIOCodec {
         var data: JSONValue?
         if index < bytes.count {
             do {
-                data = try JSONReader.parse(UnsafeRawBufferPointer(rebasing: bytes[index...]))
+                data = try JSONReader.parse(UnsafeRawBufferPointer(rebasing: bytes[index...]), reusing: eventName)
             } catch {
                 throw SocketIOParseError(error)
             }
         }
-        let packet = SocketIOPacket(type: type, namespace: namespace, id: id, data: data)
-        try validate(packet, legacy: legacy)
-        return (packet, attachments)
+        // Checked on its parts, before the packet is made; an event gives its name back.
+        if let name = try validate(type, data, legacy: legacy) { eventName = name }
+        return SocketIOPacket(type: type, namespace: namespace, id: id, data: data)
     }
 
     /// socket.io-parser's payload rules per type (socket.io-parser 3, for `legacy`, checks only
     /// events and acks).
-    static func validate(_ packet: SocketIOPacket, legacy: Bool = false) throws(SocketIOParseError) {
+    /// Returns an event's name when it is a string.
+    @discardableResult
+    static func validate(_ type: SocketIOPacketType, _ data: JSONValue?, legacy: Bool = false) throws(SocketIOParseError) -> String? {
         let valid: Bool
-        switch packet.type {
+        var name: String?
+        switch type {
         case .connect where legacy, .disconnect where legacy, .connectError where legacy:
             valid = true
         case .connect:
-            valid = packet.data == nil || packet.data?.objectValue != nil
+            valid = if case .none = data { true } else { data?.objectValue != nil }
         case .disconnect:
-            valid = packet.data == nil
+            valid = if case .none = data { true } else { false }
         case .connectError:
-            valid = packet.data?.stringValue != nil || packet.data?.objectValue != nil
+            valid = data?.stringValue != nil || data?.objectValue != nil
         case .event, .binaryEvent:
-            guard let arguments = packet.data?.arrayValue, let first = arguments.first else {
+            guard case .array(let arguments)? = data, let first = arguments.first else {
                 valid = false
                 break
             }
             switch first {
             case .number, .integer, .unsignedInteger: valid = true
-            case .string(let name): valid = !SocketIOPacket.isReserved(name)
+            case .string(let string):
+                valid = !SocketIOPacket.isReserved(string)
+                name = string
             default: valid = false
             }
         case .ack, .binaryAck:
-            valid = packet.data?.arrayValue != nil
+            valid = if case .array? = data { true } else { false }
         }
-        if !valid { throw .invalidPayload("not a valid payload for a \(packet.type) packet") }
+        if !valid { throw .invalidPayload("not a valid payload for a \(type) packet") }
+        return name
     }
 
     /// Puts attachments back in place of their placeholders.
@@ -234,6 +253,8 @@ public enum SocketIOCodec {
 /// as the packet announced.
 public struct SocketIOPacketDecoder: Sendable {
     private var pending: SocketIOPacket?
+    /// The last event's name (``SocketIOCodec/decode(bytes:legacy:attachments:eventName:)``).
+    private var eventName = ""
     private var expected = 0
     private var buffers: [Data] = []
     private let version: SocketIOVersion
@@ -244,7 +265,7 @@ public struct SocketIOPacketDecoder: Sendable {
     }
 
     /// Whether a binary packet is waiting for attachments.
-    public var isWaitingForAttachments: Bool { pending != nil }
+    public var isWaitingForAttachments: Bool { if case .some = pending { true } else { false } }
 
     /// Feeds a text message; returns the packet when it needs no attachments.
     public mutating func receive(text: String) throws(SocketIOParseError) -> SocketIOPacket? {
@@ -253,9 +274,11 @@ public struct SocketIOPacketDecoder: Sendable {
 
     /// Feeds a text message's bytes (UTF-8); returns the packet when it needs no attachments.
     mutating func receive(bytes: UnsafeRawBufferPointer) throws(SocketIOParseError) -> SocketIOPacket? {
-        if pending != nil { throw .unexpectedAttachment("a text packet arrived while \(expected - buffers.count) attachments were still expected") }
-        let (packet, attachments) = try SocketIOCodec.decode(bytes: bytes, legacy: version == .v2)
-        guard packet.type == .binaryEvent || packet.type == .binaryAck else { return packet }
+        // Not `pending != nil`: on an Equatable optional that goes through generic code copying the packet.
+        if case .some = pending { throw .unexpectedAttachment("a text packet arrived while \(expected - buffers.count) attachments were still expected") }
+        var attachments = 0
+        let packet = try SocketIOCodec.decode(bytes: bytes, legacy: version == .v2, attachments: &attachments, eventName: &eventName)
+        guard packet.type == .binaryEvent || packet.type == .binaryAck else { return consume packet }
         if attachments == 0 { return try finish(packet, with: []) }
         // The count decides how many messages are waited for and kept: no more than the packet has
         // placeholders for (socket.io-parser writes exactly that many), so a peer cannot make the

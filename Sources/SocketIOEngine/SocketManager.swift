@@ -392,8 +392,11 @@ final class SessionHandler: EngineIODelegate {
         /// socket.io 2.x: the server's own CONNECT for `/` (sent at the handshake), and whether the
         /// `/` socket took it.
         var defaultNamespace: DefaultNamespace = .notJoined
-        /// The manager's `/` socket, once a packet was for it (``rootSocket()``).
-        var root: SocketIOClient?
+        /// The manager's `/` socket, once a packet was for it (``rootSocket()``). Not retained
+        /// here: the manager holds each of its sockets for its whole life, and this handler holds
+        /// the manager. (A socket is weakly referenced, so each retain and release of it takes
+        /// the runtime's slow path: two of them per packet cost more than decoding a small one.)
+        var root: Unmanaged<SocketIOClient>?
     }
 
     /// socket.io 2.x: the default namespace on this session.
@@ -527,7 +530,7 @@ final class SessionHandler: EngineIODelegate {
         let decoded: SocketIOPacket?
         // Whether this is the session's first Socket.IO packet from the server.
         var first = false
-        var root: SocketIOClient?
+        var root: Unmanaged<SocketIOClient>?
         do {
             decoded = try state.withLockedValue { state in
                 let packet = try decode(&state.decoder)
@@ -552,11 +555,15 @@ final class SessionHandler: EngineIODelegate {
         if legacy, packet.type == .connect, packet.namespace == "/" {
             return serverJoinedDefaultNamespace(packet)
         }
-        guard let socket = packet.namespace == "/" ? root ?? rootSocket() : manager.existingSocket(packet.namespace) else {
+        if packet.namespace == "/", let root {
+            root._withUnsafeGuaranteedRef { $0.handle(consume packet, session: sessionBox) }
+            return
+        }
+        guard let socket = packet.namespace == "/" ? rootSocket() : manager.existingSocket(packet.namespace) else {
             manager.logger.debug("Socket.IO packet for a namespace with no socket", metadata: ["realtime.namespace": "\(packet.namespace)"])
             return
         }
-        socket.handle(consume packet, session: { [sessionBox] in sessionBox.withLockedValue { $0 } })
+        socket.handle(consume packet, session: sessionBox)
     }
 
     /// The manager's `/` socket, kept for the session's next packets once it exists (a manager
@@ -564,7 +571,7 @@ final class SessionHandler: EngineIODelegate {
     /// decoding takes anyway.
     private func rootSocket() -> SocketIOClient? {
         guard let socket = manager.existingSocket("/") else { return nil }
-        state.withLockedValue { $0.root = socket }
+        state.withLockedValue { $0.root = Unmanaged.passUnretained(socket) }
         return socket
     }
 
@@ -583,7 +590,7 @@ final class SessionHandler: EngineIODelegate {
             state.defaultNamespace = .joined(claimed: wanted)
             return wanted
         }
-        if deliver, let socket { socket.handle(packet, session: { self.session }) }
+        if deliver, let socket { socket.handle(packet, session: sessionBox) }
     }
 
     func engineIOUpgraded() async {
