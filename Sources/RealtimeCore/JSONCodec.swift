@@ -224,13 +224,18 @@ package struct JSONReader {
         JSONParseError(reason: what, offset: index)
     }
 
+    @inline(__always)
     private mutating func skipWhitespace() {
-        while index < bytes.count {
-            switch bytes[index] {
-            case 0x20, 0x09, 0x0A, 0x0D: index += 1
-            default: return
-            }
-        }
+        // Most JSON a protocol sends has none: one look, in locals.
+        guard index < bytes.count, Self.isWhitespace(bytes[index]) else { return }
+        var at = index &+ 1
+        while at < bytes.count, Self.isWhitespace(bytes[at]) { at &+= 1 }
+        index = at
+    }
+
+    @inline(__always)
+    private static func isWhitespace(_ byte: UInt8) -> Bool {
+        byte == 0x20 || byte == 0x09 || byte == 0x0A || byte == 0x0D
     }
 
     private mutating func parseValue() throws(JSONParseError) -> JSONValue {
@@ -310,15 +315,11 @@ package struct JSONReader {
         while true {
             skipWhitespace()
             guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw failure("expected a member name") }
-            let key = try parseStringBytes()
-            skipWhitespace()
-            guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw failure("expected ':'") }
-            index += 1
-            skipWhitespace()
-            let value = try parseValue()
-            switch key {
-            case .input(let range): member(UnsafeRawBufferPointer(rebasing: bytes[range]), value)
-            case .unescaped(let unescaped): unescaped.withUnsafeBytes { member($0, value) }
+            if let key = try plainString() {
+                try colon()
+                member(UnsafeRawBufferPointer(rebasing: bytes[key]), try parseValue())
+            } else {
+                try escapedMember(member)
             }
             skipWhitespace()
             guard index < bytes.count else { throw failure("unterminated object") }
@@ -329,16 +330,28 @@ package struct JSONReader {
         }
     }
 
+    /// The `:` after a member's name, and the whitespace around it.
+    private mutating func colon() throws(JSONParseError) {
+        skipWhitespace()
+        guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw failure("expected ':'") }
+        index += 1
+        skipWhitespace()
+    }
+
+    /// A member whose name has an escape (apart from the common path).
+    @inline(never)
+    private mutating func escapedMember(_ member: (UnsafeRawBufferPointer, JSONValue) -> Void) throws(JSONParseError) {
+        let key = try unescapedString()
+        try colon()
+        let value = try parseValue()
+        key.withUnsafeBytes { member($0, value) }
+    }
+
     private mutating func parseString() throws(JSONParseError) -> String {
-        switch try parseStringBytes() {
-        case .input(let range):
-            if let known, Self.equal(known, UnsafeRawBufferPointer(rebasing: bytes[range])) {
-                known
-            } else {
-                String(decoding: UnsafeRawBufferPointer(rebasing: bytes[range]), as: UTF8.self)
-            }
-        case .unescaped(let unescaped): String(decoding: unescaped, as: UTF8.self)
-        }
+        guard let range = try plainString() else { return String(decoding: try unescapedString(), as: UTF8.self) }
+        let input = UnsafeRawBufferPointer(rebasing: bytes[range])
+        if let known, Self.equal(known, input) { return known }
+        return String(decoding: input, as: UTF8.self)
     }
 
     /// Whether `string`'s UTF-8 is `bytes`.
@@ -349,16 +362,14 @@ package struct JSONReader {
         } ?? bytes.elementsEqual(string.utf8)
     }
 
-    /// A string's UTF-8: where it is in the input when it has no escape, else unescaped.
-    private enum StringBytes {
-        case input(Range<Int>)
-        case unescaped([UInt8])
-    }
-
-    private mutating func parseStringBytes() throws(JSONParseError) -> StringBytes {
-        index += 1
-        let start = index
-        // Fast path: no escapes, in locals (the opening quote was read, so there is a base address).
+    /// The string at the reader (at its opening quote) when it has no escape: where its bytes are
+    /// in the input, the reader moved past its closing quote. Nil when it has an escape, the
+    /// reader left where it was, for ``unescapedString()``. (The common case, in locals and apart
+    /// from the escapes' code.)
+    @inline(__always)
+    private mutating func plainString() throws(JSONParseError) -> Range<Int>? {
+        let start = index &+ 1
+        // The opening quote was read, so there is a base address.
         let base = bytes.baseAddress.unsafelyUnwrapped
         let count = bytes.count
         var at = start
@@ -366,9 +377,9 @@ package struct JSONReader {
             let byte = base.load(fromByteOffset: at, as: UInt8.self)
             if byte == UInt8(ascii: "\"") {
                 index = at &+ 1
-                return .input(start..<at)
+                return start..<at
             }
-            if byte == UInt8(ascii: "\\") { break }
+            if byte == UInt8(ascii: "\\") { return nil }
             if byte < 0x20 {
                 index = at
                 throw failure("control character in string")
@@ -376,13 +387,20 @@ package struct JSONReader {
             at &+= 1
         }
         index = at
-        var scratch: [UInt8] = Array(UnsafeRawBufferPointer(rebasing: bytes[start..<min(index, bytes.count)]))
+        throw failure("unterminated string")
+    }
+
+    /// The string at the reader (at its opening quote), unescaped.
+    @inline(never)
+    private mutating func unescapedString() throws(JSONParseError) -> [UInt8] {
+        index += 1
+        var scratch: [UInt8] = []
         while index < bytes.count {
             let byte = bytes[index]
             index += 1
             switch byte {
             case UInt8(ascii: "\""):
-                return .unescaped(scratch)
+                return scratch
             case UInt8(ascii: "\\"):
                 guard index < bytes.count else { throw failure("unterminated escape") }
                 let escape = bytes[index]
@@ -508,6 +526,13 @@ package struct JSONReader {
             if integer == 0 && negative { return .number(-0.0) }
             return .integer(negative ? -integer : integer)
         }
+        return try number(from: start, isInteger: isInteger)
+    }
+
+    /// A number too long for the fast path, or with a fraction or an exponent: read from its text
+    /// (apart, so the common path carries none of this).
+    @inline(never)
+    private func number(from start: Int, isInteger: Bool) throws(JSONParseError) -> JSONValue {
         let text = String(decoding: UnsafeRawBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
         if isInteger {
             if let exact = Int64(text) { return .integer(exact) }
