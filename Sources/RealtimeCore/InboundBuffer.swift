@@ -249,18 +249,23 @@ public import NIOPosix
         return yield(contentsOf: elements)
     }
 
-    /// ``append(contentsOf:)`` of one element.
+    /// ``append(contentsOf:)`` of one element, moved in (not copied).
     @discardableResult
-    @inlinable public func append(_ element: Element) -> Bool {
+    @inlinable public func append(_ element: consuming Element) -> Bool {
+        // Held in an optional the closure takes it out of: a closure cannot consume what it captures.
+        var element: Element? = consume element
         if let eventLoop = MultiThreadedEventLoopGroup.currentEventLoop {
-            return append(flushingOn: eventLoop) { $0.append(element) }
+            return append(flushingOn: eventLoop) { if let element = element.take() { $0.append(element) } }
         }
-        return yield(element)
+        return yield { if let element = element.take() { $0.append(element) } }
     }
 
-    /// Hands one element over; see ``yield(contentsOf:)``.
+    /// Hands one element over, moved in; see ``yield(contentsOf:)``.
     @discardableResult
-    @inlinable public func yield(_ element: Element) -> Bool { yield { $0.append(element) } }
+    @inlinable public func yield(_ element: consuming Element) -> Bool {
+        var element: Element? = consume element
+        return yield { if let element = element.take() { $0.append(element) } }
+    }
 
     /// The consumer left for good (no iterator is left): what is buffered is let go, and a producer
     /// that was told to pause is resumed (`onDemand`).
