@@ -33,18 +33,19 @@ public enum HubValueCoding {
     public static func decode<T: Decodable>(_ value: JSONValue, as type: T.Type = T.self) throws -> T {
         // Fast paths for the common types; anything else (or a value of another kind) goes through
         // HubValueDecoder, which reports a mismatch as JSONDecoder's typed DecodingError.
-        let fast: Any? = switch value {
-        case _ where type == JSONValue.self: value
-        case .binary(let data) where type == Data.self: data
-        case .binary(let data) where type == [UInt8].self: Array(data)
-        case .string(let text) where type == String.self: text
-        case .bool(let flag) where type == Bool.self: flag
-        case _ where type == Int.self: value.intValue
-        case _ where type == Double.self: value.doubleValue
-        default: nil
+        // `unsafeBitCast` where `T` is the very type (no dynamic cast through `Any`).
+        switch value {
+        case _ where type == JSONValue.self: return unsafeBitCast(value, to: T.self)
+        case .binary(let data) where type == Data.self: return unsafeBitCast(data, to: T.self)
+        case .binary(let data) where type == [UInt8].self: return unsafeBitCast(Array(data), to: T.self)
+        case .string(let text) where type == String.self: return unsafeBitCast(text, to: T.self)
+        case .bool(let flag) where type == Bool.self: return unsafeBitCast(flag, to: T.self)
+        case _ where type == Int.self:
+            if let number = value.intValue { return unsafeBitCast(number, to: T.self) }
+        case _ where type == Double.self:
+            if let number = value.doubleValue { return unsafeBitCast(number, to: T.self) }
+        default: break
         }
-        // `fast` unwrapped first: a nil cast to an Optional `T` would succeed as `.none`.
-        if let fast, let result = fast as? T { return result }
         return try HubValueDecoder.decode(T.self, from: value)
     }
 

@@ -629,12 +629,13 @@ extension HubConnection {
     /// and Server-Sent Events transports): hands invocations and stream items to their consumers'
     /// buffers, completes calls. Returns `.close` for a Close message, `.paused` when a consumer's
     /// buffer is full (reading must wait for ``waitForConsumers()`` or the read gate).
-    func handle(_ message: HubMessage, run: SessionRun) -> InboundPipeline.Outcome {
-        switch message {
+    /// `dispatcher`: where invocations go (the connection's, taken once per read).
+    func handle(_ message: consuming HubMessage, run: SessionRun, dispatcher: InboundBuffer<Dispatched>?) -> InboundPipeline.Outcome {
+        switch consume message {
         case .ping, .ack, .sequence:
             return .goOn
         case .invocation(let invocation):
-            guard let dispatcher = state.withLockedValue({ $0.dispatcher }) else { return .goOn }
+            guard let dispatcher else { return .goOn }
             if dispatcher.append(.invocation(invocation)) { return .goOn }
             readGate.pause(for: dispatcher)
             return .paused
@@ -656,8 +657,11 @@ extension HubConnection {
                 if case .failure(let error) = result { buffer.finish(throwing: error) } else { buffer.finish() }
             }
             return .goOn
-        case .streamInvocation, .cancelInvocation:
-            logger.debug("ignored a message a client does not serve", metadata: ["realtime.message_type": "\(message.type)"])
+        case .streamInvocation(let invocation):
+            logger.debug("ignored a message a client does not serve", metadata: ["realtime.message_type": "\(HubMessage.streamInvocation(invocation).type)"])
+            return .goOn
+        case .cancelInvocation(let cancel):
+            logger.debug("ignored a message a client does not serve", metadata: ["realtime.message_type": "\(HubMessage.cancelInvocation(cancel).type)"])
             return .goOn
         case .close(let close):
             run.serverClosed(close)
@@ -781,8 +785,9 @@ struct InboundPipeline {
     /// Takes bytes from the server, synchronously (on the transport's reading side).
     mutating func feed(_ bytes: UnsafeRawBufferPointer) throws -> Outcome {
         let connection = connection
-        connection.state.withLockedValue { $0.machine.didReceive(now: connection.timers.now) }
         if !run.handshakeDone {
+            // (After the handshake, `feedMessages` notes the receipt under the lock it takes anyway.)
+            connection.state.withLockedValue { $0.machine.didReceive(now: connection.timers.now) }
             handshakeBytes.append(contentsOf: bytes)
             let response: HubHandshake.Response
             do { response = try HubHandshake.parseResponse(handshakeBytes) } catch {
@@ -843,9 +848,16 @@ struct InboundPipeline {
             connection.driver.progressed()
         }
         var outcome = Outcome.goOn
-        guard let replay = connection.state.withLockedValue({ $0.replay }) else {
-            for message in messages {
-                switch connection.handle(message, run: run) {
+        // One lock per read: the receipt noted (the server timeout), the replay buffer and the
+        // dispatcher taken.
+        let (replay, dispatcher) = connection.state.withLockedValue { shared in
+            shared.machine.didReceive(now: connection.timers.now)
+            return (shared.replay, shared.dispatcher)
+        }
+        guard let replay else {
+            // Each message moved out to be handled (copying one copies its headers' table too).
+            for index in messages.indices {
+                switch connection.handle(messages.take(at: index, leaving: .ping), run: run, dispatcher: dispatcher) {
                 case .goOn: continue
                 case .close: return .close
                 case .paused: outcome = .paused
@@ -870,13 +882,23 @@ struct InboundPipeline {
             if scheduleAck { connection.scheduleAck(replay) }
             guard process else { continue }
             if unprovenAfter != nil { proven() }
-            switch connection.handle(message, run: run) {
+            switch connection.handle(message, run: run, dispatcher: dispatcher) {
             case .goOn: continue
             case .close: return .close
             case .paused: outcome = .paused
             }
         }
         return outcome
+    }
+}
+
+extension Array {
+    /// The element at `index`, moved out, `placeholder` left in its place: taking each element of
+    /// an array that is let go afterwards, without copying it.
+    mutating func take(at index: Int, leaving placeholder: Element) -> Element {
+        var element = placeholder
+        swap(&element, &self[index])
+        return element
     }
 }
 

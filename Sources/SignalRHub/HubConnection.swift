@@ -43,7 +43,11 @@ public final class HubConnection: Service, Sendable {
         var machine: Lifecycle
         var session: Session?
         var generation = 0
-        var handlers: [String: [Handler]] = [:]
+        var handlers: [String: [Handler]] = [:] { didSet { lastFound = nil } }
+        /// The last target whose handlers were looked up (as the server spelled it), with them:
+        /// invocations of one target in a row find them without folding and hashing its name.
+        /// Forgotten at every change of `handlers`.
+        var lastFound: (target: String, handlers: [Handler])?
         var reconnecting: [@Sendable (any Error) async -> Void] = []
         var reconnected: [@Sendable () async -> Void] = []
         var closed: [@Sendable ((any Error)?) async -> Void] = []
@@ -128,6 +132,34 @@ public final class HubConnection: Service, Sendable {
         func run(_ arguments: [JSONValue]) async throws -> JSONValue?
     }
 
+    /// ``TypedHandling`` for a handler that does not await.
+    protocol SyncTypedHandling: Sendable {
+        func run(_ arguments: [JSONValue]) throws
+    }
+
+    /// A typed handler that does not await: the dispatcher calls it without a suspension.
+    struct SyncTypedHandler<each Argument: Decodable>: SyncTypedHandling {
+        let method: String
+        let handler: @Sendable (repeat each Argument) -> Void
+
+        func run(_ arguments: [JSONValue]) throws {
+            let values = try HubArgumentBinder.bind(arguments, target: method, as: repeat (each Argument).self)
+            handler(repeat each values)
+        }
+    }
+
+    /// ``TypedResultHandler`` for a handler that does not await (its answer is sent, which
+    /// awaits).
+    struct SyncTypedResultHandler<each Argument: Decodable, Result: Encodable>: TypedHandling {
+        let method: String
+        let handler: @Sendable (repeat each Argument) throws -> Result
+
+        func run(_ arguments: [JSONValue]) async throws -> JSONValue? {
+            let values = try HubArgumentBinder.bind(arguments, target: method, as: repeat (each Argument).self)
+            return try HubValueCoding.encode(try handler(repeat each values))
+        }
+    }
+
     /// A typed handler and the argument types it binds.
     struct TypedHandler<each Argument: Decodable>: TypedHandling {
         let method: String
@@ -158,6 +190,9 @@ public final class HubConnection: Service, Sendable {
         /// event loop) to the user's handler cost no executor switch each.
         let run: nonisolated(nonsending) @Sendable (String, [JSONValue]) async throws -> JSONValue?
         let returnsResult: Bool
+        /// The handler when it does not await (and answers nothing): called without `run`'s
+        /// suspensions. (A closure: an optional existential is copied through generic code.)
+        var atOnce: (@Sendable ([JSONValue]) throws -> Void)? = nil
     }
 
     /// An open transport: how to send on it and how to close it.
@@ -597,6 +632,30 @@ public final class HubConnection: Service, Sendable {
         addHandler(method, Handler(run: { _, arguments in try await typed.run(arguments) }, returnsResult: false))
     }
 
+    /// Registers a handler that does not await, for the client method `method` (matched without
+    /// regard to case); a closure with no `await` in it is this one. It runs as the handlers that
+    /// await do, one at a time and in arrival order with them, in the task that prefers the
+    /// connection's event loop, but it is called without a suspension: an invocation costs no
+    /// task frame and no executor check. It must not block: it shares its thread with the
+    /// connection's I/O. (The .NET client has both kinds too: `Action` and `Func<Task>` handlers.)
+    public func on<each Argument: Decodable>(
+        _ method: String, handler: @escaping @Sendable (repeat each Argument) -> Void
+    ) {
+        let typed: any SyncTypedHandling = SyncTypedHandler(method: method, handler: handler)
+        addHandler(method, Handler(run: { _, arguments in try typed.run(arguments); return nil }, returnsResult: false, atOnce: { try typed.run($0) }))
+    }
+
+    /// Registers a handler that does not await and whose return value answers the server's
+    /// invocation (a client result); a closure with no `await` in it that returns a value is this
+    /// one. It runs as the other handlers do, in order; a thrown error is sent back as the
+    /// completion's error.
+    public func on<each Argument: Decodable, Result: Encodable>(
+        _ method: String, handler: @escaping @Sendable (repeat each Argument) throws -> Result
+    ) {
+        let typed: any TypedHandling = SyncTypedResultHandler(method: method, handler: handler)
+        addHandler(method, Handler(run: { _, arguments in try await typed.run(arguments) }, returnsResult: true))
+    }
+
     /// Registers a handler whose return value answers the server's invocation (a client result).
     /// A thrown error is sent back as the completion's error.
     public func on<each Argument: Decodable, Result: Encodable>(
@@ -653,11 +712,14 @@ public final class HubConnection: Service, Sendable {
         dispatcher.setConsumerStarter { [weak self] in
             guard self != nil else { return }
             _ = ownTask(preferring: runtime) { [weak self] in
-                while let batch = dispatcher.takeOrPark() {
+                while var batch = dispatcher.takeOrPark() {
                     guard let self else { return }
-                    for item in batch {
-                        switch item {
-                        case .invocation(let invocation): await self.runHandlers(invocation)
+                    // Each item moved out of the batch, which is let go after (copying an
+                    // invocation copies its headers' table too).
+                    for index in batch.indices {
+                        switch batch.take(at: index, leaving: .reconnected) {
+                        case .invocation(let invocation):
+                            if let handlers = self.runAtOnce(invocation) { await self.runHandlers(invocation, handlers) }
                         case .reconnected: await self.runReconnectedHandlers()
                         }
                     }
@@ -682,8 +744,35 @@ public final class HubConnection: Service, Sendable {
         return folded ? method : method.lowercased()
     }
 
-    nonisolated(nonsending) private func runHandlers(_ invocation: HubInvocation) async {
-        let handlers = state.withLockedValue { $0.handlers[Self.handlerKey(invocation.target)] ?? [] }
+    /// Runs the invocation's handlers now when none awaits and none answers (the server asks for
+    /// no result); else returns them, for ``runHandlers(_:_:)``, having run none.
+    private func runAtOnce(_ invocation: HubInvocation) -> [Handler]? {
+        let handlers = state.withLockedValue { state in
+            if let found = state.lastFound, found.target == invocation.target { return found.handlers }
+            let handlers = state.handlers[Self.handlerKey(invocation.target)] ?? []
+            state.lastFound = (invocation.target, handlers)
+            return handlers
+        }
+        guard invocation.invocationId == nil, !handlers.isEmpty, handlers.allSatisfy({ $0.atOnce != nil }) else { return handlers }
+        for index in handlers.indices {
+            do {
+                // Bound, not `unsafelyUnwrapped`: that generic accessor hands the closure back
+                // through a thunk allocated per call.
+                if let atOnce = handlers[index].atOnce { try atOnce(invocation.arguments) }
+            } catch {
+                logThrow(error, invocation)
+            }
+        }
+        return nil
+    }
+
+    private func logThrow(_ error: any Error, _ invocation: HubInvocation) {
+        logger.warning(
+            "a client method handler threw",
+            metadata: ["realtime.method": "\(invocation.target)", "realtime.error": "\(Redaction.describe(error))"])
+    }
+
+    nonisolated(nonsending) private func runHandlers(_ invocation: HubInvocation, _ handlers: [Handler]) async {
         var result: Result<JSONValue?, any Error>?
         if handlers.isEmpty {
             logger.warning("no handler for a client method the server invoked", metadata: ["realtime.method": "\(invocation.target)"])
@@ -693,9 +782,7 @@ public final class HubConnection: Service, Sendable {
                 let value = try await handler.run(invocation.target, invocation.arguments)
                 if handler.returnsResult, result == nil { result = .success(value) }
             } catch {
-                logger.warning(
-                    "a client method handler threw",
-                    metadata: ["realtime.method": "\(invocation.target)", "realtime.error": "\(Redaction.describe(error))"])
+                logThrow(error, invocation)
                 if handler.returnsResult, result == nil { result = .failure(error) }
             }
         }
