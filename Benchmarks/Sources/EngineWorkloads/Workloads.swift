@@ -34,7 +34,8 @@ import SpreadbotClient
 //   $IDLE_CONSUMER=task that task also opens the connection, and no other task waits for it)
 //   EngineCompare signalr-stream URL N                   a server-to-client stream of N items (countTo)
 //   EngineCompare signalr-stream-direct URL N            the same stream, iterating the HubStream itself
-//   EngineCompare signalr-on URL N                       N server invocations to an `on` handler (pushMany)
+//   EngineCompare signalr-on URL N                       N server invocations to an `on` handler (pushMany) that does not await
+//   EngineCompare signalr-on-async URL N                 the same, the handler an `async` closure
 //   EngineCompare socketio-on URL N                      N server events to an `on` handler (count)
 //   EngineCompare socketio-events URL N                  the same events, `for await` over `socket.events(named:)`
 //   EngineCompare sse-addlistener URL [count]            the SSE events to an IKEventSource-style `addEventListener`
@@ -586,20 +587,28 @@ func startHub(_ connection: HubConnection) async throws {
         report(what, count, clock.now - start)
         await connection.stop()
 
-    case "signalr-on":
-        guard let url = argument(1) else { fail("signalr-on URL N") }
+    case "signalr-on", "signalr-on-async":
+        guard let what = argument(0), let url = argument(1) else { fail("signalr-on|signalr-on-async URL N") }
         let total = number(2, 100_000)
         let connection = HubConnectionBuilder().withUrl(url: url, transport: .webSockets).build()
         let received = NIOLockedValueBox(0)
         let done = AsyncStream.makeStream(of: Void.self)
-        connection.on("tick") { (_: Int) in
-            if received.withLockedValue({ $0 += 1; return $0 }) == total { done.continuation.finish() }
+        if what == "signalr-on" {
+            // A handler that does not await.
+            connection.on("tick") { (_: Int) in
+                if received.withLockedValue({ $0 += 1; return $0 }) == total { done.continuation.finish() }
+            }
+        } else {
+            // The same handler as an async closure.
+            connection.on("tick") { (_: Int) async in
+                if received.withLockedValue({ $0 += 1; return $0 }) == total { done.continuation.finish() }
+            }
         }
         try await startHub(connection)
         let start = markWindow()
         let _: Int = try await connection.invoke(method: "pushMany", arguments: total)
         for await _ in done.stream {}
-        report("signalr-on", received.withLockedValue { $0 }, clock.now - start)
+        report(what, received.withLockedValue { $0 }, clock.now - start)
         await connection.stop()
 
     case "socketio-on":
