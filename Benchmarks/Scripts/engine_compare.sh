@@ -85,7 +85,7 @@ pace=${PACE_RATE:-10000}; paced_n=${PACED_N:-20000}
 RATE=$pace start siopaced python3 -u Scripts/sio_blaster.py 0; siopaced=$PORT
 for w in socketio-on-paced socketio-events-paced floor-socketio-paced; do peer[$w]=$PEERPID; done
 RATE=$pace start sigpaced python3 -u Scripts/signalr_blaster.py 0; sigpaced=$PORT
-for w in signalr-stream-paced signalr-stream-direct-paced signalr-on-paced floor-signalr-paced floor-signalr-on-paced floor-signalr-paced-handoff; do peer[$w]=$PEERPID; done
+for w in signalr-stream-paced signalr-stream-direct-paced signalr-on-paced signalr-on-async-paced floor-signalr-paced floor-signalr-on-paced floor-signalr-paced-handoff; do peer[$w]=$PEERPID; done
 EVENTS=$paced_n RATE=$pace start ssepaced python3 -u Scripts/sse_blaster.py 0; ssepaced=$PORT
 for w in sse-paced sse-addlistener-paced floor-sse-paced; do peer[$w]=$PEERPID; done
 start sigfast python3 -u Scripts/signalr_blaster.py 0; sigfast=$PORT
@@ -126,6 +126,7 @@ declare -A args=(
   [socketio-events-fast]="http://127.0.0.1:$siofast 200000"
   [sse-addlistener]="http://127.0.0.1:$blaster/ 200000"
   [signalr-on-packed]="http://127.0.0.1:$sigpacked/hub 100000"
+  [signalr-on-async-packed]="http://127.0.0.1:$sigpacked/hub 100000"
   [socketio-emit]="http://127.0.0.1:$sio 20000 1"
   [signalr-invoke]="http://127.0.0.1:$sig/hub 20000 1"
   [socketio-on-python]="http://127.0.0.1:${siopy:-0} 50000"
@@ -137,6 +138,7 @@ declare -A args=(
   [signalr-stream-paced]="http://127.0.0.1:$sigpaced/hub $paced_n"
   [signalr-stream-direct-paced]="http://127.0.0.1:$sigpaced/hub $paced_n"
   [signalr-on-paced]="http://127.0.0.1:$sigpaced/hub $paced_n"
+  [signalr-on-async-paced]="http://127.0.0.1:$sigpaced/hub $paced_n"
   [sse-paced]="http://127.0.0.1:$ssepaced/ $paced_n"
   [sse-addlistener-paced]="http://127.0.0.1:$ssepaced/ $paced_n"
   [floor-socketio-paced]="socketio http://127.0.0.1:$siopaced $paced_n"
@@ -166,7 +168,7 @@ declare -A commands=(
   [signalr-stream-python]=signalr-stream [signalr-stream-direct-python]=signalr-stream-direct
   [socketio-on-paced]=socketio-on [socketio-events-paced]=socketio-events [signalr-stream-paced]=signalr-stream
   [signalr-stream-direct-paced]=signalr-stream-direct [signalr-on-paced]=signalr-on [sse-paced]=sse
-  [sse-addlistener-paced]=sse-addlistener)
+  [sse-addlistener-paced]=sse-addlistener [signalr-on-async-packed]=signalr-on-async [signalr-on-async-paced]=signalr-on-async)
 for w in "${!args[@]}"; do [[ $w == floor-* ]] && commands[$w]=floor; done
 [ -n "${peer[socketio-on-python]:-}" ] && peer[floor-socketio-python]=${peer[socketio-on-python]}
 [ -n "${peer[signalr-stream-python]:-}" ] && peer[floor-signalr-python]=${peer[signalr-stream-python]}
