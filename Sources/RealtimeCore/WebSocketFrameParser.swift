@@ -85,21 +85,28 @@ struct WebSocketFrameParser {
     /// The length of the frame at the buffer's reader index, header included, once its header is
     /// there (at most `limit` plus the longest header).
     private static func frameLength(_ buffer: ByteBuffer, limit: Int) -> Int? {
-        let start = buffer.readerIndex
-        guard let second = buffer.getInteger(at: start + 1, as: UInt8.self) else { return nil }
-        let length: Int
-        let header: Int
-        switch second & 0x7F {
-        case 126:
-            guard let extended = buffer.getInteger(at: start + 2, as: UInt16.self) else { return nil }
-            (length, header) = (Int(extended), 4)
-        case 127:
-            guard let extended = buffer.getInteger(at: start + 2, as: UInt64.self) else { return nil }
-            (length, header) = (Int(min(extended, UInt64(limit))), 10)
-        case let short:
-            (length, header) = (Int(short), 2)
+        buffer.withUnsafeReadableBytes { bytes in
+            declaredLength(bytes).map { Int(min($0.payload, UInt64(limit))) + $0.header }
         }
-        return min(length, limit) + header
+    }
+
+    /// The header's length and the payload length it declares, once the length field is there.
+    /// (Inlined: every frame's header is read through it.)
+    @inline(__always)
+    private static func declaredLength(_ bytes: UnsafeRawBufferPointer) -> (header: Int, payload: UInt64)? {
+        guard bytes.count >= 2 else { return nil }
+        switch bytes[1] & 0x7F {
+        case 126:
+            guard bytes.count >= 4 else { return nil }
+            return (4, UInt64(bytes[2]) << 8 | UInt64(bytes[3]))
+        case 127:
+            guard bytes.count >= 10 else { return nil }
+            var extended: UInt64 = 0
+            for index in 2..<10 { extended = extended << 8 | UInt64(bytes[index]) }
+            return (10, extended)
+        case let short:
+            return (2, UInt64(short))
+        }
     }
 
     /// The next whole frame at the buffer's reader index (moved past it), or nil when the frame
@@ -147,24 +154,12 @@ struct WebSocketFrameParser {
         let isControl = opcodeBits & 0x08 != 0
         let fin = first & 0x80 != 0
         guard second & 0x80 == 0 else { return .masked }
-        var headerLength = 2
-        var length = Int(second & 0x7F)
-        switch length {
-        case 126:
-            guard bytes.count >= 4 else { return .incomplete }
-            length = Int(bytes[2]) << 8 | Int(bytes[3])
-            headerLength = 4
-        case 127:
-            guard bytes.count >= 10 else { return .incomplete }
-            var extended: UInt64 = 0
-            for index in 2..<10 { extended = extended << 8 | UInt64(bytes[index]) }
-            guard extended & (1 << 63) == 0 else { return .topBitSet }
-            guard extended <= UInt64(maxFrameSize) else { return .tooLarge }
-            length = Int(extended)
-            headerLength = 10
-        default:
-            break
+        guard let (headerLength, declared) = declaredLength(bytes) else { return .incomplete }
+        if headerLength == 10 {
+            guard declared & (1 << 63) == 0 else { return .topBitSet }
+            guard declared <= UInt64(maxFrameSize) else { return .tooLarge }
         }
+        let length = Int(declared)
         if isControl {
             guard length <= 125 else { return .longControl }
             guard fin else { return .fragmentedControl }
