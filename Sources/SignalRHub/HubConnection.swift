@@ -44,10 +44,11 @@ public final class HubConnection: Service, Sendable {
         var session: Session?
         var generation = 0
         var handlers: [String: [Handler]] = [:] { didSet { lastFound = nil } }
-        /// The last target whose handlers were looked up (as the server spelled it), with them:
+        /// The last target whose handlers were looked up (as the server spelled it), with them
+        /// and whether each is one that does not await (and answers nothing):
         /// invocations of one target in a row find them without folding and hashing its name.
         /// Forgotten at every change of `handlers`.
-        var lastFound: (target: String, handlers: [Handler])?
+        var lastFound: (target: String, handlers: [Handler], allAtOnce: Bool)?
         var reconnecting: [@Sendable (any Error) async -> Void] = []
         var reconnected: [@Sendable () async -> Void] = []
         var closed: [@Sendable ((any Error)?) async -> Void] = []
@@ -747,13 +748,14 @@ public final class HubConnection: Service, Sendable {
     /// Runs the invocation's handlers now when none awaits and none answers (the server asks for
     /// no result); else returns them, for ``runHandlers(_:_:)``, having run none.
     private func runAtOnce(_ invocation: HubInvocation) -> [Handler]? {
-        let handlers = state.withLockedValue { state in
-            if let found = state.lastFound, found.target == invocation.target { return found.handlers }
+        let (handlers, allAtOnce) = state.withLockedValue { state in
+            if let found = state.lastFound, found.target == invocation.target { return (found.handlers, found.allAtOnce) }
             let handlers = state.handlers[Self.handlerKey(invocation.target)] ?? []
-            state.lastFound = (invocation.target, handlers)
-            return handlers
+            let allAtOnce = !handlers.isEmpty && handlers.allSatisfy { $0.atOnce != nil }
+            state.lastFound = (invocation.target, handlers, allAtOnce)
+            return (handlers, allAtOnce)
         }
-        guard invocation.invocationId == nil, !handlers.isEmpty, handlers.allSatisfy({ $0.atOnce != nil }) else { return handlers }
+        guard invocation.invocationId == nil, allAtOnce else { return handlers }
         for index in handlers.indices {
             do {
                 // Bound, not `unsafelyUnwrapped`: that generic accessor hands the closure back
@@ -956,4 +958,15 @@ public struct HubInvocationError: Error, Sendable, CustomStringConvertible {
 
     /// A readable summary, for logs and messages.
     public var description: String { "the hub method failed: \(message)" }
+}
+
+extension Array {
+    /// The element at `index`, moved out, `placeholder` left in its place: taking each element of
+    /// an array that is let go afterwards (a read's hub messages, the dispatcher's batch), without
+    /// copying it.
+    mutating func take(at index: Int, leaving placeholder: Element) -> Element {
+        var element = placeholder
+        swap(&element, &self[index])
+        return element
+    }
 }
