@@ -249,6 +249,23 @@ public import NIOPosix
         return yield(contentsOf: elements)
     }
 
+    /// ``append(contentsOf:)`` for a batch the producer lets go of (what one read brought): when
+    /// nothing waits in the buffer the buffer takes the batch's storage, without copying each
+    /// element in, and one lock is taken for the whole batch.
+    @discardableResult
+    @inlinable public func append(batch elements: consuming [Element]) -> Bool {
+        guard !elements.isEmpty else { return !isPaused }
+        var elements: [Element]? = consume elements
+        let add = { (items: inout [Element]) in
+            guard let batch = elements.take() else { return }
+            if items.isEmpty { items = batch } else { items.append(contentsOf: batch) }
+        }
+        if let eventLoop = MultiThreadedEventLoopGroup.currentEventLoop {
+            return append(flushingOn: eventLoop, add)
+        }
+        return yield(add)
+    }
+
     /// ``append(contentsOf:)`` of one element, moved in (not copied).
     @discardableResult
     @inlinable public func append(_ element: consuming Element) -> Bool {

@@ -631,15 +631,16 @@ extension HubConnection {
     /// buffer is full (reading must wait for ``waitForConsumers()`` or the read gate).
     /// `dispatcher`: where invocations go (the connection's, taken once per read).
     /// `message` is consumed (a copy of a hub message copies its headers' table too).
-    func handle(_ message: consuming HubMessage, run: SessionRun, dispatcher: InboundBuffer<Dispatched>?) -> InboundPipeline.Outcome {
+    /// Acts on one message of a read. An invocation is added to `invocations`, which the caller
+    /// hands to the dispatcher once per read (``dispatch(_:to:)``), and before a Close.
+    func handle(_ message: consuming HubMessage, run: SessionRun, dispatcher: InboundBuffer<Dispatched>?,
+                invocations: inout [Dispatched]) -> InboundPipeline.Outcome {
         switch consume message {
         case .ping, .ack, .sequence:
             return .goOn
         case .invocation(let invocation):
-            guard let dispatcher else { return .goOn }
-            if dispatcher.append(.invocation(invocation)) { return .goOn }
-            readGate.pause(for: dispatcher)
-            return .paused
+            invocations.append(.invocation(invocation))
+            return .goOn
         case .streamItem(let item):
             guard case .stream(let buffer)? = state.withLockedValue({ $0.machine.pendingCall(item.invocationId) }) else { return .goOn }
             if buffer.append(item.item) { return .goOn }
@@ -665,9 +666,23 @@ extension HubConnection {
             logger.debug("ignored a message a client does not serve", metadata: ["realtime.message_type": "5"])
             return .goOn
         case .close(let close):
+            // The invocations read before the Close are handled before the connection ends.
+            _ = dispatch(&invocations, to: dispatcher)
             run.serverClosed(close)
             return .close
         }
+    }
+
+    /// Hands a read's invocations to the dispatcher in one batch (one lock, one wake-up); without a
+    /// dispatcher (none is running) they are dropped, as one at a time.
+    func dispatch(_ invocations: inout [Dispatched], to dispatcher: InboundBuffer<Dispatched>?) -> InboundPipeline.Outcome {
+        guard !invocations.isEmpty else { return .goOn }
+        let batch = invocations
+        invocations = []
+        guard let dispatcher else { return .goOn }
+        if dispatcher.append(batch: batch) { return .goOn }
+        readGate.pause(for: dispatcher)
+        return .paused
     }
 
     /// Waits until the consumers that filled their buffers have caught up; meanwhile the server
@@ -744,6 +759,8 @@ struct InboundPipeline {
     private var handshakeBytes: [UInt8] = []
     private var framer: HubMessageFramer
     private var messages: [HubMessage] = []
+    /// How many messages the last read brought (the next read's list starts with that room).
+    private var lastReadCount = 0
     /// Stateful reconnect: until this socket proves it works (the server acknowledges a message
     /// sent after this id, or a new message from the server is processed), it counts as a failed
     /// attempt if it drops within 5 s. nil once proven, or without stateful reconnect.
@@ -835,7 +852,13 @@ struct InboundPipeline {
     private mutating func feedMessages(_ bytes: UnsafeRawBufferPointer) throws -> Outcome {
         // Emptied when handled, not at the next read: an idle connection would hold the last
         // messages it received (their arguments, up to the maximum message size) until then.
-        defer { messages.removeAll(keepingCapacity: messages.capacity <= 16) }
+        defer {
+            lastReadCount = messages.count
+            messages.removeAll(keepingCapacity: messages.capacity <= 16)
+        }
+        // Room for as many messages as the last read brought: a burst's reads are alike, and
+        // growing the list element by element copied every message a few times per read.
+        if lastReadCount > messages.capacity { messages.reserveCapacity(Swift.min(lastReadCount, 4096)) }
         let codec = connection.codec
         do {
             try framer.consume(bytes) { (body) throws(HubProtocolError) in messages.append(try codec.decode(body: body)) }
@@ -855,15 +878,19 @@ struct InboundPipeline {
             shared.machine.didReceive(now: connection.timers.now)
             return (shared.replay, shared.dispatcher)
         }
+        // The read's invocations, handed to the dispatcher together at the end.
+        var invocations: [HubConnection.Dispatched] = []
         guard let replay else {
+            invocations.reserveCapacity(messages.count)
             // Each message moved out of the list (emptied after) to be handled, not copied.
             for index in messages.indices {
-                switch connection.handle(messages.take(at: index, leaving: .ping), run: run, dispatcher: dispatcher) {
+                switch connection.handle(messages.take(at: index, leaving: .ping), run: run, dispatcher: dispatcher, invocations: &invocations) {
                 case .goOn: continue
                 case .close: return .close
                 case .paused: outcome = .paused
                 }
             }
+            if connection.dispatch(&invocations, to: dispatcher) == .paused { outcome = .paused }
             return outcome
         }
         for message in messages {
@@ -883,12 +910,13 @@ struct InboundPipeline {
             if scheduleAck { connection.scheduleAck(replay) }
             guard process else { continue }
             if unprovenAfter != nil { proven() }
-            switch connection.handle(message, run: run, dispatcher: dispatcher) {
+            switch connection.handle(message, run: run, dispatcher: dispatcher, invocations: &invocations) {
             case .goOn: continue
             case .close: return .close
             case .paused: outcome = .paused
             }
         }
+        if connection.dispatch(&invocations, to: dispatcher) == .paused { outcome = .paused }
         return outcome
     }
 }

@@ -44,6 +44,26 @@ struct SyncHandlerTests {
         await connection.stop()
     }
 
+    /// A read's invocations reach the handlers together; a Close in the same frame after them
+    /// ends the connection only once they were handed over.
+    @Test("invocations read with a Close run before the connection closes")
+    func invocationsBeforeACloseInOneRead() async throws {
+        let server = try await SignalRTestServer.start()
+        defer { Task { await server.stop() } }
+        let connection = HubConnectionBuilder().withUrl(url: server.url, transport: .webSockets).build()
+        let seen = Recorder<String>()
+        connection.on("atOnce") { (value: Int) in seen.append("\(value)") }
+        connection.on("awaits") { (value: Int) async in seen.append("\(value) awaited") }
+        connection.onClosed { error in seen.append("closed \((error as? RealtimeError)?.serverMessage ?? "nil")") }
+        try await connection.start()
+        let frame = #"{"type":1,"target":"atOnce","arguments":[1]}"# + "\u{1e}" + #"{"type":1,"target":"awaits","arguments":[2]}"# + "\u{1e}"
+            + #"{"type":1,"target":"atOnce","arguments":[3]}"# + "\u{1e}" + #"{"type":7,"error":"bye"}"# + "\u{1e}"
+        await server.sendRaw(Array(frame.utf8), binary: false)
+        let values = await seen.wait(for: 4)
+        #expect(Array(values.prefix(3)) == ["1", "2 awaited", "3"])
+        #expect(values.last == "closed bye")
+    }
+
     @Test("a client result from a handler that does not await, and its thrown error")
     func clientResultsWithoutAwait() async throws {
         let server = try await SignalRTestServer.start()
