@@ -193,23 +193,52 @@ package struct JSONReader {
     }
 
     /// Parses one JSON value that must fill `bytes`, as ``parse(_:)-(UnsafeRawBufferPointer)`` does; when it
-    /// is an object, hands `member` each member's name (its UTF-8, unescaped) and value in order instead of building the
-    /// object (a protocol reading a few known members keeps no dictionary). Returns whether the
-    /// value was an object; another kind of value is parsed, checked and dropped.
+    /// is an object, hands `member` each member's name (its UTF-8, unescaped) and this reader at
+    /// the member's value instead of building the object: a protocol reading a few known members
+    /// keeps no dictionary, and reads each value as the type it expects, with ``string()``,
+    /// ``integer()`` or ``array()`` (each reads nothing when the value is of another kind) or
+    /// ``value()``. A value left unread is read and dropped. Returns whether the value was an
+    /// object; another kind of value is parsed, checked and dropped.
     package static func parseMembers(
-        _ bytes: UnsafeRawBufferPointer, _ member: (UnsafeRawBufferPointer, JSONValue) -> Void
+        _ bytes: UnsafeRawBufferPointer, reading member: (UnsafeRawBufferPointer, inout JSONReader) throws(JSONParseError) -> Void
     ) throws(JSONParseError) -> Bool {
         var reader = JSONReader(bytes, index: 0)
         reader.skipWhitespace()
         let isObject = reader.index < bytes.count && bytes[reader.index] == UInt8(ascii: "{")
         if isObject {
-            try reader.parseMembers(member)
+            try reader.parseMembers(reading: member)
         } else {
             _ = try reader.parseValue()
         }
         reader.skipWhitespace()
         guard reader.index == bytes.count else { throw reader.failure("unexpected data after the JSON value") }
         return isObject
+    }
+
+    /// The value at the reader (``parseMembers(_:reading:)``).
+    package mutating func value() throws(JSONParseError) -> JSONValue { try parseValue() }
+
+    /// The string at the reader; nil, having read nothing, when the value is not a string.
+    package mutating func string() throws(JSONParseError) -> String? {
+        guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { return nil }
+        return try parseString()
+    }
+
+    /// The integer at the reader (no fraction or exponent, at most 18 digits); nil, having read
+    /// nothing, when the value is anything else (``value()`` reads it).
+    package mutating func integer() throws(JSONParseError) -> Int64? {
+        guard index < bytes.count, bytes[index] == UInt8(ascii: "-") || bytes[index] &- UInt8(ascii: "0") < 10 else { return nil }
+        let start = index
+        if case .integer(let value) = try parseNumber() { return value }
+        index = start
+        return nil
+    }
+
+    /// The array at the reader, its elements; nil, having read nothing, when the value is not an
+    /// array.
+    package mutating func array() throws(JSONParseError) -> [JSONValue]? {
+        guard index < bytes.count, bytes[index] == UInt8(ascii: "[") else { return nil }
+        return try parseElements()
     }
 
     package static func parse(_ text: String) throws(JSONParseError) -> JSONValue {
@@ -268,6 +297,11 @@ package struct JSONReader {
     }
 
     private mutating func parseArray() throws(JSONParseError) -> JSONValue {
+        .array(try parseElements())
+    }
+
+    /// An array's elements (the reader is at its `[`).
+    private mutating func parseElements() throws(JSONParseError) -> [JSONValue] {
         try enter()
         defer { depth -= 1 }
         index += 1
@@ -275,7 +309,7 @@ package struct JSONReader {
         skipWhitespace()
         if index < bytes.count && bytes[index] == UInt8(ascii: "]") {
             index += 1
-            return .array(elements)
+            return elements
         }
         // Room for a few elements at once: growing from empty took a malloc at 1, 2 and 4 elements.
         elements.reserveCapacity(Self.initialCapacity)
@@ -286,7 +320,7 @@ package struct JSONReader {
             guard index < bytes.count else { throw failure("unterminated array") }
             let byte = bytes[index]
             index += 1
-            if byte == UInt8(ascii: "]") { return .array(elements) }
+            if byte == UInt8(ascii: "]") { return elements }
             guard byte == UInt8(ascii: ",") else { throw failure("expected ',' or ']'") }
         }
     }
@@ -304,6 +338,11 @@ package struct JSONReader {
     /// An object's members, each handed over as it is read (the reader is at its `{`), the key as
     /// its UTF-8, unescaped: a reader that knows its keys compares bytes and makes no string.
     private mutating func parseMembers(_ member: (UnsafeRawBufferPointer, JSONValue) -> Void) throws(JSONParseError) {
+        try parseMembers { (key, reader) throws(JSONParseError) in member(key, try reader.parseValue()) }
+    }
+
+    /// ``parseMembers(_:)`` with `member` reading each value (``parseMembers(_:reading:)``).
+    private mutating func parseMembers(reading member: (UnsafeRawBufferPointer, inout JSONReader) throws(JSONParseError) -> Void) throws(JSONParseError) {
         try enter()
         defer { depth -= 1 }
         index += 1
@@ -317,7 +356,7 @@ package struct JSONReader {
             guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw failure("expected a member name") }
             if let key = try plainString() {
                 try colon()
-                member(UnsafeRawBufferPointer(rebasing: bytes[key]), try parseValue())
+                try readMember(UnsafeRawBufferPointer(rebasing: bytes[key]), member)
             } else {
                 try escapedMember(member)
             }
@@ -338,13 +377,26 @@ package struct JSONReader {
         skipWhitespace()
     }
 
+    /// Hands the reader, at a member's value, to `member`; reads the value if `member` did not.
+    @inline(__always)
+    private mutating func readMember(
+        _ key: UnsafeRawBufferPointer, _ member: (UnsafeRawBufferPointer, inout JSONReader) throws(JSONParseError) -> Void
+    ) throws(JSONParseError) {
+        let start = index
+        try member(key, &self)
+        if index == start { _ = try parseValue() }
+    }
+
     /// A member whose name has an escape (apart from the common path).
     @inline(never)
-    private mutating func escapedMember(_ member: (UnsafeRawBufferPointer, JSONValue) -> Void) throws(JSONParseError) {
+    private mutating func escapedMember(_ member: (UnsafeRawBufferPointer, inout JSONReader) throws(JSONParseError) -> Void) throws(JSONParseError) {
         let key = try unescapedString()
         try colon()
-        let value = try parseValue()
-        key.withUnsafeBytes { member($0, value) }
+        var failure: JSONParseError?
+        key.withUnsafeBytes { key in
+            do throws(JSONParseError) { try readMember(key, member) } catch { failure = error }
+        }
+        if let failure { throw failure }
     }
 
     private mutating func parseString() throws(JSONParseError) -> String {

@@ -93,28 +93,52 @@ enum JSONHubProtocol {
     // MARK: Reading
 
     /// The members a hub message may have, read without building the object; a repeated member
-    /// keeps its last value (as a JSON object would), others are skipped.
+    /// keeps its last value (as a JSON object would), others are skipped. The members every
+    /// invocation has are read as the type they must be (no `JSONValue` made and taken apart);
+    /// one of another type is kept as its `JSONValue`, for the error that names it.
     private struct Members {
         var type, headers, invocationId, target, arguments, streamIds, item, result, error, allowReconnect, sequenceId: JSONValue?
+        var typeNumber: Int64?
+        var invocationIdText, targetText: String?
+        var argumentList: [JSONValue]?
 
-        /// Keeps `value` if `key` (UTF-8) names a member of a hub message: told apart by length,
-        /// then compared byte by byte, with no string made of the key.
-        mutating func set(_ key: UnsafeRawBufferPointer, _ value: JSONValue) {
+        /// Reads the value of the member `key` (UTF-8) names: told apart by length, then compared
+        /// byte by byte, with no string made of the key. Another member's value is left unread
+        /// (the reader skips it).
+        mutating func read(_ key: UnsafeRawBufferPointer, _ reader: inout JSONReader) throws(JSONParseError) {
+            switch key.count {
+            case 4 where Self.is(key, "type"):
+                typeNumber = try reader.integer()
+                if typeNumber == nil { type = try reader.value() } else { type = nil }
+            case 6 where Self.is(key, "target"):
+                targetText = try reader.string()
+                if targetText == nil { target = try reader.value() } else { target = nil }
+            case 9 where Self.is(key, "arguments"):
+                argumentList = try reader.array()
+                if argumentList == nil { arguments = try reader.value() } else { arguments = nil }
+            case 12 where Self.is(key, "invocationId"):
+                invocationIdText = try reader.string()
+                if invocationIdText == nil { invocationId = try reader.value() } else { invocationId = nil }
+            default:
+                set(key, try reader.value())
+            }
+        }
+
+        /// Keeps `value` if `key` (UTF-8) names one of the other members of a hub message.
+        private mutating func set(_ key: UnsafeRawBufferPointer, _ value: JSONValue) {
             switch key.count {
             case 4:
-                if Self.is(key, "type") { type = value } else if Self.is(key, "item") { item = value }
+                if Self.is(key, "item") { item = value }
             case 5:
                 if Self.is(key, "error") { error = value }
             case 6:
-                if Self.is(key, "target") { target = value } else if Self.is(key, "result") { result = value }
+                if Self.is(key, "result") { result = value }
             case 7:
                 if Self.is(key, "headers") { headers = value }
             case 9:
-                if Self.is(key, "arguments") { arguments = value } else if Self.is(key, "streamIds") { streamIds = value }
+                if Self.is(key, "streamIds") { streamIds = value }
             case 10:
                 if Self.is(key, "sequenceId") { sequenceId = value }
-            case 12:
-                if Self.is(key, "invocationId") { invocationId = value }
             case 14:
                 if Self.is(key, "allowReconnect") { allowReconnect = value }
             default:
@@ -134,22 +158,36 @@ enum JSONHubProtocol {
         var object = Members()
         let isObject: Bool
         do {
-            isObject = try JSONReader.parseMembers(body) { object.set($0, $1) }
+            isObject = try JSONReader.parseMembers(body) { (key, reader) throws(JSONParseError) in try object.read(key, &reader) }
         } catch {
             throw HubProtocolError("error reading JSON: \(error)")
         }
         guard isObject else { throw HubProtocolError("unexpected JSON token: expected a JSON object") }
-        guard let typeValue = object.type else { throw HubProtocolError("missing required property 'type'") }
-        guard let type = typeValue.intValue else { throw HubProtocolError("expected 'type' to be of type Number") }
+        let type: Int
+        if let number = object.typeNumber, let exact = Int(exactly: number) {
+            type = exact
+        } else {
+            guard let typeValue = object.type else { throw HubProtocolError("missing required property 'type'") }
+            guard let number = typeValue.intValue else { throw HubProtocolError("expected 'type' to be of type Number") }
+            type = number
+        }
         let headers = readHeaders(object.headers)
         switch type {
         case 1, 4:
-            let id = try optionalString(object.invocationId, "invocationId")
+            let id = try optionalString(object.invocationIdText, object.invocationId, "invocationId")
             if type == 4, id == nil { throw HubProtocolError("missing required property 'invocationId'") }
             if let id, id.isEmpty { throw HubProtocolError("null or empty invocation ID") }
-            guard let target = try optionalString(object.target, "target") else { throw HubProtocolError("missing required property 'target'") }
-            guard let argumentsValue = object.arguments else { throw HubProtocolError("missing required property 'arguments'") }
-            guard case .array(let arguments) = argumentsValue else { throw HubProtocolError("expected 'arguments' to be of type Array") }
+            guard let target = try optionalString(object.targetText, object.target, "target") else {
+                throw HubProtocolError("missing required property 'target'")
+            }
+            let arguments: [JSONValue]
+            if let list = object.argumentList {
+                arguments = list
+            } else {
+                guard let argumentsValue = object.arguments else { throw HubProtocolError("missing required property 'arguments'") }
+                guard case .array(let list) = argumentsValue else { throw HubProtocolError("expected 'arguments' to be of type Array") }
+                arguments = list
+            }
             var streamIds: [String] = []
             if let ids = object.streamIds, ids != .null {
                 guard case .array(let elements) = ids else { throw HubProtocolError("expected 'streamIds' to be of type Array") }
@@ -213,8 +251,16 @@ enum JSONHubProtocol {
         return text
     }
 
+    /// A member read as a string (`text`), else its value of another kind (an error), else nil.
+    private static func optionalString(_ text: String?, _ value: JSONValue?, _ key: String) throws(HubProtocolError) -> String? {
+        if let text { return text }
+        return try optionalString(value, key)
+    }
+
     private static func requiredId(_ object: Members) throws(HubProtocolError) -> String {
-        guard let id = try optionalString(object.invocationId, "invocationId") else { throw HubProtocolError("missing required property 'invocationId'") }
+        guard let id = try optionalString(object.invocationIdText, object.invocationId, "invocationId") else {
+            throw HubProtocolError("missing required property 'invocationId'")
+        }
         guard !id.isEmpty else { throw HubProtocolError("null or empty invocation ID") }
         return id
     }
