@@ -16,7 +16,10 @@
 # by default, one message each: each read of the client holds about one message) with $PACED_N messages
 # (20,000 by default). The "floor-" workloads read the same streams with a bare NIO channel that only
 # counts frames (EngineCompare floor); floor-signalr-paced-handoff also hands each read's count to a
-# task on the default executor. EXECUTORS (space-separated, default "default") runs each binary
+# task on the default executor. The socketio-emit workloads (acks: sequential, and "-pipelined" 100 at
+# a time; "-loop": ours with the connection and the emitting tasks on one event loop) also run the official JavaScript client when given as a pair (js=Scripts/sio_js_client.sh,
+# before our binary, which must come last: it serves the Swift servers), against the server
+# ACKS_SERVER names (`socketio` by default, or `socketio-echo`). EXECUTORS (space-separated, default "default") runs each binary
 # once per executor choice in each run (EngineCompare's $EXECUTOR: default, loop, nio, main), labelled
 # label/executor. Every record also has the measured window's figures (start-up left out):
 # window_switches_per_message, window_cpu_us_per_message, window_reads_per_message.
@@ -100,10 +103,14 @@ if [[ " ${WORKLOADS:-} " == *"-python "* ]]; then
   [ -x "$venv_python" ] || { echo "engine_compare.sh: the -python workloads need $venv_python: run Scripts/prepare.sh" >&2; exit 1; }
   start_held siopy "$venv_python" -u ../Tests/SocketIOEngineTests/Peers/sio_server.py 0; siopy=$PORT
   peer[socketio-on-python]=$PEERPID; peer[socketio-events-python]=$PEERPID
+  peer[socketio-emit-python]=$PEERPID; peer[socketio-emit-pipelined-python]=$PEERPID
   start_held sigpy "$venv_python" -u ../Tests/SignalRHubTests/Peers/aiosignalr_server.py; sigpy=$PORT
   peer[signalr-stream-python]=$PEERPID; peer[signalr-stream-direct-python]=$PEERPID
 fi
 start_serve socketio; sio=$PORT
+# The acks workloads' server: `socketio` (RealtimeTesting's, a flush per packet) by default;
+# ACKS_SERVER=socketio-echo for the bare swift-nio one that is not the bound.
+if [ "${ACKS_SERVER:-socketio}" = socketio ]; then acks=$sio; else start_serve "$ACKS_SERVER"; acks=$PORT; fi
 start_serve signalr; sig=$PORT
 start_serve spreadbot; bot=$PORT
 
@@ -127,7 +134,12 @@ declare -A args=(
   [sse-addlistener]="http://127.0.0.1:$blaster/ 200000"
   [signalr-on-packed]="http://127.0.0.1:$sigpacked/hub 100000"
   [signalr-on-async-packed]="http://127.0.0.1:$sigpacked/hub 100000"
-  [socketio-emit]="http://127.0.0.1:$sio 20000 1"
+  [socketio-emit]="http://127.0.0.1:$acks 20000 1"
+  [socketio-emit-pipelined]="http://127.0.0.1:$acks 50000 100"
+  [socketio-emit-loop]="http://127.0.0.1:$acks 20000 1"
+  [socketio-emit-loop-pipelined]="http://127.0.0.1:$acks 50000 100"
+  [socketio-emit-python]="http://127.0.0.1:${siopy:-0} 3000 1"
+  [socketio-emit-pipelined-python]="http://127.0.0.1:${siopy:-0} 10000 100"
   [signalr-invoke]="http://127.0.0.1:$sig/hub 20000 1"
   [socketio-on-python]="http://127.0.0.1:${siopy:-0} 50000"
   [socketio-events-python]="http://127.0.0.1:${siopy:-0} 50000"
@@ -168,7 +180,9 @@ declare -A commands=(
   [signalr-stream-python]=signalr-stream [signalr-stream-direct-python]=signalr-stream-direct
   [socketio-on-paced]=socketio-on [socketio-events-paced]=socketio-events [signalr-stream-paced]=signalr-stream
   [signalr-stream-direct-paced]=signalr-stream-direct [signalr-on-paced]=signalr-on [sse-paced]=sse
-  [sse-addlistener-paced]=sse-addlistener [signalr-on-async-packed]=signalr-on-async [signalr-on-async-paced]=signalr-on-async)
+  [sse-addlistener-paced]=sse-addlistener [signalr-on-async-packed]=signalr-on-async [signalr-on-async-paced]=signalr-on-async
+  [socketio-emit-pipelined]=socketio-emit [socketio-emit-python]=socketio-emit [socketio-emit-pipelined-python]=socketio-emit
+  [socketio-emit-loop-pipelined]=socketio-emit-loop)
 for w in "${!args[@]}"; do [[ $w == floor-* ]] && commands[$w]=floor; done
 [ -n "${peer[socketio-on-python]:-}" ] && peer[floor-socketio-python]=${peer[socketio-on-python]}
 [ -n "${peer[signalr-stream-python]:-}" ] && peer[floor-signalr-python]=${peer[signalr-stream-python]}
