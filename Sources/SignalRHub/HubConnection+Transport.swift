@@ -843,6 +843,9 @@ struct InboundPipeline {
                     }
                 }
                 if close { return .close }
+                // Nothing after the handshake response in this read: nothing to feed (a feed notes
+                // a receipt, which would be timed after `ready`, when the caller may have moved on).
+                if rest.isEmpty { return .goOn }
                 return try rest.withUnsafeBytes { try feedMessages($0) }
             }
         }
