@@ -174,14 +174,15 @@ enum JSONHubProtocol {
         let headers = readHeaders(object.headers)
         switch type {
         case 1, 4:
-            let id = try optionalString(object.invocationIdText, object.invocationId, "invocationId")
+            // The members are taken out of `object` (no copy of each, then a release at its end).
+            let id = try optionalString(object.invocationIdText.take(), object.invocationId, "invocationId")
             if type == 4, id == nil { throw HubProtocolError("missing required property 'invocationId'") }
             if let id, id.isEmpty { throw HubProtocolError("null or empty invocation ID") }
-            guard let target = try optionalString(object.targetText, object.target, "target") else {
+            guard let target = try optionalString(object.targetText.take(), object.target, "target") else {
                 throw HubProtocolError("missing required property 'target'")
             }
             let arguments: [JSONValue]
-            if let list = object.argumentList {
+            if let list = object.argumentList.take() {
                 arguments = list
             } else {
                 guard let argumentsValue = object.arguments else { throw HubProtocolError("missing required property 'arguments'") }
