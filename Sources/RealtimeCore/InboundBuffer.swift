@@ -255,15 +255,20 @@ public import NIOPosix
     @discardableResult
     @inlinable public func append(batch elements: consuming [Element]) -> Bool {
         guard !elements.isEmpty else { return !isPaused }
+        // Held in an optional the closures take it out of. The closures are written at each call:
+        // one stored in a constant escapes, and its context and the captured variable were
+        // allocated per call.
         var elements: [Element]? = consume elements
-        let add = { (items: inout [Element]) in
-            guard let batch = elements.take() else { return }
-            if items.isEmpty { items = batch } else { items.append(contentsOf: batch) }
-        }
         if let eventLoop = MultiThreadedEventLoopGroup.currentEventLoop {
-            return append(flushingOn: eventLoop, add)
+            return append(flushingOn: eventLoop) { Self.add(elements.take(), to: &$0) }
         }
-        return yield(add)
+        return yield { Self.add(elements.take(), to: &$0) }
+    }
+
+    /// Adds a batch to the buffered items: the batch itself when there are none.
+    @inlinable static func add(_ batch: [Element]?, to items: inout [Element]) {
+        guard let batch else { return }
+        if items.isEmpty { items = batch } else { items.append(contentsOf: batch) }
     }
 
     /// ``append(contentsOf:)`` of one element, moved in (not copied).

@@ -629,10 +629,10 @@ extension HubConnection {
     /// and Server-Sent Events transports): hands invocations and stream items to their consumers'
     /// buffers, completes calls. Returns `.close` for a Close message, `.paused` when a consumer's
     /// buffer is full (reading must wait for ``waitForConsumers()`` or the read gate).
-    /// `dispatcher`: where invocations go (the connection's, taken once per read).
-    /// `message` is consumed (a copy of a hub message copies its headers' table too).
-    /// Acts on one message of a read. An invocation is added to `invocations`, which the caller
-    /// hands to the dispatcher once per read (``dispatch(_:to:)``), and before a Close.
+    /// An invocation is added to `invocations`, which the caller hands to `dispatcher` (the
+    /// connection's, taken once per read) at the end of the read (``dispatch(_:to:)``); a Close
+    /// hands them over first. `message` is consumed (a copy of a hub message copies its headers'
+    /// table too).
     func handle(_ message: consuming HubMessage, run: SessionRun, dispatcher: InboundBuffer<Dispatched>?,
                 invocations: inout [Dispatched]) -> InboundPipeline.Outcome {
         switch consume message {
@@ -677,8 +677,8 @@ extension HubConnection {
     /// dispatcher (none is running) they are dropped, as one at a time.
     func dispatch(_ invocations: inout [Dispatched], to dispatcher: InboundBuffer<Dispatched>?) -> InboundPipeline.Outcome {
         guard !invocations.isEmpty else { return .goOn }
-        let batch = invocations
-        invocations = []
+        var batch: [Dispatched] = []
+        swap(&batch, &invocations)
         guard let dispatcher else { return .goOn }
         if dispatcher.append(batch: batch) { return .goOn }
         readGate.pause(for: dispatcher)
@@ -884,9 +884,11 @@ struct InboundPipeline {
         // The read's invocations, handed to the dispatcher together at the end.
         var invocations: [HubConnection.Dispatched] = []
         guard let replay else {
-            invocations.reserveCapacity(messages.count)
             // Each message moved out of the list (emptied after) to be handled, not copied.
             for index in messages.indices {
+                // Room for the rest of the read at its first invocation: a read without one (stream
+                // items, a Ping) allocates nothing for it.
+                if invocations.capacity == 0, case .invocation = messages[index] { invocations.reserveCapacity(messages.count - index) }
                 switch connection.handle(messages.take(at: index, leaving: .ping), run: run, dispatcher: dispatcher, invocations: &invocations) {
                 case .goOn: continue
                 case .close: return .close
